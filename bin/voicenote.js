@@ -1,0 +1,12 @@
+#!/usr/bin/env node
+// The CLI runs from the compiled output; `npm install` builds it (the `prepare` script).
+import { existsSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+
+const compiled = new URL('../dist/cli.js', import.meta.url);
+if (!existsSync(fileURLToPath(compiled))) {
+  process.stderr.write('voicenote: dist/ is missing; run `npm run build` (npm install does it) first\n');
+  process.exit(1);
+}
+const { main } = await import(compiled.href);
+await main(process.argv);

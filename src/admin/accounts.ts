@@ -1,0 +1,35 @@
+import { randomBytes } from 'node:crypto';
+import type { Kysely } from 'kysely';
+import type { PlanName } from '../core/plans.js';
+import { countAccounts, insertAccount, type AccountRow } from '../store/accounts.js';
+import { issueKey, type IssuedKey } from '../store/keys.js';
+import type { Database } from '../store/schema.js';
+
+export interface CreatedAccount {
+  account: AccountRow;
+  testKey: IssuedKey;
+  liveKey: IssuedKey;
+  /** Set when the account was given a generated password (shown once). */
+  generatedPassword?: string;
+}
+
+/** An account with one sandbox and one live key, in one transaction. */
+export async function createAccountWithKeys(
+  db: Kysely<Database>,
+  input: { name: string; email?: string | null; plan: PlanName; password?: string | null; isOwner?: boolean },
+): Promise<CreatedAccount> {
+  return db.transaction().execute(async (trx) => {
+    const account = await insertAccount(trx, input);
+    const testKey = await issueKey(trx, account.id, 'test');
+    const liveKey = await issueKey(trx, account.id, 'live');
+    return { account, testKey, liveKey };
+  });
+}
+
+/** On an empty database, the owner account with generated keys and dashboard password; undefined otherwise. */
+export async function bootstrapOwner(db: Kysely<Database>): Promise<CreatedAccount | undefined> {
+  if ((await countAccounts(db)) > 0) return undefined;
+  const password = randomBytes(12).toString('base64url');
+  const created = await createAccountWithKeys(db, { name: 'owner', email: 'owner@localhost', plan: 'scale', password, isOwner: true });
+  return { ...created, generatedPassword: password };
+}

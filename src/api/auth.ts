@@ -1,0 +1,84 @@
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import { UNAUTHENTICATED_REQUESTS_PER_MINUTE, READ_REQUESTS_PER_MINUTE } from '../core/plans.js';
+import { authenticateSecret, touchKey } from '../store/keys.js';
+import type { Services } from '../services.js';
+import { callerOf, usageSnapshot, type Caller, type UsageSnapshot } from './caller.js';
+import { ApiError, sendError } from './errors.js';
+import type { Bucket, RateDecision } from './rate-limiter.js';
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    caller: Caller | null;
+  }
+  interface FastifyContextConfig {
+    /** The rate-limit bucket a route draws from; `read` when unset. */
+    bucket?: Bucket;
+  }
+}
+
+const BEARER = /^Bearer\s+(\S+)\s*$/i;
+// last_used_at is for people reading `keys list`: a write per minute per key is plenty.
+const TOUCH_INTERVAL_MS = 60_000;
+
+export function rateHeaders(decision: RateDecision): Record<string, string> {
+  return {
+    'X-RateLimit-Limit': String(decision.limit),
+    'X-RateLimit-Remaining': String(decision.remaining),
+    'X-RateLimit-Reset': String(decision.resetAt),
+  };
+}
+
+export function setUsageHeaders(reply: FastifyReply, usage: UsageSnapshot): void {
+  reply.header('X-Usage-Limit', String(usage.limit));
+  reply.header('X-Usage-Remaining', String(usage.remaining));
+}
+
+function rateLimited(decision: RateDecision): ApiError {
+  return new ApiError(
+    'rate_limited',
+    `rate limit of ${decision.limit} requests per minute exceeded; retry after ${decision.retryAfter} s`,
+    { limit: decision.limit, window: '1m', retry_after: decision.retryAfter },
+    { 'Retry-After': String(decision.retryAfter) },
+  );
+}
+
+/**
+ * The gate in front of every /api/v1 route: resolves the key, draws from the right rate-limit bucket
+ * and puts the five limit headers on the reply, whatever the answer turns out to be.
+ */
+export function authenticate(services: Services) {
+  const lastTouched = new Map<string, number>();
+
+  return async function authenticateRequest(request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply | undefined> {
+    request.caller = null;
+    const now = Date.now();
+    const match = BEARER.exec(request.headers.authorization ?? '');
+    const found = match ? await authenticateSecret(services.db.kysely, match[1]!, now) : undefined;
+
+    if (!found) {
+      const decision = await services.rateLimiter.consume('ip', request.ip, UNAUTHENTICATED_REQUESTS_PER_MINUTE, now);
+      reply.headers(rateHeaders(decision));
+      if (!decision.allowed) return sendError(reply, rateLimited(decision));
+      const message = match ? 'invalid, revoked or expired API key' : 'missing API key: send Authorization: Bearer <API_KEY>';
+      return sendError(reply, new ApiError('unauthorized', message));
+    }
+
+    const caller = callerOf(found.key, found.account);
+    request.caller = caller;
+    const bucket = request.routeOptions.config.bucket ?? 'read';
+    const limit = bucket === 'send' ? caller.limits.sendPerMinute : READ_REQUESTS_PER_MINUTE;
+    const [decision, usage] = await Promise.all([
+      services.rateLimiter.consume(bucket, caller.keyId, limit, now),
+      usageSnapshot(services.db, caller, now),
+    ]);
+    reply.headers(rateHeaders(decision));
+    setUsageHeaders(reply, usage);
+
+    if ((lastTouched.get(caller.keyId) ?? 0) < now - TOUCH_INTERVAL_MS) {
+      lastTouched.set(caller.keyId, now);
+      touchKey(services.db.kysely, caller.keyId, now).catch((err: unknown) => request.log.warn({ err }, 'could not record key use'));
+    }
+    if (!decision.allowed) return sendError(reply, rateLimited(decision));
+    return undefined;
+  };
+}

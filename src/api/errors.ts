@@ -1,0 +1,126 @@
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+
+/** Every non-2xx answer of the API, by code (PRODUCT.md, "Errors"). */
+export type ErrorCode =
+  | 'invalid_request'
+  | 'unauthorized'
+  | 'quota_exceeded'
+  | 'not_found'
+  | 'idempotency_conflict'
+  | 'payload_too_large'
+  | 'unsupported_media_type'
+  | 'invalid_parameter'
+  | 'session_not_connected'
+  | 'rate_limited'
+  | 'internal_error'
+  | 'platform_error'
+  | 'service_unavailable';
+
+const STATUS_OF: Record<ErrorCode, number> = {
+  invalid_request: 400,
+  unauthorized: 401,
+  quota_exceeded: 402,
+  not_found: 404,
+  idempotency_conflict: 409,
+  payload_too_large: 413,
+  unsupported_media_type: 415,
+  invalid_parameter: 422,
+  session_not_connected: 422,
+  rate_limited: 429,
+  internal_error: 500,
+  platform_error: 502,
+  service_unavailable: 503,
+};
+
+export type ErrorDetails = Record<string, unknown> | null;
+
+/** An error meant for the caller: thrown anywhere in a request, turned into the envelope in one place. */
+export class ApiError extends Error {
+  readonly statusCode: number;
+  constructor(
+    readonly code: ErrorCode,
+    message: string,
+    readonly details: ErrorDetails = null,
+    readonly headers: Record<string, string> = {},
+  ) {
+    super(message);
+    this.name = 'ApiError';
+    this.statusCode = STATUS_OF[code];
+  }
+}
+
+export const invalidRequest = (field: string | null, message: string): ApiError =>
+  new ApiError('invalid_request', message, field === null ? null : { field });
+export const invalidParameter = (field: string, message: string): ApiError => new ApiError('invalid_parameter', message, { field });
+export const notFound = (what: string): ApiError => new ApiError('not_found', `${what} not found`);
+
+export interface ErrorEnvelope {
+  error: { code: ErrorCode; message: string; details: ErrorDetails };
+}
+
+export const envelope = (error: ApiError): ErrorEnvelope => ({
+  error: { code: error.code, message: error.message, details: error.details },
+});
+
+interface AjvIssue {
+  instancePath?: string;
+  keyword?: string;
+  message?: string;
+  params?: Record<string, unknown>;
+}
+
+// "/session/bot_token" → "session.bot_token"; a missing property is named by the parent path plus its name.
+function fieldOf(issue: AjvIssue): string | null {
+  const base = (issue.instancePath ?? '').replace(/^\//, '').replace(/\//g, '.');
+  const missing = issue.params?.missingProperty;
+  if (typeof missing === 'string') return base ? `${base}.${missing}` : missing;
+  return base || null;
+}
+
+function fromFastifyError(error: FastifyError): ApiError {
+  const validation = (error as FastifyError & { validation?: AjvIssue[] }).validation;
+  if (validation && validation.length > 0) {
+    const issue = validation[0]!;
+    const field = fieldOf(issue);
+    const context = (error as FastifyError & { validationContext?: string }).validationContext;
+    if (!field && context === 'body') return invalidRequest(null, 'request body must be a JSON object');
+    const what = field ?? context ?? 'request';
+    const message =
+      issue.keyword === 'required' ? `${what} is required` : issue.keyword === 'type' ? `${what} ${issue.message ?? 'has the wrong type'}` : `${what} ${issue.message ?? 'is invalid'}`;
+    return invalidRequest(field, message);
+  }
+  switch (error.code) {
+    case 'FST_ERR_CTP_BODY_TOO_LARGE':
+      return new ApiError('payload_too_large', 'request body is larger than 64 KiB');
+    case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
+    case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
+      return error.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE'
+        ? new ApiError('unsupported_media_type', 'request body must be JSON (Content-Type: application/json)')
+        : invalidRequest(null, 'Content-Length does not match the body');
+    case 'FST_ERR_CTP_EMPTY_JSON_BODY':
+      return invalidRequest(null, 'request body is empty; send a JSON object');
+    case 'FST_ERR_CTP_INVALID_JSON_BODY':
+      return invalidRequest(null, `malformed JSON: ${error.message}`);
+    default:
+      break;
+  }
+  if (error instanceof SyntaxError || error.statusCode === 400) return invalidRequest(null, `malformed request: ${error.message}`);
+  if (error.statusCode === 413) return new ApiError('payload_too_large', 'request body is larger than 64 KiB');
+  if (error.statusCode === 415) return new ApiError('unsupported_media_type', 'request body must be JSON (Content-Type: application/json)');
+  return new ApiError('internal_error', 'something went wrong on our side; it has been logged');
+}
+
+export function sendError(reply: FastifyReply, error: ApiError): FastifyReply {
+  for (const [name, value] of Object.entries(error.headers)) reply.header(name, value);
+  if (error.code === 'unauthorized') reply.header('WWW-Authenticate', 'Bearer');
+  return reply.code(error.statusCode).type('application/json; charset=utf-8').send(envelope(error));
+}
+
+export function registerErrorHandling(app: FastifyInstance): void {
+  app.setErrorHandler((error: FastifyError, request: FastifyRequest, reply: FastifyReply) => {
+    const apiError = error instanceof ApiError ? error : fromFastifyError(error);
+    if (apiError.code === 'internal_error') request.log.error({ err: error }, 'unhandled error');
+    return sendError(reply, apiError);
+  });
+  app.setNotFoundHandler((request, reply) => sendError(reply, new ApiError('not_found', `no route ${request.method} ${request.url.split('?')[0]}`)));
+}

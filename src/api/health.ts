@@ -1,0 +1,19 @@
+import type { FastifyInstance } from 'fastify';
+import { ping } from '../store/db.js';
+import type { Services } from '../services.js';
+import { ApiError, sendError } from './errors.js';
+
+/** Probes for orchestrators: alive (the process answers) and ready (storage answers too). */
+export function registerHealthRoutes(app: FastifyInstance, services: Services, isDraining: () => boolean): void {
+  app.get('/healthz', { schema: { hide: true } }, async () => ({ status: 'ok' }));
+  app.get('/readyz', { schema: { hide: true } }, async (request, reply) => {
+    if (isDraining()) return sendError(reply, new ApiError('service_unavailable', 'shutting down', null, { 'Retry-After': '5' }));
+    try {
+      await ping(services.db);
+      return { status: 'ready' };
+    } catch (err) {
+      request.log.warn({ err }, 'storage is not reachable');
+      return sendError(reply, new ApiError('service_unavailable', 'storage is not reachable', null, { 'Retry-After': '5' }));
+    }
+  });
+}

@@ -1,0 +1,95 @@
+import { createHash } from 'node:crypto';
+import type { Kysely } from 'kysely';
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { Database } from '../store/schema.js';
+import { findIdempotent, storeIdempotent, type IdempotencyRow } from '../store/idempotency.js';
+import type { Services } from '../services.js';
+import type { Caller } from './caller.js';
+import { ApiError, invalidRequest } from './errors.js';
+
+export interface Outcome {
+  statusCode: number;
+  body: unknown;
+  /** True when this is a stored answer to an earlier request with the same key. */
+  replayed?: boolean;
+}
+
+// Key order must not make two equal bodies look different.
+function canonicalJson(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
+  if (value !== null && typeof value === 'object') {
+    const entries = Object.entries(value as Record<string, unknown>)
+      .filter(([, v]) => v !== undefined)
+      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+    return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonicalJson(v)}`).join(',')}}`;
+  }
+  return JSON.stringify(value) ?? 'null';
+}
+
+class LostRace extends Error {}
+
+function replay(reply: FastifyReply, stored: IdempotencyRow, requestHash: string): Outcome {
+  if (stored.request_hash !== requestHash) {
+    throw new ApiError('idempotency_conflict', 'this Idempotency-Key was already used with a different request body or endpoint');
+  }
+  reply.header('Idempotent-Replayed', 'true');
+  return { statusCode: stored.status_code, body: JSON.parse(stored.response_body) as unknown, replayed: true };
+}
+
+/**
+ * Runs `work` in one transaction (the caller sends the outcome) and, when the request carries an Idempotency-Key, stores its
+ * successful outcome in the same transaction, so a retried request gets the first answer back
+ * (with `Idempotent-Replayed: true`) and never does the work twice. Errors are not stored: a
+ * retry after a 402 or 422 is judged anew.
+ */
+export async function runIdempotent(
+  services: Services,
+  request: FastifyRequest,
+  reply: FastifyReply,
+  caller: Caller,
+  work: (trx: Kysely<Database>) => Promise<Outcome>,
+): Promise<Outcome> {
+  const header = request.headers['idempotency-key'];
+  const db = services.db.kysely;
+  if (header === undefined) {
+    return db.transaction().execute(work);
+  }
+  const key = Array.isArray(header) ? header[0] ?? '' : header;
+  if (key.length < 1 || key.length > 255) throw invalidRequest('Idempotency-Key', 'Idempotency-Key must be 1 to 255 characters');
+
+  const endpoint = `${request.method} ${request.routeOptions.url ?? request.url}`;
+  const requestHash = createHash('sha256').update(`${endpoint}\n${canonicalJson(request.body ?? null)}`).digest('hex');
+  const scope = { accountId: caller.accountId, env: caller.env, key };
+
+  const existing = await findIdempotent(db, scope);
+  if (existing) return replay(reply, existing, requestHash);
+  try {
+    const outcome = await db.transaction().execute(async (trx) => {
+      const result = await work(trx);
+      const stored = await storeIdempotent(trx, {
+        account_id: caller.accountId,
+        env: caller.env,
+        key,
+        endpoint,
+        request_hash: requestHash,
+        status_code: result.statusCode,
+        response_body: JSON.stringify(result.body),
+        created_at: Date.now(),
+      });
+      if (!stored) throw new LostRace();
+      return result;
+    });
+    return outcome;
+  } catch (error) {
+    if (!(error instanceof LostRace)) throw error;
+    // A concurrent request with the same key committed first: answer as it did.
+    const winner = await findIdempotent(db, scope);
+    if (!winner) throw new ApiError('internal_error', 'idempotency record vanished');
+    return replay(reply, winner, requestHash);
+  }
+}
+
+/** Sends an outcome, first-time or replayed (its body was already shaped by the route). */
+export function sendOutcome(reply: FastifyReply, outcome: Outcome): FastifyReply {
+  return reply.code(outcome.statusCode).send(outcome.body);
+}

@@ -1,0 +1,99 @@
+import { Type, type Static } from '@sinclair/typebox';
+
+/** Response and request shapes: validation, serialisation (no extra fields leak) and OpenAPI from one place. */
+const Timestamp = Type.String({ format: 'date-time', description: 'ISO 8601 UTC timestamp' });
+const PlatformName = Type.String({ enum: ['linkedin', 'telegram', 'whatsapp'] });
+
+export const ErrorEnvelope = Type.Object(
+  {
+    error: Type.Object({
+      code: Type.String(),
+      message: Type.String(),
+      details: Type.Union([Type.Object({}, { additionalProperties: true }), Type.Null()]),
+    }),
+  },
+  { $id: 'Error' },
+);
+
+export const SendBody = Type.Object({
+  platform: Type.String({ description: 'linkedin, telegram or whatsapp' }),
+  recipient: Type.String({ description: 'Platform-specific recipient identifier' }),
+  audio_url: Type.String({ description: 'Public http(s) URL of the audio file' }),
+  session: Type.Object({}, { additionalProperties: true, description: 'Platform credentials: li_at + csrf_token, bot_token, or session_id' }),
+  duration: Type.Optional(Type.Number({ description: 'Seconds; detected when omitted' })),
+  caption: Type.Optional(Type.String({ description: 'Telegram only' })),
+});
+export type SendBody = Static<typeof SendBody>;
+
+export const SentMessage = Type.Object({
+  id: Type.String(),
+  status: Type.String(),
+  platform: PlatformName,
+  recipient: Type.String(),
+  created_at: Timestamp,
+});
+
+export const MessageStatus = Type.Object({
+  id: Type.String(),
+  status: Type.String({ enum: ['queued', 'processing', 'delivered', 'failed'] }),
+  platform: PlatformName,
+  recipient: Type.String(),
+  created_at: Timestamp,
+  delivered_at: Type.Union([Timestamp, Type.Null()]),
+  error: Type.Union([Type.Object({ code: Type.String(), message: Type.String() }), Type.Null()]),
+});
+
+export const Usage = Type.Object({
+  plan: Type.String(),
+  period_start: Timestamp,
+  period_end: Timestamp,
+  usage: Type.Object({
+    total_sent: Type.Integer(),
+    total_delivered: Type.Integer(),
+    total_failed: Type.Integer(),
+    by_platform: Type.Object({ linkedin: Type.Integer(), telegram: Type.Integer(), whatsapp: Type.Integer() }),
+  }),
+  limits: Type.Object({
+    monthly_quota: Type.Integer(),
+    remaining: Type.Integer(),
+    rate_limit_per_minute: Type.Integer(),
+  }),
+});
+
+const SessionStatus = Type.String({ enum: ['qr_pending', 'connected', 'disconnected', 'qr_expired'] });
+const NullableTimestamp = Type.Union([Timestamp, Type.Null()]);
+
+export const CreatedWhatsappSession = Type.Object({
+  session_id: Type.String(),
+  qr_code: Type.String({ description: 'PNG image as a data URI' }),
+  status: SessionStatus,
+});
+
+export const WhatsappSession = Type.Object({
+  session_id: Type.String(),
+  status: SessionStatus,
+  phone_number: Type.Union([Type.String(), Type.Null()]),
+  created_at: Timestamp,
+  last_connected_at: NullableTimestamp,
+});
+
+export const WhatsappSessionListItem = Type.Object({
+  id: Type.String(),
+  phone_number: Type.Union([Type.String(), Type.Null()]),
+  status: SessionStatus,
+  created_at: Timestamp,
+  last_connected_at: NullableTimestamp,
+});
+
+export const WhatsappSessionList = Type.Object({ sessions: Type.Array(WhatsappSessionListItem) });
+export const Deleted = Type.Object({ deleted: Type.Boolean() });
+export const SimulateBody = Type.Object({ event: Type.String({ description: 'scan, expire or disconnect' }) });
+
+export const MessageIdParams = Type.Object({ message_id: Type.String() });
+export const SessionIdParams = Type.Object({ session_id: Type.String() });
+
+const errorResponses = (...statuses: number[]): Record<number, { $ref: string }> =>
+  Object.fromEntries(statuses.map((status) => [status, { $ref: 'Error#' }]));
+
+export const commonErrors = errorResponses(401, 429, 500, 503);
+export const withErrors = (...statuses: number[]): Record<number, { $ref: string }> => ({ ...commonErrors, ...errorResponses(...statuses) });

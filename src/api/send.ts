@@ -1,0 +1,107 @@
+import type { FastifyInstance, FastifyReply } from 'fastify';
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import { checkAudioUrl } from '../audio/index.js';
+import { newMessageId } from '../core/ids.js';
+import { checkCaption, checkDuration, checkRecipient, checkSession, isPlatform, PLATFORMS, type Violation } from '../core/send-rules.js';
+import { insertMessage, type MessageRow } from '../store/messages.js';
+import { reserveSend } from '../store/usage.js';
+import type { Services } from '../services.js';
+import { setUsageHeaders } from './auth.js';
+import { usageScope } from './caller.js';
+import { ApiError, invalidParameter } from './errors.js';
+import { runIdempotent, sendOutcome } from './idempotency.js';
+import { SendBody, SentMessage, withErrors } from './schemas.js';
+import { iso, sentMessageView } from './views.js';
+
+const fail = (violation: Violation): ApiError => invalidParameter(violation.field, violation.message);
+
+export function registerSendRoute(app: FastifyInstance, services: Services): void {
+  app.withTypeProvider<TypeBoxTypeProvider>().post(
+    '/send',
+    {
+      config: { bucket: 'send' },
+      schema: {
+        summary: 'Send a voice note',
+        description: 'Accepts the voice note and queues it; the outcome is read with GET /status/{message_id}.',
+        tags: ['messages'],
+        headers: { type: 'object', properties: { 'idempotency-key': { type: 'string' } } },
+        body: SendBody,
+        response: { 202: SentMessage, ...withErrors(400, 402, 409, 413, 415, 422) },
+      },
+    },
+    async (request, reply) => {
+      const caller = request.caller!;
+      const body = request.body;
+
+      if (!isPlatform(body.platform)) throw invalidParameter('platform', `platform must be one of ${PLATFORMS.join(', ')}`);
+      const platform = body.platform;
+      const recipientProblem = checkRecipient(platform, body.recipient);
+      if (recipientProblem) throw fail(recipientProblem);
+      const session = checkSession(platform, body.session as Record<string, unknown>);
+      if ('field' in session) throw fail(session);
+      const urlProblem = checkAudioUrl(body.audio_url, { allowPrivate: services.config.audioAllowPrivateUrls });
+      if (urlProblem) throw invalidParameter('audio_url', urlProblem);
+      if (body.duration !== undefined) {
+        const durationProblem = checkDuration(platform, body.duration);
+        if (durationProblem) throw fail(durationProblem);
+      }
+      if (body.caption !== undefined) {
+        const captionProblem = checkCaption(platform, body.caption);
+        if (captionProblem) throw fail(captionProblem);
+      }
+      if (session.platform === 'whatsapp') {
+        const linked = await services.whatsappSessions.get({ accountId: caller.accountId, env: caller.env }, session.session_id);
+        if (!linked) throw invalidParameter('session.session_id', `no WhatsApp session ${session.session_id} for this API key's account and environment`);
+        if (linked.status !== 'connected') {
+          throw new ApiError('session_not_connected', `WhatsApp session ${linked.id} is ${linked.status}, not connected`, {
+            field: 'session.session_id',
+            status: linked.status,
+          });
+        }
+      }
+
+      const now = Date.now();
+      const scope = usageScope(caller, now);
+      const reserved = { sent: null as number | null };
+      const outcome = await runIdempotent(services, request, reply, caller, async (trx) => {
+        reserved.sent = await reserveSend(trx, scope, platform, caller.limits.monthlyQuota);
+        if (reserved.sent === null) {
+          throw new ApiError(
+            'quota_exceeded',
+            `the monthly quota of ${caller.limits.monthlyQuota} voice notes is used up; it renews at ${iso(scope.periodEnd)}`,
+            { monthly_quota: caller.limits.monthlyQuota, period_end: iso(scope.periodEnd) },
+          );
+        }
+        const row: MessageRow = {
+          id: newMessageId(now),
+          account_id: caller.accountId,
+          env: caller.env,
+          platform,
+          recipient: body.recipient,
+          audio_url: body.audio_url,
+          duration: body.duration ?? null,
+          caption: body.caption ?? null,
+          credentials: services.secretBox.sealJson(session),
+          status: 'queued',
+          error_code: null,
+          error_message: null,
+          attempts: 0,
+          next_attempt_at: now,
+          lease_owner: null,
+          lease_expires_at: null,
+          period_start: scope.periodStart,
+          created_at: now,
+          updated_at: now,
+          delivered_at: null,
+        };
+        await insertMessage(trx, row);
+        return { statusCode: 202, body: sentMessageView(row) };
+      });
+      if (reserved.sent !== null) {
+        setUsageHeaders(reply, { limit: caller.limits.monthlyQuota, remaining: Math.max(0, caller.limits.monthlyQuota - reserved.sent) });
+        services.wakeWorker();
+      }
+      return sendOutcome(reply as unknown as FastifyReply, outcome);
+    },
+  );
+}

@@ -1,0 +1,118 @@
+import type { FastifyInstance, FastifyReply } from 'fastify';
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import type { Services } from '../services.js';
+import { SessionStateError, SIMULATED_EVENTS, WhatsappUnavailableError, type SimulatedEvent } from '../platforms/whatsapp/sessions.js';
+import { ApiError, invalidParameter, notFound } from './errors.js';
+import { runIdempotent, sendOutcome } from './idempotency.js';
+import {
+  CreatedWhatsappSession,
+  Deleted,
+  SessionIdParams,
+  SimulateBody,
+  WhatsappSession,
+  WhatsappSessionList,
+  commonErrors,
+  withErrors,
+} from './schemas.js';
+import { whatsappSessionListItemView, whatsappSessionView } from './views.js';
+
+const isSimulatedEvent = (value: string): value is SimulatedEvent => (SIMULATED_EVENTS as readonly string[]).includes(value);
+
+export function registerWhatsappSessionRoutes(app: FastifyInstance, services: Services): void {
+  const routes = app.withTypeProvider<TypeBoxTypeProvider>();
+  const sessions = services.whatsappSessions;
+
+  routes.post(
+    '/whatsapp/sessions',
+    {
+      config: { bucket: 'send' },
+      schema: {
+        summary: 'Start linking a WhatsApp account',
+        description: 'Returns a QR code (PNG data URI, valid about 45 s) to scan in the phone app under Linked devices.',
+        tags: ['whatsapp'],
+        response: { 201: CreatedWhatsappSession, ...withErrors(409, 502) },
+      },
+    },
+    async (request, reply) => {
+      const caller = request.caller!;
+      const outcome = await runIdempotent(services, request, reply, caller, async () => {
+        try {
+          const { row, qrCode } = await sessions.create({ accountId: caller.accountId, env: caller.env });
+          return { statusCode: 201, body: { session_id: row.id, qr_code: qrCode, status: row.status } };
+        } catch (error) {
+          if (error instanceof WhatsappUnavailableError) throw new ApiError('platform_error', error.message);
+          throw error;
+        }
+      });
+      return sendOutcome(reply as unknown as FastifyReply, outcome);
+    },
+  );
+
+  routes.get(
+    '/whatsapp/sessions',
+    { schema: { summary: 'List WhatsApp sessions', tags: ['whatsapp'], response: { 200: WhatsappSessionList, ...commonErrors } } },
+    async (request) => {
+      const caller = request.caller!;
+      const rows = await sessions.list({ accountId: caller.accountId, env: caller.env });
+      return { sessions: rows.map(whatsappSessionListItemView) };
+    },
+  );
+
+  routes.get(
+    '/whatsapp/sessions/:session_id',
+    { schema: { summary: 'Look up a WhatsApp session', tags: ['whatsapp'], params: SessionIdParams, response: { 200: WhatsappSession, ...withErrors(404) } } },
+    async (request) => {
+      const caller = request.caller!;
+      const row = await sessions.get({ accountId: caller.accountId, env: caller.env }, request.params.session_id);
+      if (!row) throw notFound(`WhatsApp session ${request.params.session_id}`);
+      return whatsappSessionView(row);
+    },
+  );
+
+  routes.delete(
+    '/whatsapp/sessions/:session_id',
+    {
+      schema: {
+        summary: 'Delete a WhatsApp session and all its stored credentials',
+        tags: ['whatsapp'],
+        params: SessionIdParams,
+        response: { 200: Deleted, ...withErrors(404) },
+      },
+    },
+    async (request) => {
+      const caller = request.caller!;
+      const removed = await sessions.remove({ accountId: caller.accountId, env: caller.env }, request.params.session_id);
+      if (!removed) throw notFound(`WhatsApp session ${request.params.session_id}`);
+      return { deleted: true };
+    },
+  );
+
+  routes.post(
+    '/whatsapp/sessions/:session_id/simulate',
+    {
+      schema: {
+        summary: 'Sandbox only: simulate a scan, an expiry or a disconnect',
+        tags: ['whatsapp'],
+        params: SessionIdParams,
+        body: SimulateBody,
+        response: { 200: WhatsappSession, ...withErrors(400, 404, 415, 422) },
+      },
+    },
+    async (request) => {
+      const caller = request.caller!;
+      const id = request.params.session_id;
+      // Live sessions are real devices: there is nothing to simulate, and the route does not exist for them.
+      if (caller.env !== 'test') throw notFound(`no route POST ${request.url.split('?')[0]}`);
+      const event = request.body.event;
+      if (!isSimulatedEvent(event)) throw invalidParameter('event', `event must be one of ${SIMULATED_EVENTS.join(', ')}`);
+      try {
+        const row = await sessions.simulate({ accountId: caller.accountId, env: caller.env }, id, event);
+        if (!row) throw notFound(`WhatsApp session ${id}`);
+        return whatsappSessionView(row);
+      } catch (error) {
+        if (error instanceof SessionStateError) throw new ApiError('invalid_parameter', error.message, { field: 'event', status: error.status });
+        throw error;
+      }
+    },
+  );
+}

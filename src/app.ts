@@ -1,0 +1,154 @@
+import { Redis } from 'ioredis';
+import type { Logger } from 'pino';
+import { createAudioPipeline, resolveFfmpegPath, type AudioPipeline } from './audio/index.js';
+import { RateLimiter } from './api/rate-limiter.js';
+import type { Config } from './config.js';
+import { SecretBox } from './core/secret-box.js';
+import { DeliveryWorker, type AudioSource } from './delivery/worker.js';
+import { createLogger } from './logger.js';
+import { createSandboxAdapter, createUnavailableAdapter } from './platforms/sandbox.js';
+import type { PlatformAdapter } from './platforms/platform.js';
+import { createWhatsappSessions } from './platforms/whatsapp/sessions.js';
+import { loadOrCreateSecretKey } from './secret-key.js';
+import { buildServer, type Server } from './server.js';
+import type { Services } from './services.js';
+import { migrate, openDb } from './store/db.js';
+import { purgeExpiredIdempotency } from './store/idempotency.js';
+
+export interface AppOptions {
+  /** Run the delivery worker in this process (`serve` does unless --no-worker). */
+  worker: boolean;
+  /** Tests: a logger of their own, a PostgreSQL schema of their own, a Redis key prefix of their own. */
+  logger?: Logger;
+  pgSchema?: string;
+  redisKeyPrefix?: string;
+  workerPollMs?: number;
+}
+
+export interface App {
+  services: Services;
+  server: Server;
+  worker: DeliveryWorker | undefined;
+  /** Stops taking requests, finishes what is in flight, hands back leases, closes connections. */
+  close(): Promise<void>;
+}
+
+const HOUSEKEEPING_INTERVAL_MS = 10 * 60_000;
+
+interface OpenedServices {
+  services: Services;
+  /** Lets `wakeWorker` reach the worker once there is one. */
+  attachWorker(worker: DeliveryWorker): void;
+  close(): Promise<void>;
+}
+
+/** Storage (migrated), secrets, limits and sessions: what both `serve` and `worker` stand on. */
+export async function openServices(config: Config, options: Omit<AppOptions, 'worker'>): Promise<OpenedServices> {
+  const logger = options.logger ?? createLogger(config.logLevel);
+  const db = await openDb({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, pgSchema: options.pgSchema });
+  await migrate(db);
+  const secretBox = new SecretBox(loadOrCreateSecretKey(config.dataDir, config.secretKey));
+  const redis = config.redisUrl ? new Redis(config.redisUrl, { maxRetriesPerRequest: 2, enableOfflineQueue: true, lazyConnect: false }) : undefined;
+  redis?.on('error', (err: unknown) => logger.warn({ err }, 'redis error'));
+  const rateLimiter = new RateLimiter({ redis, keyPrefix: options.redisKeyPrefix });
+  const whatsappSessions = createWhatsappSessions({ db: db.kysely, autoScanSeconds: config.sandboxAutoScanSeconds });
+
+  let worker: DeliveryWorker | undefined;
+  const services: Services = {
+    config,
+    db,
+    secretBox,
+    rateLimiter,
+    whatsappSessions,
+    logger,
+    wakeWorker: () => worker?.wake(),
+  };
+  const housekeeping = setInterval(() => {
+    purgeExpiredIdempotency(db.kysely).catch((err: unknown) => logger.warn({ err }, 'idempotency purge failed'));
+  }, HOUSEKEEPING_INTERVAL_MS);
+  housekeeping.unref();
+  return {
+    services,
+    attachWorker: (w) => {
+      worker = w;
+    },
+    async close() {
+      clearInterval(housekeeping);
+      redis?.disconnect();
+      await db.close();
+    },
+  };
+}
+
+/** A running delivery worker with its own audio pipeline. */
+export interface RunningWorker {
+  worker: DeliveryWorker;
+  stop(): Promise<void>;
+}
+
+export function startWorker(services: Services, pollMs?: number): RunningWorker {
+  const { config, logger } = services;
+  const audio: AudioPipeline = createAudioPipeline({
+    dataDir: config.dataDir,
+    ffmpegPath: resolveFfmpegPath(config.ffmpegPath),
+    allowPrivateUrls: config.audioAllowPrivateUrls,
+    logger,
+  });
+  const worker = createWorker(services, audio, pollMs);
+  worker.start();
+  return {
+    worker,
+    async stop() {
+      await worker.stop();
+      await audio.close();
+    },
+  };
+}
+
+/** The HTTP service, with the worker in the same process unless told otherwise. */
+export async function createApp(config: Config, options: AppOptions): Promise<App> {
+  const opened = await openServices(config, options);
+  const { services } = opened;
+  const running = options.worker ? startWorker(services, options.workerPollMs) : undefined;
+  if (running) opened.attachWorker(running.worker);
+  const server = await buildServer(services);
+
+  let closing: Promise<void> | undefined;
+  return {
+    services,
+    server,
+    worker: running?.worker,
+    close() {
+      closing ??= (async () => {
+        server.startDraining();
+        await server.app.close();
+        await running?.stop();
+        await opened.close();
+      })();
+      return closing;
+    },
+  };
+}
+
+/** A worker for `voicenote worker`: no HTTP, same storage and platforms. */
+export function createWorker(services: Services, audio: AudioSource, pollMs?: number): DeliveryWorker {
+  const { config, db } = services;
+  const sandbox = createSandboxAdapter({
+    latencyMs: config.sandboxLatencyMs,
+    whatsappSessionStatus: async (job, sessionId) =>
+      (await services.whatsappSessions.get({ accountId: job.accountId, env: job.env }, sessionId))?.status,
+  });
+  const live: Record<string, PlatformAdapter> = {
+    linkedin: createUnavailableAdapter('linkedin'),
+    telegram: createUnavailableAdapter('telegram'),
+    whatsapp: createUnavailableAdapter('whatsapp'),
+  };
+  return new DeliveryWorker({
+    db,
+    secretBox: services.secretBox,
+    audio,
+    adapterFor: (env, platform) => (env === 'test' ? sandbox : (live[platform] ?? createUnavailableAdapter(platform))),
+    logger: services.logger,
+    ...(pollMs !== undefined ? { pollMs } : {}),
+  });
+}

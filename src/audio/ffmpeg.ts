@@ -1,0 +1,149 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { accessSync, constants as fsConstants } from 'node:fs';
+import { createRequire } from 'node:module';
+import { delimiter, join } from 'node:path';
+
+/** FFMPEG_PATH value if given, else `ffmpeg` on PATH if present, else the bundled @ffmpeg-installer binary. */
+export function resolveFfmpegPath(fromEnv?: string): string {
+  if (fromEnv !== undefined && fromEnv.trim() !== '') return fromEnv.trim();
+  for (const dir of (process.env.PATH ?? '').split(delimiter)) {
+    if (dir === '') continue;
+    const candidate = join(dir, process.platform === 'win32' ? 'ffmpeg.exe' : 'ffmpeg');
+    try {
+      accessSync(candidate, fsConstants.X_OK);
+      return candidate;
+    } catch {
+      // not here; keep looking
+    }
+  }
+  const required: unknown = createRequire(import.meta.url)('@ffmpeg-installer/ffmpeg');
+  if (typeof required === 'object' && required !== null && 'path' in required && typeof required.path === 'string') {
+    return required.path;
+  }
+  throw new Error('no ffmpeg found: set FFMPEG_PATH, install ffmpeg, or install @ffmpeg-installer/ffmpeg');
+}
+
+/** FIFO counting semaphore: ffmpeg is CPU-bound, so running more than the cores only adds latency. */
+export class Semaphore {
+  private available: number;
+  private readonly waiters: Array<() => void> = [];
+
+  constructor(permits: number) {
+    this.available = Math.max(1, Math.floor(permits));
+  }
+
+  async acquire(): Promise<() => void> {
+    if (this.available > 0) {
+      this.available--;
+    } else {
+      await new Promise<void>((resolve) => this.waiters.push(resolve));
+    }
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      const next = this.waiters.shift();
+      if (next) next();
+      else this.available++;
+    };
+  }
+}
+
+export interface FfmpegResult {
+  exitCode: number | null;
+  signal: NodeJS.Signals | null;
+  timedOut: boolean;
+  killed: boolean;
+  /** Last part of stderr: ffmpeg reports stream layout and errors there. */
+  stderr: string;
+}
+
+export interface FfmpegRunOptions {
+  timeoutMs: number;
+  onStdout?: (chunk: Buffer) => void;
+}
+
+const STDERR_KEEP = 64 * 1024;
+
+/** Spawns ffmpeg without a shell, bounded by a semaphore and a timeout; close() kills what still runs. */
+export class FfmpegRunner {
+  private readonly semaphore: Semaphore;
+  private readonly running = new Map<ChildProcess, { kill: () => void; exited: Promise<void> }>();
+  private closed = false;
+  runs = 0;
+
+  constructor(readonly ffmpegPath: string, maxConcurrent: number) {
+    this.semaphore = new Semaphore(maxConcurrent);
+  }
+
+  async run(args: readonly string[], opts: FfmpegRunOptions): Promise<FfmpegResult> {
+    const release = await this.semaphore.acquire();
+    try {
+      if (this.closed) throw new Error('audio pipeline is closed');
+      this.runs++;
+      return await this.spawnOnce(args, opts);
+    } finally {
+      release();
+    }
+  }
+
+  private spawnOnce(args: readonly string[], opts: FfmpegRunOptions): Promise<FfmpegResult> {
+    return new Promise((resolve, reject) => {
+      const child = spawn(this.ffmpegPath, args, { stdio: ['ignore', opts.onStdout ? 'pipe' : 'ignore', 'pipe'], shell: false });
+      let stderr = '';
+      let timedOut = false;
+      let killed = false;
+      const timer = setTimeout(() => {
+        timedOut = true;
+        child.kill('SIGKILL');
+      }, opts.timeoutMs);
+      child.stderr?.setEncoding('utf8');
+      child.stderr?.on('data', (chunk: string) => {
+        stderr += chunk;
+        if (stderr.length > 2 * STDERR_KEEP) stderr = stderr.slice(-STDERR_KEEP);
+      });
+      if (opts.onStdout) child.stdout?.on('data', opts.onStdout);
+      const exited = new Promise<void>((done) => {
+        child.once('close', () => done());
+        child.once('error', () => done());
+      });
+      this.running.set(child, {
+        kill: () => {
+          killed = true;
+          child.kill('SIGKILL');
+        },
+        exited,
+      });
+      child.once('error', (err) => {
+        clearTimeout(timer);
+        this.running.delete(child);
+        reject(err);
+      });
+      child.once('close', (exitCode, signal) => {
+        clearTimeout(timer);
+        this.running.delete(child);
+        resolve({ exitCode, signal, timedOut, killed, stderr: stderr.slice(-STDERR_KEEP) });
+      });
+    });
+  }
+
+  /** Kills every running ffmpeg and waits until they have exited. */
+  async close(): Promise<void> {
+    this.closed = true;
+    const exits = [...this.running.values()].map((entry) => {
+      entry.kill();
+      return entry.exited;
+    });
+    await Promise.all(exits);
+  }
+}
+
+/** Arguments every invocation shares: quiet, no stdin, no network, no probing of input by guesswork. */
+export function baseInputArgs(inputPath: string, demuxer: string): string[] {
+  return [
+    '-nostdin', '-hide_banner', '-nostats', '-loglevel', 'info', '-y',
+    '-protocol_whitelist', 'file,pipe',
+    '-f', demuxer,
+    '-i', `file:${inputPath}`,
+  ];
+}

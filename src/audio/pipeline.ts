@@ -1,0 +1,272 @@
+import { randomUUID } from 'node:crypto';
+import { mkdir, readdir, rm, stat } from 'node:fs/promises';
+import type { LookupFunction } from 'node:net';
+import { availableParallelism } from 'node:os';
+import { join } from 'node:path';
+import { AudioCache, type AudioLogger, type CacheEntry } from './cache.js';
+import { AudioError } from './errors.js';
+import { FfmpegRunner } from './ffmpeg.js';
+import { createAudioAgent, fetchAudio, type FetchedSource } from './fetch.js';
+import { detectSource, type SourceInfo } from './probe.js';
+import { audioTargetFor, DEFAULT_MAX_SOURCE_BYTES, type AudioFormat, type AudioPlatform, type AudioTarget } from './targets.js';
+import { convertAudio } from './transcode.js';
+import type { AddressPolicy } from './url-check.js';
+
+export interface AudioPipelineOptions {
+  dataDir: string;
+  ffmpegPath: string;
+  allowPrivateUrls: boolean;
+  cacheMaxBytes?: number;
+  maxConcurrentTranscodes?: number;
+  fetchTimeoutMs?: number;
+  maxSourceBytes?: number;
+  logger?: AudioLogger;
+}
+
+/** Seams for tests and tuning that are not part of the service configuration. */
+export interface AudioPipelineInternals {
+  /** Replaces DNS resolution for fetches. */
+  lookup?: LookupFunction;
+  /** Replaces the public/non-public address verdict (tests stand a loopback server in for a public host). */
+  addressPolicy?: AddressPolicy;
+  /** Kill an ffmpeg run after this long; default 10 minutes. */
+  ffmpegTimeoutMs?: number;
+}
+
+export interface PreparedAudio {
+  path: string;
+  mimeType: string;
+  fileName: string;
+  format: AudioFormat;
+  sizeBytes: number;
+  durationSeconds: number;
+  waveform: Uint8Array;
+  sourceSha256: string;
+  cacheHit: boolean;
+  release(): void;
+}
+
+export interface AudioPipeline {
+  prepare(input: { url: string; platform: AudioPlatform; durationHint?: number }): Promise<PreparedAudio>;
+  close(): Promise<void>;
+}
+
+const GiB = 1024 * 1024 * 1024;
+const DEFAULT_FETCH_TIMEOUT_MS = 30_000;
+const DEFAULT_FFMPEG_TIMEOUT_MS = 10 * 60_000;
+// Encoders pad a few frames; a 60.0 s recording must not fail a 60 s limit over 20 ms of padding.
+const DURATION_TOLERANCE_SECONDS = 0.1;
+const STALE_DOWNLOAD_MS = 15 * 60_000;
+
+/** Settles a conversion nobody is waiting for any more (every requester failed its own checks first). */
+class NoTakers extends Error {}
+
+interface Flight {
+  info: Promise<SourceInfo>;
+  /** Settles once the requests waiting on `info` have had their say (or detection failed). */
+  decided: Promise<void>;
+  entry: Promise<CacheEntry>;
+  /** Requests that passed their own limit checks and want the result. */
+  wanted: number;
+}
+
+const noop = (): void => undefined;
+
+function tooLong(seconds: number, max: number): AudioError {
+  return new AudioError('audio_too_long', `audio is ${seconds.toFixed(1)} s long; the platform allows at most ${max} s`);
+}
+
+function exceedsDuration(seconds: number | null, target: AudioTarget): boolean {
+  return seconds !== null && target.maxDurationSeconds !== null && seconds > target.maxDurationSeconds + DURATION_TOLERANCE_SECONDS;
+}
+
+export function createAudioPipeline(opts: AudioPipelineOptions, internals: AudioPipelineInternals = {}): AudioPipeline {
+  const log = opts.logger;
+  const tmpDir = join(opts.dataDir, 'tmp', 'audio');
+  const cache = new AudioCache(join(opts.dataDir, 'audio-cache'), opts.cacheMaxBytes ?? GiB, log);
+  const runner = new FfmpegRunner(opts.ffmpegPath, opts.maxConcurrentTranscodes ?? availableParallelism());
+  const agent = createAudioAgent({ allowPrivate: opts.allowPrivateUrls, lookup: internals.lookup, addressPolicy: internals.addressPolicy });
+  const fetchTimeoutMs = opts.fetchTimeoutMs ?? DEFAULT_FETCH_TIMEOUT_MS;
+  const maxSourceBytes = opts.maxSourceBytes ?? DEFAULT_MAX_SOURCE_BYTES;
+  const ffmpegTimeoutMs = internals.ffmpegTimeoutMs ?? DEFAULT_FFMPEG_TIMEOUT_MS;
+  const closing = new AbortController();
+  const inflight = new Map<string, Flight>();
+  const pending = new Set<Promise<unknown>>();
+  let closed = false;
+
+  const ready = (async () => {
+    await mkdir(tmpDir, { recursive: true });
+    const now = Date.now();
+    for (const name of await readdir(tmpDir)) {
+      const path = join(tmpDir, name);
+      const st = await stat(path).catch(() => null);
+      if (st !== null && now - st.mtimeMs > STALE_DOWNLOAD_MS) await rm(path, { force: true });
+    }
+    await cache.init();
+  })();
+  ready.catch(noop);
+
+  function startFlight(key: string, src: FetchedSource, format: AudioFormat): Flight {
+    const info = detectSource(src.path, src.sizeBytes);
+    let markDecided = noop;
+    const decided = new Promise<void>((resolve) => {
+      markDecided = resolve;
+    });
+    const flight: Flight = { info, decided, entry: Promise.resolve(null as unknown as CacheEntry), wanted: 0 };
+    flight.entry = (async () => {
+      try {
+        let detected: SourceInfo;
+        try {
+          detected = await info;
+          // Every request already waiting on `info` checks its own limits in the microtasks before this.
+          await new Promise<void>((resolve) => setImmediate(resolve));
+        } finally {
+          markDecided();
+        }
+        if (flight.wanted === 0) throw new NoTakers();
+        const outputPath = cache.tempPath();
+        const started = performance.now();
+        try {
+          const outcome = await convertAudio({ runner, sourcePath: src.path, info: detected, format, outputPath, timeoutMs: ffmpegTimeoutMs });
+          const entry = await cache.commit(outcome.passThrough ? src.path : outputPath, {
+            sourceSha256: src.sha256,
+            format,
+            durationSeconds: Math.round(outcome.decodedSeconds * 1000) / 1000,
+            waveform: [...outcome.waveform],
+            passThrough: outcome.passThrough,
+          });
+          log?.debug(
+            { sha256: src.sha256, format, passThrough: outcome.passThrough, ms: Math.round(performance.now() - started), container: detected.container, codec: detected.codec },
+            'audio converted',
+          );
+          // The commit pin belongs to the flight; it is dropped once every waiter has pinned for itself.
+          setImmediate(() => cache.unpin(entry));
+          return entry;
+        } finally {
+          await rm(outputPath, { force: true });
+        }
+      } finally {
+        await rm(src.path, { force: true });
+      }
+    })();
+    info.catch(noop);
+    flight.entry
+      .finally(() => {
+        if (inflight.get(key) === flight) inflight.delete(key);
+      })
+      .catch(noop);
+    inflight.set(key, flight);
+    return flight;
+  }
+
+  function hand(entry: CacheEntry, target: AudioTarget, hint: number | null, cacheHit: boolean): PreparedAudio {
+    const durationSeconds = hint ?? entry.meta.durationSeconds;
+    try {
+      if (exceedsDuration(durationSeconds, target)) throw tooLong(durationSeconds, target.maxDurationSeconds ?? 0);
+      if (entry.meta.sizeBytes > target.maxBytes) {
+        throw new AudioError('audio_too_large', `converted audio is ${entry.meta.sizeBytes} bytes; the platform allows at most ${target.maxBytes}`);
+      }
+    } catch (err) {
+      cache.unpin(entry);
+      throw err;
+    }
+    let released = false;
+    return {
+      path: entry.audioPath,
+      mimeType: target.mimeType,
+      fileName: target.fileName,
+      format: target.format,
+      sizeBytes: entry.meta.sizeBytes,
+      durationSeconds,
+      waveform: Uint8Array.from(entry.meta.waveform),
+      sourceSha256: entry.meta.sourceSha256,
+      cacheHit,
+      release() {
+        if (released) return;
+        released = true;
+        cache.unpin(entry);
+      },
+    };
+  }
+
+  async function prepareOnce(input: { url: string; platform: AudioPlatform; durationHint?: number }): Promise<PreparedAudio> {
+    const target = audioTargetFor(input.platform);
+    const hintRaw = input.durationHint;
+    const hint = typeof hintRaw === 'number' && Number.isFinite(hintRaw) && hintRaw > 0 ? hintRaw : null;
+    await ready;
+    const downloadPath = join(tmpDir, `dl-${randomUUID()}`);
+    let handedOver = false;
+    try {
+      const src = await fetchAudio({
+        url: input.url,
+        destPath: downloadPath,
+        maxBytes: maxSourceBytes,
+        timeoutMs: fetchTimeoutMs,
+        allowPrivate: opts.allowPrivateUrls,
+        addressPolicy: internals.addressPolicy,
+        dispatcher: agent,
+        signal: closing.signal,
+      });
+      const key = AudioCache.keyOf(src.sha256, target.format);
+      for (;;) {
+        const cached = await cache.acquire(src.sha256, target.format);
+        if (cached) return hand(cached, target, hint, true);
+        let flight = inflight.get(key);
+        let mine = false;
+        if (!flight) {
+          // A conversion may have finished while the lookup above was reading the disk.
+          const justCommitted = cache.acquireKnown(src.sha256, target.format);
+          if (justCommitted) return hand(justCommitted, target, hint, true);
+          if (handedOver) throw new Error('audio conversion was abandoned twice'); // cannot happen: we voted for our own
+          flight = startFlight(key, src, target.format);
+          handedOver = true;
+          mine = true;
+        }
+        try {
+          const info = await flight.info;
+          const declared = hint ?? info.durationSeconds;
+          if (exceedsDuration(declared, target)) throw tooLong(declared ?? 0, target.maxDurationSeconds ?? 0);
+        } catch (err) {
+          // Our download now belongs to the flight: when nobody wants its result, wait for it to
+          // clean up, so a failed prepare() never leaves a temp file behind it.
+          if (mine) {
+            await flight.decided;
+            if (flight.wanted === 0) await flight.entry.catch(noop);
+          }
+          throw err;
+        }
+        flight.wanted++;
+        let entry: CacheEntry;
+        try {
+          entry = cache.pin(await flight.entry);
+        } catch (err) {
+          if (err instanceof NoTakers) continue;
+          throw err;
+        }
+        return hand(entry, target, hint, false);
+      }
+    } finally {
+      if (!handedOver) await rm(downloadPath, { force: true });
+    }
+  }
+
+  return {
+    prepare(input) {
+      if (closed) return Promise.reject(new Error('audio pipeline is closed'));
+      const job = prepareOnce(input);
+      pending.add(job);
+      job.then(noop, noop).finally(() => pending.delete(job));
+      return job;
+    },
+    async close() {
+      if (closed) return;
+      closed = true;
+      closing.abort();
+      await runner.close();
+      await Promise.allSettled([...pending]);
+      await Promise.allSettled([...inflight.values()].map((f) => f.entry));
+      await agent.close().catch(noop);
+      await cache.settle();
+    },
+  };
+}

@@ -1,0 +1,266 @@
+import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
+import { bootstrapOwner, createAccountWithKeys, type CreatedAccount } from './admin/accounts.js';
+import { createApp, openServices, startWorker } from './app.js';
+import { ConfigError, loadConfig, type Config } from './config.js';
+import { isPlanName, PLAN_NAMES, type PlanName } from './core/plans.js';
+import { createLogger } from './logger.js';
+import { findAccount, updatePlan } from './store/accounts.js';
+import { migrate, openDb, type Db } from './store/db.js';
+import { findKey, issueKey, listKeys, revokeKey, rollKey, type KeyRow } from './store/keys.js';
+import { iso } from './api/views.js';
+
+/** A failure the user can act on: printed as one line on stderr, exit code 1. */
+class CliError extends Error {}
+
+const out = (line: string): void => {
+  process.stdout.write(`${line}\n`);
+};
+const json = (value: unknown): void => out(JSON.stringify(value));
+
+async function withDb<T>(config: Config, work: (db: Db) => Promise<T>): Promise<T> {
+  const db = await openDb({ databaseUrl: config.databaseUrl, dataDir: config.dataDir });
+  try {
+    await migrate(db);
+    return await work(db);
+  } finally {
+    await db.close();
+  }
+}
+
+function parsePlan(value: string): PlanName {
+  if (!isPlanName(value)) throw new InvalidArgumentError(`plan must be one of ${PLAN_NAMES.join(', ')}`);
+  return value;
+}
+
+function parsePositiveInt(value: string): number {
+  if (!/^\d+$/.test(value) || Number(value) < 1) throw new InvalidArgumentError('must be a positive whole number');
+  return Number(value);
+}
+
+const DURATION_UNITS: Record<string, number> = { s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 };
+function parseDuration(value: string): number {
+  const match = /^(\d+)([smhd])$/.exec(value.trim());
+  if (!match) throw new InvalidArgumentError('expected a duration such as 30m, 24h or 7d');
+  return Number(match[1]) * DURATION_UNITS[match[2]!]!;
+}
+
+function printCreatedAccount(created: CreatedAccount, asJson: boolean): void {
+  if (asJson) {
+    json({
+      account_id: created.account.id,
+      keys: {
+        test: { id: created.testKey.row.id, secret: created.testKey.secret },
+        live: { id: created.liveKey.row.id, secret: created.liveKey.secret },
+      },
+    });
+    return;
+  }
+  out(`account  ${created.account.id}  (${created.account.name}, plan ${created.account.plan})`);
+  out(`sandbox key  ${created.testKey.row.id}  ${created.testKey.secret}`);
+  out(`live key     ${created.liveKey.row.id}  ${created.liveKey.secret}`);
+  out('The secrets are shown once: store them now.');
+}
+
+const keyView = (key: KeyRow) => ({
+  id: key.id,
+  env: key.env,
+  prefix: key.prefix,
+  created_at: iso(key.created_at),
+  expires_at: key.expires_at === null ? null : iso(key.expires_at),
+  revoked_at: key.revoked_at === null ? null : iso(key.revoked_at),
+  last_used_at: key.last_used_at === null ? null : iso(key.last_used_at),
+});
+
+function onSignals(stop: () => Promise<void>): void {
+  let stopping = false;
+  const handler = (signal: string): void => {
+    if (stopping) return;
+    stopping = true;
+    process.stderr.write(`voicenote: ${signal} received, shutting down\n`);
+    stop().then(
+      () => process.exit(0),
+      (err: unknown) => {
+        process.stderr.write(`voicenote: shutdown failed: ${String(err)}\n`);
+        process.exit(1);
+      },
+    );
+  };
+  process.once('SIGTERM', () => handler('SIGTERM'));
+  process.once('SIGINT', () => handler('SIGINT'));
+}
+
+export function buildProgram(): Command {
+  const program = new Command('voicenote')
+    .description('Voice notes on LinkedIn, Telegram and WhatsApp through one HTTP API')
+    .exitOverride()
+    .configureOutput({ writeErr: (text) => process.stderr.write(text) });
+  const config = (): Config => loadConfig();
+
+  program
+    .command('serve')
+    .description('run the HTTP API (and the delivery worker, unless --no-worker)')
+    .option('--no-worker', 'do not run the delivery worker in this process')
+    .action(async (options: { worker: boolean }) => {
+      const cfg = config();
+      const logger = createLogger(cfg.logLevel);
+      const app = await createApp(cfg, { worker: options.worker, logger });
+      const owner = await bootstrapOwner(app.services.db.kysely);
+      if (owner) {
+        out('First start: created the owner account. These are shown once:');
+        printCreatedAccount(owner, false);
+        out(`dashboard login  ${owner.account.email}  password ${owner.generatedPassword}`);
+      }
+      onSignals(() => app.close());
+      const address = await app.server.app.listen({ port: cfg.port, host: cfg.host });
+      logger.info({ address, worker: options.worker, storage: app.services.db.dialect }, 'voicenote is listening');
+    });
+
+  program
+    .command('worker')
+    .description('run only the delivery worker')
+    .action(async () => {
+      const cfg = config();
+      const opened = await openServices(cfg, { logger: createLogger(cfg.logLevel) });
+      const running = startWorker(opened.services);
+      opened.attachWorker(running.worker);
+      opened.services.logger.info({ storage: opened.services.db.dialect }, 'voicenote worker started');
+      onSignals(async () => {
+        await running.stop();
+        await opened.close();
+      });
+    });
+
+  program
+    .command('migrate')
+    .description('apply pending database migrations')
+    .action(async () => {
+      const applied = await withDb(config(), async (db) => migrate(db));
+      out(applied.length === 0 ? 'database is up to date' : `applied ${applied.join(', ')}`);
+    });
+
+  const accounts = program.command('accounts').description('manage accounts');
+  accounts
+    .command('create')
+    .description('create an account with one sandbox and one live key')
+    .requiredOption('--name <name>', 'account name')
+    .option('--email <email>', 'contact and dashboard login')
+    .addOption(new Option('--plan <plan>', 'starter, growth, scale or enterprise').argParser(parsePlan).default('starter'))
+    .option('--password <password>', 'dashboard password')
+    .option('--json', 'print one JSON object')
+    .action(async (options: { name: string; email?: string; plan: PlanName; password?: string; json?: boolean }) => {
+      const created = await withDb(config(), (db) =>
+        createAccountWithKeys(db.kysely, { name: options.name, email: options.email ?? null, plan: options.plan, password: options.password ?? null }),
+      );
+      printCreatedAccount(created, options.json === true);
+    });
+  accounts
+    .command('set-plan <account_id>')
+    .description('change the plan, optionally with per-account limits')
+    .addOption(new Option('--plan <plan>', 'starter, growth, scale or enterprise').argParser(parsePlan).makeOptionMandatory())
+    .addOption(new Option('--rate-limit <n>', 'sends per minute per key').argParser(parsePositiveInt))
+    .addOption(new Option('--quota <n>', 'voice notes per billing period').argParser(parsePositiveInt))
+    .option('--json', 'print one JSON object')
+    .action(async (accountId: string, options: { plan: PlanName; rateLimit?: number; quota?: number; json?: boolean }) => {
+      const account = await withDb(config(), async (db) => {
+        if (!(await findAccount(db.kysely, accountId))) throw new CliError(`no account ${accountId}`);
+        return updatePlan(db.kysely, accountId, {
+          plan: options.plan,
+          ...(options.rateLimit !== undefined ? { rateLimit: options.rateLimit } : {}),
+          ...(options.quota !== undefined ? { quota: options.quota } : {}),
+        });
+      });
+      if (!account) throw new CliError(`no account ${accountId}`);
+      if (options.json) json({ account_id: account.id, plan: account.plan, rate_limit: account.rate_limit, quota: account.quota });
+      else out(`account ${account.id} is on plan ${account.plan}`);
+    });
+
+  const keys = program.command('keys').description('manage API keys');
+  keys
+    .command('create')
+    .description('issue a new key')
+    .requiredOption('--account <id>', 'account id')
+    .addOption(
+      new Option('--env <env>', 'test (sandbox) or live').choices(['test', 'live']).makeOptionMandatory(),
+    )
+    .option('--json', 'print one JSON object')
+    .action(async (options: { account: string; env: 'test' | 'live'; json?: boolean }) => {
+      const issued = await withDb(config(), async (db) => {
+        if (!(await findAccount(db.kysely, options.account))) throw new CliError(`no account ${options.account}`);
+        return issueKey(db.kysely, options.account, options.env);
+      });
+      if (options.json) json({ id: issued.row.id, env: issued.row.env, secret: issued.secret });
+      else out(`${issued.row.id}  ${issued.secret}  (shown once)`);
+    });
+  keys
+    .command('list')
+    .description("list an account's keys")
+    .requiredOption('--account <id>', 'account id')
+    .option('--json', 'print one JSON object')
+    .action(async (options: { account: string; json?: boolean }) => {
+      const rows = await withDb(config(), async (db) => {
+        if (!(await findAccount(db.kysely, options.account))) throw new CliError(`no account ${options.account}`);
+        return listKeys(db.kysely, options.account);
+      });
+      if (options.json) {
+        json({ keys: rows.map(keyView) });
+        return;
+      }
+      for (const key of rows.map(keyView)) {
+        const state = key.revoked_at ? `revoked ${key.revoked_at}` : key.expires_at ? `expires ${key.expires_at}` : 'active';
+        out(`${key.id}  ${key.env.padEnd(4)}  ${key.prefix}…  created ${key.created_at}  ${state}`);
+      }
+    });
+  keys
+    .command('roll <key_id>')
+    .description('issue a successor; the old key stays valid until --expires-in has passed')
+    .addOption(new Option('--expires-in <duration>', 'how long the old key keeps working').argParser(parseDuration).default(86_400_000, '24h'))
+    .option('--json', 'print one JSON object')
+    .action(async (keyId: string, options: { expiresIn: number; json?: boolean }) => {
+      const rolled = await withDb(config(), async (db) => {
+        const old = await findKey(db.kysely, keyId);
+        if (!old) throw new CliError(`no key ${keyId}`);
+        if (old.revoked_at !== null) throw new CliError(`key ${keyId} is revoked`);
+        if (old.expires_at !== null && old.expires_at <= Date.now()) throw new CliError(`key ${keyId} has expired`);
+        return { old, ...(await rollKey(db.kysely, old, options.expiresIn)) };
+      });
+      const view = {
+        id: rolled.row.id,
+        env: rolled.row.env,
+        secret: rolled.secret,
+        replaces: rolled.old.id,
+        old_key_expires_at: iso(rolled.oldExpiresAt),
+      };
+      if (options.json) json(view);
+      else out(`${view.id}  ${view.secret}  (shown once); ${view.replaces} keeps working until ${view.old_key_expires_at}`);
+    });
+  keys
+    .command('revoke <key_id>')
+    .description('revoke a key at once')
+    .option('--json', 'print one JSON object')
+    .action(async (keyId: string, options: { json?: boolean }) => {
+      await withDb(config(), async (db) => {
+        const key = await findKey(db.kysely, keyId);
+        if (!key) throw new CliError(`no key ${keyId}`);
+        if (key.revoked_at !== null) throw new CliError(`key ${keyId} is already revoked`);
+        await revokeKey(db.kysely, keyId);
+      });
+      if (options.json) json({ id: keyId, revoked: true });
+      else out(`revoked ${keyId}`);
+    });
+
+  return program;
+}
+
+export async function main(argv: string[]): Promise<void> {
+  try {
+    await buildProgram().parseAsync(argv);
+  } catch (error) {
+    if (error instanceof CommanderError) {
+      // Commander has printed its own one-line message (or the help text) already.
+      process.exit(error.exitCode === 0 ? 0 : 1);
+    }
+    const message = error instanceof ConfigError || error instanceof CliError ? error.message : error instanceof Error ? error.message : String(error);
+    process.stderr.write(`voicenote: ${message.split('\n')[0]}\n`);
+    process.exit(1);
+  }
+}

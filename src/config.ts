@@ -1,0 +1,112 @@
+import path from 'node:path';
+
+/** Everything the service reads from its environment, typed and validated once at start-up. */
+export interface Config {
+  port: number;
+  host: string;
+  dataDir: string;
+  /** `postgres://…` selects PostgreSQL; undefined means SQLite in `dataDir`. */
+  databaseUrl: string | undefined;
+  redisUrl: string | undefined;
+  /** Raw SECRET_KEY value; undefined means "generate one into dataDir" (SQLite only). */
+  secretKey: Buffer | undefined;
+  telegramApiRoot: string;
+  linkedinApiRoot: string;
+  audioAllowPrivateUrls: boolean;
+  ffmpegPath: string | undefined;
+  logLevel: string;
+  sandboxLatencyMs: number;
+  sandboxAutoScanSeconds: number;
+}
+
+/** A bad configuration value: its message is one line that names the variable. */
+export class ConfigError extends Error {
+  constructor(variable: string, problem: string) {
+    super(`${variable}: ${problem}`);
+    this.name = 'ConfigError';
+  }
+}
+
+const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
+
+type Env = Record<string, string | undefined>;
+
+function text(env: Env, name: string): string | undefined {
+  const value = env[name];
+  return value === undefined || value.trim() === '' ? undefined : value.trim();
+}
+
+function integer(env: Env, name: string, fallback: number, min: number, max: number): number {
+  const raw = text(env, name);
+  if (raw === undefined) return fallback;
+  if (!/^\d+$/.test(raw)) throw new ConfigError(name, `expected a whole number, got "${raw}"`);
+  const value = Number(raw);
+  if (value < min || value > max) throw new ConfigError(name, `must be between ${min} and ${max}, got ${value}`);
+  return value;
+}
+
+function boolean(env: Env, name: string, fallback: boolean): boolean {
+  const raw = text(env, name);
+  if (raw === undefined) return fallback;
+  const lowered = raw.toLowerCase();
+  if (['true', '1', 'yes'].includes(lowered)) return true;
+  if (['false', '0', 'no'].includes(lowered)) return false;
+  throw new ConfigError(name, `expected true or false, got "${raw}"`);
+}
+
+function httpRoot(env: Env, name: string, fallback: string): string {
+  const raw = text(env, name) ?? fallback;
+  let url: URL;
+  try {
+    url = new URL(raw);
+  } catch {
+    throw new ConfigError(name, `not a URL: "${raw}"`);
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new ConfigError(name, 'must be an http or https URL');
+  return raw.replace(/\/+$/, '');
+}
+
+/** Accepts 32 bytes written as 64 hex characters or as base64. */
+export function parseSecretKey(raw: string, name = 'SECRET_KEY'): Buffer {
+  const value = raw.trim();
+  if (/^[0-9a-fA-F]{64}$/.test(value)) return Buffer.from(value, 'hex');
+  if (/^[A-Za-z0-9+/_-]+={0,2}$/.test(value)) {
+    const decoded = Buffer.from(value, 'base64');
+    if (decoded.length === 32) return decoded;
+  }
+  throw new ConfigError(name, 'must be 32 bytes written as 64 hex characters or as base64');
+}
+
+export function loadConfig(env: Env = process.env): Config {
+  const databaseUrl = text(env, 'DATABASE_URL');
+  if (databaseUrl !== undefined && !/^postgres(ql)?:\/\//.test(databaseUrl)) {
+    throw new ConfigError('DATABASE_URL', 'must start with postgres:// or postgresql:// (leave it unset for SQLite)');
+  }
+  const redisUrl = text(env, 'REDIS_URL');
+  if (redisUrl !== undefined && !/^rediss?:\/\//.test(redisUrl)) {
+    throw new ConfigError('REDIS_URL', 'must start with redis:// or rediss://');
+  }
+  const rawSecret = text(env, 'SECRET_KEY');
+  const secretKey = rawSecret === undefined ? undefined : parseSecretKey(rawSecret);
+  if (databaseUrl !== undefined && secretKey === undefined) {
+    throw new ConfigError('SECRET_KEY', 'is required when DATABASE_URL is set (32 bytes, hex or base64)');
+  }
+  const logLevel = (text(env, 'LOG_LEVEL') ?? 'info').toLowerCase();
+  if (!LOG_LEVELS.includes(logLevel)) throw new ConfigError('LOG_LEVEL', `must be one of ${LOG_LEVELS.join(', ')}`);
+
+  return {
+    port: integer(env, 'PORT', 3000, 0, 65535),
+    host: text(env, 'HOST') ?? '0.0.0.0',
+    dataDir: path.resolve(text(env, 'DATA_DIR') ?? './data'),
+    databaseUrl,
+    redisUrl,
+    secretKey,
+    telegramApiRoot: httpRoot(env, 'TELEGRAM_API_ROOT', 'https://api.telegram.org'),
+    linkedinApiRoot: httpRoot(env, 'LINKEDIN_API_ROOT', 'https://www.linkedin.com'),
+    audioAllowPrivateUrls: boolean(env, 'AUDIO_ALLOW_PRIVATE_URLS', false),
+    ffmpegPath: text(env, 'FFMPEG_PATH'),
+    logLevel,
+    sandboxLatencyMs: integer(env, 'SANDBOX_LATENCY_MS', 300, 0, 600_000),
+    sandboxAutoScanSeconds: integer(env, 'SANDBOX_AUTO_SCAN_SECONDS', 3, 0, 86_400),
+  };
+}

@@ -1,0 +1,61 @@
+import type { Platform, PlatformSession } from '../core/send-rules.js';
+
+/** Why a delivery failed, as `error.code` on the message (PRODUCT.md, "Messages"). */
+export type FailureCode =
+  | 'session_expired'
+  | 'invalid_session'
+  | 'session_not_connected'
+  | 'recipient_not_found'
+  | 'recipient_blocked'
+  | 'audio_fetch_failed'
+  | 'audio_fetch_blocked'
+  | 'audio_too_large'
+  | 'audio_too_long'
+  | 'audio_unsupported'
+  | 'platform_rate_limited'
+  | 'platform_error';
+
+/**
+ * A failed delivery attempt. `transient` ones are tried again later (after `retryAfterMs` when the
+ * platform said so); the others settle the message as failed at once.
+ */
+export class DeliveryError extends Error {
+  constructor(
+    readonly code: FailureCode,
+    message: string,
+    readonly transient: boolean,
+    readonly retryAfterMs?: number,
+  ) {
+    super(message);
+    this.name = 'DeliveryError';
+  }
+}
+
+/** The voice note, ready in the platform's format. */
+export interface VoiceFile {
+  path: string;
+  mimeType: string;
+  fileName: string;
+  sizeBytes: number;
+  durationSeconds: number;
+  /** 64 values 0–100, for WhatsApp. */
+  waveform: Uint8Array;
+}
+
+export interface DeliveryJob {
+  messageId: string;
+  accountId: string;
+  env: 'test' | 'live';
+  platform: Platform;
+  recipient: string;
+  session: PlatformSession;
+  caption: string | null;
+  audio: VoiceFile;
+  /** 1 on the first try. */
+  attempt: number;
+}
+
+/** One platform's way of handing over a voice note. Resolves when the platform accepted it. */
+export interface PlatformAdapter {
+  deliver(job: DeliveryJob): Promise<void>;
+}

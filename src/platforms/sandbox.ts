@@ -1,0 +1,64 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import { DeliveryError, type DeliveryJob, type PlatformAdapter } from './platform.js';
+
+/**
+ * The sandbox (`sk_test_` keys): everything before the platform call is real; the call itself is
+ * simulated, with outcomes chosen by recipient (PRODUCT.md, "Sandbox").
+ */
+export const SANDBOX_RECIPIENTS = {
+  sessionExpired: '10000000001',
+  recipientNotFound: '10000000002',
+  platformError: '10000000003',
+  twoTransientErrors: '10000000004',
+} as const;
+
+// "failed after retries": this many attempts fail transiently before the last one fails for good,
+// so the outcome arrives in seconds instead of after the full hour of backoff.
+const SANDBOX_FAILING_ATTEMPTS = 3;
+
+export interface SandboxOptions {
+  latencyMs: number;
+  /** Current status of a WhatsApp session of the job's owner, or undefined when it no longer exists. */
+  whatsappSessionStatus(job: DeliveryJob, sessionId: string): Promise<string | undefined>;
+}
+
+export function createSandboxAdapter(options: SandboxOptions): PlatformAdapter {
+  return {
+    async deliver(job: DeliveryJob): Promise<void> {
+      if (options.latencyMs > 0) await sleep(options.latencyMs);
+      if (job.session.platform === 'whatsapp') {
+        const status = await options.whatsappSessionStatus(job, job.session.session_id);
+        if (status === undefined) throw new DeliveryError('invalid_session', 'the WhatsApp session no longer exists', false);
+        if (status !== 'connected') {
+          throw new DeliveryError('session_not_connected', `the WhatsApp session is ${status}, not connected`, false);
+        }
+      }
+      switch (job.recipient) {
+        case SANDBOX_RECIPIENTS.sessionExpired:
+          throw new DeliveryError('session_expired', 'sandbox: the platform session has expired; re-authenticate and send a new session', false);
+        case SANDBOX_RECIPIENTS.recipientNotFound:
+          throw new DeliveryError('recipient_not_found', 'sandbox: the recipient does not exist on the platform', false);
+        case SANDBOX_RECIPIENTS.platformError:
+          throw new DeliveryError(
+            'platform_error',
+            `sandbox: the platform answered with a server error (attempt ${job.attempt})`,
+            job.attempt < SANDBOX_FAILING_ATTEMPTS,
+          );
+        case SANDBOX_RECIPIENTS.twoTransientErrors:
+          if (job.attempt <= 2) throw new DeliveryError('platform_error', `sandbox: transient platform error (attempt ${job.attempt})`, true);
+          return;
+        default:
+          return;
+      }
+    },
+  };
+}
+
+/** Stands in for a live platform whose adapter this build does not have, so a live send fails honestly. */
+export function createUnavailableAdapter(platform: string): PlatformAdapter {
+  return {
+    async deliver(): Promise<void> {
+      throw new DeliveryError('platform_error', `live delivery to ${platform} is not available in this build`, false);
+    },
+  };
+}

@@ -1,0 +1,147 @@
+import { randomBytes } from 'node:crypto';
+import QRCode from 'qrcode';
+import type { Kysely } from 'kysely';
+import { newWhatsappSessionId } from '../../core/ids.js';
+import type { Database } from '../../store/schema.js';
+import {
+  deleteWhatsappSession,
+  findWhatsappSession,
+  insertWhatsappSession,
+  listWhatsappSessions,
+  transitionWhatsappSession,
+  type Owner,
+  type WhatsappSessionRow,
+  type WhatsappSessionStatus,
+} from '../../store/whatsapp-sessions.js';
+
+/** How long a QR code can be scanned (the reference promises about 45 seconds). */
+export const QR_VALIDITY_MS = 45_000;
+/** The phone number every sandbox session links to. */
+export const SANDBOX_PHONE_NUMBER = '15550000000';
+
+export type SimulatedEvent = 'scan' | 'expire' | 'disconnect';
+export const SIMULATED_EVENTS: readonly SimulatedEvent[] = ['scan', 'expire', 'disconnect'];
+
+/** A move the session's current status does not allow. */
+export class SessionStateError extends Error {
+  constructor(
+    message: string,
+    readonly status: WhatsappSessionStatus,
+  ) {
+    super(message);
+    this.name = 'SessionStateError';
+  }
+}
+
+/** Live linking is not possible right now (no socket, or no QR in time). */
+export class WhatsappUnavailableError extends Error {}
+
+export interface CreatedSession {
+  row: WhatsappSessionRow;
+  /** PNG image of the QR code, as a data URI. */
+  qrCode: string;
+}
+
+export interface WhatsappSessions {
+  create(owner: Owner): Promise<CreatedSession>;
+  get(owner: Owner, id: string): Promise<WhatsappSessionRow | undefined>;
+  list(owner: Owner): Promise<WhatsappSessionRow[]>;
+  remove(owner: Owner, id: string): Promise<boolean>;
+  /** Sandbox only: play what a phone would do. Undefined when the session does not exist. */
+  simulate(owner: Owner, id: string, event: SimulatedEvent): Promise<WhatsappSessionRow | undefined>;
+}
+
+// The shape of a WhatsApp Web pairing payload: a server ref, then the client's public keys and a secret.
+function pairingPayload(): string {
+  const b64 = (n: number): string => randomBytes(n).toString('base64');
+  return [`2@${randomBytes(36).toString('base64')}`, b64(32), b64(32), b64(32)].join(',');
+}
+
+export const qrDataUri = (payload: string): Promise<string> =>
+  QRCode.toDataURL(payload, { type: 'image/png', errorCorrectionLevel: 'L', margin: 2, scale: 6 });
+
+/**
+ * WhatsApp sessions: the sandbox lifecycle (connects by itself after `autoScanSeconds`, expires after
+ * 45 s unscanned) and, for live keys, the linked-device adapter once it exists.
+ */
+export function createWhatsappSessions(deps: { db: Kysely<Database>; autoScanSeconds: number; now?: () => number }): WhatsappSessions {
+  const { db } = deps;
+  const now = deps.now ?? Date.now;
+
+  // Timed moves are applied when a session is looked at: whichever node looks first writes them,
+  // and the compare-and-set keeps the others from writing them twice.
+  async function observe(row: WhatsappSessionRow): Promise<WhatsappSessionRow> {
+    if (row.status !== 'qr_pending' || row.env !== 'test') return row;
+    const at = now();
+    const connectAt = row.auto_connect_at !== null ? Number(row.auto_connect_at) : null;
+    const expiresAt = row.qr_expires_at !== null ? Number(row.qr_expires_at) : Infinity;
+    if (connectAt !== null && connectAt < expiresAt && at >= connectAt) {
+      const change = { status: 'connected' as const, phone_number: SANDBOX_PHONE_NUMBER, last_connected_at: connectAt, qr_expires_at: null };
+      await transitionWhatsappSession(db, row.id, ['qr_pending'], change, at);
+    } else if (at >= expiresAt) {
+      await transitionWhatsappSession(db, row.id, ['qr_pending'], { status: 'qr_expired' }, at);
+    } else {
+      return row;
+    }
+    return (await db.selectFrom('whatsapp_sessions').selectAll().where('id', '=', row.id).executeTakeFirst()) ?? row;
+  }
+
+  return {
+    async create(owner) {
+      if (owner.env === 'live') throw new WhatsappUnavailableError('live WhatsApp linking is not available in this build');
+      const createdAt = now();
+      const row: WhatsappSessionRow = {
+        id: newWhatsappSessionId(createdAt),
+        account_id: owner.accountId,
+        env: owner.env,
+        status: 'qr_pending',
+        phone_number: null,
+        qr_expires_at: createdAt + QR_VALIDITY_MS,
+        auto_connect_at: deps.autoScanSeconds > 0 ? createdAt + deps.autoScanSeconds * 1000 : null,
+        auth_state: null,
+        holder: null,
+        holder_expires_at: null,
+        created_at: createdAt,
+        updated_at: createdAt,
+        last_connected_at: null,
+      };
+      const qrCode = await qrDataUri(pairingPayload());
+      await insertWhatsappSession(db, row);
+      return { row, qrCode };
+    },
+
+    async get(owner, id) {
+      const row = await findWhatsappSession(db, owner, id);
+      return row ? observe(row) : undefined;
+    },
+
+    async list(owner) {
+      return Promise.all((await listWhatsappSessions(db, owner)).map(observe));
+    },
+
+    async remove(owner, id) {
+      return deleteWhatsappSession(db, owner, id);
+    },
+
+    async simulate(owner, id, event) {
+      const found = await findWhatsappSession(db, owner, id);
+      if (!found) return undefined;
+      const row = await observe(found);
+      const status = row.status as WhatsappSessionStatus;
+      const at = now();
+      let moved = false;
+      if (event === 'scan') {
+        const change = { status: 'connected' as const, phone_number: SANDBOX_PHONE_NUMBER, last_connected_at: at, qr_expires_at: null, auto_connect_at: null };
+        moved = await transitionWhatsappSession(db, id, ['qr_pending'], change, at);
+        if (!moved) throw new SessionStateError(`cannot scan: the session is ${status}; only a qr_pending session can be scanned`, status);
+      } else if (event === 'expire') {
+        moved = await transitionWhatsappSession(db, id, ['qr_pending'], { status: 'qr_expired', auto_connect_at: null }, at);
+        if (!moved) throw new SessionStateError(`cannot expire: the session is ${status}; only a qr_pending session can expire`, status);
+      } else {
+        moved = await transitionWhatsappSession(db, id, ['connected'], { status: 'disconnected' }, at);
+        if (!moved) throw new SessionStateError(`cannot disconnect: the session is ${status}; only a connected session can be disconnected`, status);
+      }
+      return findWhatsappSession(db, owner, id);
+    },
+  };
+}

@@ -1,0 +1,79 @@
+import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import swagger from '@fastify/swagger';
+import swaggerUi from '@fastify/swagger-ui';
+import { authenticate } from './api/auth.js';
+import { ApiError, registerErrorHandling, sendError } from './api/errors.js';
+import { registerHealthRoutes } from './api/health.js';
+import { ErrorEnvelope } from './api/schemas.js';
+import { registerSendRoute } from './api/send.js';
+import { registerStatusRoute } from './api/status.js';
+import { registerUsageRoute } from './api/usage.js';
+import { registerWhatsappSessionRoutes } from './api/whatsapp-sessions.js';
+import type { Services } from './services.js';
+
+export const API_PREFIX = '/api/v1';
+const BODY_LIMIT_BYTES = 64 * 1024;
+
+export interface Server {
+  app: FastifyInstance;
+  /** From now on, new requests get 503 while the ones in flight finish. */
+  startDraining(): void;
+}
+
+/** Builds the HTTP app without listening, so tests can inject requests into it. */
+export async function buildServer(services: Services): Promise<Server> {
+  let draining = false;
+  const app = Fastify({
+    loggerInstance: services.logger as FastifyBaseLogger,
+    bodyLimit: BODY_LIMIT_BYTES,
+    return503OnClosing: false,
+    // A mistyped field is the caller's error to see, not something to guess around.
+    ajv: { customOptions: { coerceTypes: false, removeAdditional: true, allErrors: false } },
+    disableRequestLogging: false,
+  });
+  app.decorateRequest('caller', null);
+  app.addSchema(ErrorEnvelope);
+  registerErrorHandling(app);
+
+  app.addHook('onRequest', async (request, reply) => {
+    if (!draining) return undefined;
+    return sendError(reply, new ApiError('service_unavailable', 'the service is shutting down; retry shortly', null, { 'Retry-After': '5' }));
+  });
+
+  await app.register(swagger, {
+    openapi: {
+      openapi: '3.1.0',
+      info: {
+        title: 'voicenote',
+        version: '1.0.0',
+        description: 'Deliver pre-recorded audio as native voice notes on LinkedIn, Telegram and WhatsApp.',
+      },
+      components: { securitySchemes: { bearer: { type: 'http', scheme: 'bearer', description: 'sk_test_… (sandbox) or sk_live_…' } } },
+      security: [{ bearer: [] }],
+    },
+    refResolver: { buildLocalReference: (json, _baseUri, _fragment, i) => String(json.$id ?? `def-${i}`) },
+  });
+  await app.register(swaggerUi, { routePrefix: '/docs' });
+
+  app.get(`${API_PREFIX}/openapi.json`, { schema: { hide: true } }, async () => app.swagger());
+  registerHealthRoutes(app, services, () => draining);
+
+  await app.register(
+    async (api) => {
+      api.addHook('onRequest', authenticate(services));
+      registerSendRoute(api, services);
+      registerStatusRoute(api, services);
+      registerUsageRoute(api, services);
+      registerWhatsappSessionRoutes(api, services);
+      api.setNotFoundHandler((request, reply) => sendError(reply, new ApiError('not_found', `no route ${request.method} ${request.url.split('?')[0]}`)));
+    },
+    { prefix: API_PREFIX },
+  );
+
+  return {
+    app,
+    startDraining: () => {
+      draining = true;
+    },
+  };
+}

@@ -1,0 +1,18 @@
+import type { Logger } from 'pino';
+import type { RateLimiter } from './api/rate-limiter.js';
+import type { Config } from './config.js';
+import type { SecretBox } from './core/secret-box.js';
+import type { Db } from './store/db.js';
+import type { WhatsappSessions } from './platforms/whatsapp/sessions.js';
+
+/** What routes and the worker share: built once by `createApp`, passed down explicitly. */
+export interface Services {
+  config: Config;
+  db: Db;
+  secretBox: SecretBox;
+  rateLimiter: RateLimiter;
+  whatsappSessions: WhatsappSessions;
+  logger: Logger;
+  /** Tells a worker in this process that a message is waiting (others find it by polling). */
+  wakeWorker(): void;
+}

@@ -1,0 +1,66 @@
+import { randomBytes, scryptSync, timingSafeEqual } from 'node:crypto';
+import type { Kysely } from 'kysely';
+import { newAccountId } from '../core/ids.js';
+import type { PlanName } from '../core/plans.js';
+import type { AccountsTable, Database } from './schema.js';
+
+export type AccountRow = AccountsTable;
+
+export function hashPassword(password: string): string {
+  const salt = randomBytes(16);
+  const hash = scryptSync(password, salt, 32);
+  return `scrypt$${salt.toString('base64url')}$${hash.toString('base64url')}`;
+}
+
+export function verifyPassword(password: string, stored: string): boolean {
+  const [scheme, salt, hash] = stored.split('$');
+  if (scheme !== 'scrypt' || !salt || !hash) return false;
+  const expected = Buffer.from(hash, 'base64url');
+  const actual = scryptSync(password, Buffer.from(salt, 'base64url'), expected.length);
+  return timingSafeEqual(actual, expected);
+}
+
+export interface NewAccount {
+  name: string;
+  email?: string | null;
+  plan: PlanName;
+  password?: string | null;
+  isOwner?: boolean;
+}
+
+export async function insertAccount(db: Kysely<Database>, input: NewAccount, now = Date.now()): Promise<AccountRow> {
+  const row: AccountRow = {
+    id: newAccountId(),
+    name: input.name,
+    email: input.email ?? null,
+    plan: input.plan,
+    rate_limit: null,
+    quota: null,
+    password_hash: input.password ? hashPassword(input.password) : null,
+    is_owner: input.isOwner ? 1 : 0,
+    created_at: now,
+  };
+  await db.insertInto('accounts').values(row).execute();
+  return row;
+}
+
+export async function findAccount(db: Kysely<Database>, id: string): Promise<AccountRow | undefined> {
+  return db.selectFrom('accounts').selectAll().where('id', '=', id).executeTakeFirst();
+}
+
+export async function countAccounts(db: Kysely<Database>): Promise<number> {
+  const row = await db.selectFrom('accounts').select((eb) => eb.fn.countAll<number>().as('n')).executeTakeFirstOrThrow();
+  return Number(row.n);
+}
+
+export async function updatePlan(
+  db: Kysely<Database>,
+  id: string,
+  change: { plan: PlanName; rateLimit?: number | null; quota?: number | null },
+): Promise<AccountRow | undefined> {
+  const values: Partial<AccountRow> = { plan: change.plan };
+  if (change.rateLimit !== undefined) values.rate_limit = change.rateLimit;
+  if (change.quota !== undefined) values.quota = change.quota;
+  await db.updateTable('accounts').set(values).where('id', '=', id).execute();
+  return findAccount(db, id);
+}

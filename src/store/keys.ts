@@ -1,0 +1,83 @@
+import { createHash } from 'node:crypto';
+import type { Kysely } from 'kysely';
+import { newKeyId, newKeySecret, type KeyEnv } from '../core/ids.js';
+import type { AccountsTable, ApiKeysTable, Database } from './schema.js';
+
+export type KeyRow = ApiKeysTable;
+
+/** Keys are stored as SHA-256 of the secret: the secret itself is shown once and never kept. */
+export const hashKeySecret = (secret: string): string => createHash('sha256').update(secret).digest('hex');
+
+// "sk_test_" plus four characters: enough to tell keys apart in a list, useless to an attacker.
+const displayPrefix = (secret: string): string => secret.slice(0, secret.indexOf('_', 3) + 5);
+
+export interface IssuedKey {
+  row: KeyRow;
+  secret: string;
+}
+
+export async function issueKey(
+  db: Kysely<Database>,
+  accountId: string,
+  env: KeyEnv,
+  options: { replaces?: string; now?: number } = {},
+): Promise<IssuedKey> {
+  const secret = newKeySecret(env);
+  const row: KeyRow = {
+    id: newKeyId(),
+    account_id: accountId,
+    env,
+    prefix: displayPrefix(secret),
+    secret_hash: hashKeySecret(secret),
+    replaces: options.replaces ?? null,
+    created_at: options.now ?? Date.now(),
+    expires_at: null,
+    revoked_at: null,
+    last_used_at: null,
+  };
+  await db.insertInto('api_keys').values(row).execute();
+  return { row, secret };
+}
+
+export async function findKey(db: Kysely<Database>, id: string): Promise<KeyRow | undefined> {
+  return db.selectFrom('api_keys').selectAll().where('id', '=', id).executeTakeFirst();
+}
+
+export async function listKeys(db: Kysely<Database>, accountId: string): Promise<KeyRow[]> {
+  return db.selectFrom('api_keys').selectAll().where('account_id', '=', accountId).orderBy('created_at').orderBy('id').execute();
+}
+
+/** Issues a successor and lets the old key live until `now + graceMs`, so callers switch without downtime. */
+export async function rollKey(db: Kysely<Database>, old: KeyRow, graceMs: number, now = Date.now()): Promise<IssuedKey & { oldExpiresAt: number }> {
+  return db.transaction().execute(async (trx) => {
+    const issued = await issueKey(trx, old.account_id, old.env as KeyEnv, { replaces: old.id, now });
+    const expiresAt = now + graceMs;
+    // An old key that already expires sooner keeps its earlier expiry.
+    const oldExpiresAt = old.expires_at !== null && old.expires_at < expiresAt ? old.expires_at : expiresAt;
+    await trx.updateTable('api_keys').set({ expires_at: oldExpiresAt }).where('id', '=', old.id).execute();
+    return { ...issued, oldExpiresAt };
+  });
+}
+
+export async function revokeKey(db: Kysely<Database>, id: string, now = Date.now()): Promise<boolean> {
+  const result = await db.updateTable('api_keys').set({ revoked_at: now }).where('id', '=', id).where('revoked_at', 'is', null).executeTakeFirst();
+  return Number(result.numUpdatedRows) > 0;
+}
+
+export interface AuthenticatedKey {
+  key: KeyRow;
+  account: AccountsTable;
+}
+
+/** The key and its account when the secret is known, not revoked and not expired. */
+export async function authenticateSecret(db: Kysely<Database>, secret: string, now = Date.now()): Promise<AuthenticatedKey | undefined> {
+  const key = await db.selectFrom('api_keys').selectAll().where('secret_hash', '=', hashKeySecret(secret)).executeTakeFirst();
+  if (!key || key.revoked_at !== null || (key.expires_at !== null && key.expires_at <= now)) return undefined;
+  const account = await db.selectFrom('accounts').selectAll().where('id', '=', key.account_id).executeTakeFirst();
+  if (!account) return undefined;
+  return { key, account };
+}
+
+export async function touchKey(db: Kysely<Database>, id: string, now = Date.now()): Promise<void> {
+  await db.updateTable('api_keys').set({ last_used_at: now }).where('id', '=', id).execute();
+}

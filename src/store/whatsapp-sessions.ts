@@ -1,0 +1,63 @@
+import type { Kysely } from 'kysely';
+import type { Database, WhatsappSessionsTable } from './schema.js';
+
+export type WhatsappSessionRow = WhatsappSessionsTable;
+export type WhatsappSessionStatus = 'qr_pending' | 'connected' | 'disconnected' | 'qr_expired';
+export interface Owner {
+  accountId: string;
+  env: string;
+}
+
+export async function insertWhatsappSession(db: Kysely<Database>, row: WhatsappSessionRow): Promise<void> {
+  await db.insertInto('whatsapp_sessions').values(row).execute();
+}
+
+export async function findWhatsappSession(db: Kysely<Database>, owner: Owner, id: string): Promise<WhatsappSessionRow | undefined> {
+  return db
+    .selectFrom('whatsapp_sessions')
+    .selectAll()
+    .where('id', '=', id)
+    .where('account_id', '=', owner.accountId)
+    .where('env', '=', owner.env)
+    .executeTakeFirst();
+}
+
+export async function listWhatsappSessions(db: Kysely<Database>, owner: Owner): Promise<WhatsappSessionRow[]> {
+  return db
+    .selectFrom('whatsapp_sessions')
+    .selectAll()
+    .where('account_id', '=', owner.accountId)
+    .where('env', '=', owner.env)
+    .orderBy('id')
+    .execute();
+}
+
+/**
+ * Moves a session to a new status only if it is still in `from` (compare-and-set), so two nodes
+ * observing the same timeout cannot both apply it. Returns the row as it is afterwards.
+ */
+export async function transitionWhatsappSession(
+  db: Kysely<Database>,
+  id: string,
+  from: WhatsappSessionStatus[],
+  change: Partial<Pick<WhatsappSessionRow, 'status' | 'phone_number' | 'last_connected_at' | 'qr_expires_at' | 'auto_connect_at'>>,
+  now = Date.now(),
+): Promise<boolean> {
+  const result = await db
+    .updateTable('whatsapp_sessions')
+    .set({ ...change, updated_at: now })
+    .where('id', '=', id)
+    .where('status', 'in', from)
+    .executeTakeFirst();
+  return Number(result.numUpdatedRows) > 0;
+}
+
+export async function deleteWhatsappSession(db: Kysely<Database>, owner: Owner, id: string): Promise<boolean> {
+  const result = await db
+    .deleteFrom('whatsapp_sessions')
+    .where('id', '=', id)
+    .where('account_id', '=', owner.accountId)
+    .where('env', '=', owner.env)
+    .executeTakeFirst();
+  return Number(result.numDeletedRows) > 0;
+}

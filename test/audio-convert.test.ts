@@ -1,0 +1,189 @@
+import assert from 'node:assert/strict';
+import { readFile, stat } from 'node:fs/promises';
+import { after, afterEach, before, describe, it } from 'node:test';
+import { createAudioPipeline, type AudioPipeline, type AudioPlatform, type PreparedAudio } from '../src/audio/index.js';
+import { startAudioServer, type AudioServer } from './fakes/audio-server.js';
+import {
+  generateOversizedVoiceOgg,
+  INPUT_FIXTURES,
+  probeWithFfmpeg,
+  sharedFixtures,
+  testFfmpegPath,
+  type FixtureName,
+} from './fixtures/audio-fixtures.js';
+import { countingFfmpeg, isAudioError, leftovers, makeDataDir, removeDir, type CountingFfmpeg } from './fixtures/audio-harness.js';
+
+describe('detecting and converting audio', () => {
+  let server: AudioServer;
+  let dataDir: string;
+  let pipeline: AudioPipeline;
+  let ffmpegPath: string;
+  let counting: CountingFfmpeg;
+  let fixtures: Record<FixtureName, string>;
+
+  before(async () => {
+    ffmpegPath = await testFfmpegPath();
+    fixtures = await sharedFixtures(ffmpegPath);
+    server = await startAudioServer();
+    for (const [name, path] of Object.entries(fixtures)) server.route(`/${name}`, { kind: 'file', path, contentType: 'application/octet-stream' });
+    dataDir = await makeDataDir('convert');
+    counting = await countingFfmpeg(ffmpegPath, dataDir);
+    pipeline = createAudioPipeline({ dataDir, ffmpegPath: counting.path, allowPrivateUrls: true });
+  });
+
+  afterEach(async () => {
+    assert.deepEqual(await leftovers(dataDir), []);
+  });
+
+  after(async () => {
+    await pipeline.close();
+    await server.close();
+    await removeDir(dataDir);
+  });
+
+  async function prepare(name: string, platform: AudioPlatform, durationHint?: number): Promise<PreparedAudio> {
+    return pipeline.prepare({ url: server.url(`/${name}`), platform, durationHint });
+  }
+
+  async function assertVoiceNote(a: PreparedAudio, platform: AudioPlatform, expectedSeconds: number): Promise<void> {
+    const probed = await probeWithFfmpeg(ffmpegPath, a.path);
+    assert.equal(probed.channels, 1, 'mono');
+    assert.equal(probed.hasVideo, false, 'no video track');
+    if (platform === 'linkedin') {
+      assert.match(probed.container, /mp4|m4a/);
+      assert.equal(probed.codec, 'aac');
+      assert.equal(probed.profile, 'LC');
+      assert.equal(a.mimeType, 'audio/mp4');
+      assert.equal(a.fileName, 'voice.m4a');
+      assert.equal(a.format, 'm4a_aac');
+      // +faststart: the index (moov) comes before the media data (mdat).
+      const bytes = await readFile(a.path);
+      assert.ok(bytes.indexOf('moov') < bytes.indexOf('mdat'), 'moov before mdat');
+    } else {
+      assert.equal(probed.container, 'ogg');
+      assert.equal(probed.codec, 'opus');
+      assert.equal(probed.sampleRate, 48000);
+      assert.equal(a.mimeType, 'audio/ogg; codecs=opus');
+      assert.equal(a.fileName, 'voice.ogg');
+      assert.equal(a.format, 'ogg_opus');
+    }
+    assert.equal(a.sizeBytes, (await stat(a.path)).size);
+    assert.ok(Math.abs(a.durationSeconds - expectedSeconds) < 0.2, `duration ${a.durationSeconds}`);
+    assert.ok(Math.abs(probed.durationSeconds - expectedSeconds) < 0.3, `probed duration ${probed.durationSeconds}`);
+    assert.equal(a.waveform.length, 64);
+    assert.ok(a.waveform.every((v) => Number.isInteger(v) && v >= 0 && v <= 100));
+    assert.match(a.sourceSha256, /^[0-9a-f]{64}$/);
+  }
+
+  for (const name of Object.keys(INPUT_FIXTURES)) {
+    for (const platform of ['whatsapp', 'telegram', 'linkedin'] as const) {
+      it(`${name} → ${platform}: probed output has the target codec, mono, right rate`, async () => {
+        const a = await prepare(name, platform);
+        try {
+          await assertVoiceNote(a, platform, 3);
+          assert.notDeepEqual(await readFile(a.path), await readFile(fixtures[name as FixtureName]), 'was converted');
+        } finally {
+          a.release();
+        }
+      });
+    }
+  }
+
+  it('passes an OGG Opus mono 48 kHz source to WhatsApp and Telegram byte for byte', async () => {
+    const original = await readFile(fixtures['voice.ogg']);
+    const encodesBefore = await counting.encodes();
+    for (const platform of ['whatsapp', 'telegram'] as const) {
+      const a = await prepare('voice.ogg', platform);
+      await assertVoiceNote(a, platform, 3);
+      assert.deepEqual(await readFile(a.path), original);
+      a.release();
+    }
+    assert.equal(await counting.encodes(), encodesBefore, 'no encoder ran');
+  });
+
+  it('passes an M4A AAC-LC mono source to LinkedIn byte for byte', async () => {
+    const original = await readFile(fixtures['voice.m4a']);
+    const a = await prepare('voice.m4a', 'linkedin');
+    await assertVoiceNote(a, 'linkedin', 3);
+    assert.deepEqual(await readFile(a.path), original);
+    a.release();
+  });
+
+  it('converts those same voice files when the other platform needs the other format', async () => {
+    const toLinkedIn = await prepare('voice.ogg', 'linkedin');
+    await assertVoiceNote(toLinkedIn, 'linkedin', 3);
+    toLinkedIn.release();
+    const toWhatsApp = await prepare('voice.m4a', 'whatsapp');
+    await assertVoiceNote(toWhatsApp, 'whatsapp', 3);
+    toWhatsApp.release();
+  });
+
+  it('a 75-second file is audio_too_long for LinkedIn, without running the encoder', async () => {
+    const encodesBefore = await counting.encodes();
+    await assert.rejects(prepare('long-75s.mp3', 'linkedin'), isAudioError('audio_too_long', { transient: false, message: /75\.\d s/ }));
+    assert.equal(await counting.encodes(), encodesBefore);
+  });
+
+  it('...and fine for WhatsApp, where the detected duration is reported', async () => {
+    const a = await prepare('long-75s.mp3', 'whatsapp');
+    await assertVoiceNote(a, 'whatsapp', 75);
+    a.release();
+  });
+
+  it('uses a caller-given duration for the limit check and the report', async () => {
+    const hinted = await prepare('long-75s.mp3', 'linkedin', 59);
+    assert.equal(hinted.durationSeconds, 59);
+    hinted.release();
+    await assert.rejects(prepare('tone.mp3', 'linkedin', 61), isAudioError('audio_too_long'));
+    const short = await prepare('tone.mp3', 'whatsapp', 2.5);
+    assert.equal(short.durationSeconds, 2.5);
+    short.release();
+  });
+
+  for (const [name, why] of [
+    ['page.html', /not a readable audio file/],
+    ['empty.bin', /empty/],
+    ['corrupt.bin', /not a readable audio file/],
+    ['truncated.m4a', /./],
+    ['truncated.mp3', /truncated/],
+  ] as const) {
+    it(`${name} is audio_unsupported (permanent) for every platform`, async () => {
+      for (const platform of ['whatsapp', 'linkedin'] as const) {
+        await assert.rejects(prepare(name, platform), isAudioError('audio_unsupported', { transient: false, message: why }));
+      }
+    });
+  }
+
+  it('error messages do not leak server-side paths', async () => {
+    await assert.rejects(prepare('corrupt.bin', 'whatsapp'), (err: Error) => !err.message.includes(dataDir) && !err.message.includes('/tmp/'));
+  });
+
+  it('a video file with no audio track is audio_unsupported', async () => {
+    const { ffmpeg } = await import('./fixtures/audio-fixtures.js');
+    const path = `${dataDir}/silent-video.mp4`;
+    await ffmpeg(ffmpegPath, ['-f', 'lavfi', '-i', 'testsrc=size=64x48:rate=5:duration=2', '-c:v', 'libx264', '-preset', 'ultrafast', '-f', 'mp4', path]);
+    server.route('/silent-video.mp4', { kind: 'file', path });
+    await assert.rejects(prepare('silent-video.mp4', 'whatsapp'), isAudioError('audio_unsupported'));
+  });
+
+  it('the waveform follows the audio: loud first half, silent second half', async () => {
+    const a = await prepare('sine-then-silence.wav', 'whatsapp');
+    const w = [...a.waveform];
+    a.release();
+    assert.equal(w.length, 64);
+    assert.ok(w.slice(0, 31).every((v) => v >= 90), `first half ${w.slice(0, 32)}`);
+    assert.ok(w.slice(33).every((v) => v === 0), `second half ${w.slice(32)}`);
+    assert.equal(Math.max(...w), 100);
+    assert.ok(new Set(w).size > 1);
+  });
+
+  it('an output over the platform limit is audio_too_large: 16 MiB for WhatsApp, fine for Telegram', async () => {
+    const path = await generateOversizedVoiceOgg(dataDir, ffmpegPath);
+    server.route('/oversized.ogg', { kind: 'file', path });
+    await assert.rejects(prepare('oversized.ogg', 'whatsapp'), isAudioError('audio_too_large', { transient: false }));
+    const t = await prepare('oversized.ogg', 'telegram');
+    assert.ok(t.sizeBytes > 16 * 1024 * 1024 && t.sizeBytes < 50 * 1024 * 1024);
+    assert.deepEqual(await readFile(t.path), await readFile(path));
+    t.release();
+  });
+});
