@@ -23,6 +23,10 @@ export interface AppOptions {
   pgSchema?: string;
   redisKeyPrefix?: string;
   workerPollMs?: number;
+  /** Tests: how long a worker's claim on a message lasts before another worker may take it. */
+  workerLeaseMs?: number;
+  /** Tests: the clock that times WhatsApp sandbox sessions (auto-scan, QR expiry). */
+  now?: () => number;
 }
 
 export interface App {
@@ -51,7 +55,11 @@ export async function openServices(config: Config, options: Omit<AppOptions, 'wo
   const redis = config.redisUrl ? new Redis(config.redisUrl, { maxRetriesPerRequest: 2, enableOfflineQueue: true, lazyConnect: false }) : undefined;
   redis?.on('error', (err: unknown) => logger.warn({ err }, 'redis error'));
   const rateLimiter = new RateLimiter({ redis, keyPrefix: options.redisKeyPrefix });
-  const whatsappSessions = createWhatsappSessions({ db: db.kysely, autoScanSeconds: config.sandboxAutoScanSeconds });
+  const whatsappSessions = createWhatsappSessions({
+    db: db.kysely,
+    autoScanSeconds: config.sandboxAutoScanSeconds,
+    ...(options.now ? { now: options.now } : {}),
+  });
 
   let worker: DeliveryWorker | undefined;
   const services: Services = {
@@ -86,7 +94,7 @@ export interface RunningWorker {
   stop(): Promise<void>;
 }
 
-export function startWorker(services: Services, pollMs?: number): RunningWorker {
+export function startWorker(services: Services, tuning: { pollMs?: number; leaseMs?: number } = {}): RunningWorker {
   const { config, logger } = services;
   const audio: AudioPipeline = createAudioPipeline({
     dataDir: config.dataDir,
@@ -94,7 +102,7 @@ export function startWorker(services: Services, pollMs?: number): RunningWorker 
     allowPrivateUrls: config.audioAllowPrivateUrls,
     logger,
   });
-  const worker = createWorker(services, audio, pollMs);
+  const worker = createWorker(services, audio, tuning);
   worker.start();
   return {
     worker,
@@ -109,7 +117,12 @@ export function startWorker(services: Services, pollMs?: number): RunningWorker 
 export async function createApp(config: Config, options: AppOptions): Promise<App> {
   const opened = await openServices(config, options);
   const { services } = opened;
-  const running = options.worker ? startWorker(services, options.workerPollMs) : undefined;
+  const running = options.worker
+    ? startWorker(services, {
+        ...(options.workerPollMs !== undefined ? { pollMs: options.workerPollMs } : {}),
+        ...(options.workerLeaseMs !== undefined ? { leaseMs: options.workerLeaseMs } : {}),
+      })
+    : undefined;
   if (running) opened.attachWorker(running.worker);
   const server = await buildServer(services);
 
@@ -131,7 +144,7 @@ export async function createApp(config: Config, options: AppOptions): Promise<Ap
 }
 
 /** A worker for `voicenote worker`: no HTTP, same storage and platforms. */
-export function createWorker(services: Services, audio: AudioSource, pollMs?: number): DeliveryWorker {
+export function createWorker(services: Services, audio: AudioSource, tuning: { pollMs?: number; leaseMs?: number } = {}): DeliveryWorker {
   const { config, db } = services;
   const sandbox = createSandboxAdapter({
     latencyMs: config.sandboxLatencyMs,
@@ -149,6 +162,6 @@ export function createWorker(services: Services, audio: AudioSource, pollMs?: nu
     audio,
     adapterFor: (env, platform) => (env === 'test' ? sandbox : (live[platform] ?? createUnavailableAdapter(platform))),
     logger: services.logger,
-    ...(pollMs !== undefined ? { pollMs } : {}),
+    ...tuning,
   });
 }
