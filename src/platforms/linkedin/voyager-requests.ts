@@ -1,0 +1,152 @@
+/**
+ * Every request shape of the LinkedIn Voyager flow, and how each answer is read, in one place.
+ *
+ * None of it is documented by LinkedIn; it is what public clients of linkedin.com's own web app
+ * observed (PLATFORMS.md, "LinkedIn"). The key names inside the audio entry of `renderContentUnions`
+ * in particular are unconfirmed: when a capture from a real session shows a different shape, this
+ * file is the one edit (and test/fakes/linkedin-voyager.ts, which checks the same shape, the other).
+ */
+import { randomBytes, randomUUID } from 'node:crypto';
+
+export interface VoyagerSession {
+  li_at: string;
+  csrf_token: string;
+}
+
+/** A request relative to the API root (`LINKEDIN_API_ROOT`). */
+export interface VoyagerRequest {
+  method: 'GET' | 'POST';
+  /** Path and query string. */
+  path: string;
+  /** Sent as JSON when present. */
+  body?: unknown;
+}
+
+/** What a browser on linkedin.com sends; Voyager refuses requests that do not look like it. */
+export const BROWSER_USER_AGENT =
+  'Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/126.0.0.0 Safari/537.36';
+
+/** Headers of every Voyager call made with a session; the cookie pair is the whole authentication. */
+export function sessionHeaders(session: VoyagerSession): Record<string, string> {
+  return {
+    cookie: `li_at=${session.li_at}; JSESSIONID="${session.csrf_token}"`,
+    'csrf-token': session.csrf_token,
+    'x-restli-protocol-version': '2.0.0',
+    accept: 'application/vnd.linkedin.normalized+json+2.1',
+    'user-agent': BROWSER_USER_AGENT,
+    'x-li-lang': 'en_US',
+  };
+}
+
+/** Own profile: the mailbox voice notes are sent from. */
+export const meRequest = (): VoyagerRequest => ({ method: 'GET', path: '/voyager/api/me' });
+
+/** Recipient lookup by public profile id ("vanity name"), given decoded. */
+export const profileByPublicIdRequest = (publicId: string): VoyagerRequest => ({
+  method: 'GET',
+  path: `/voyager/api/identity/dash/profiles?q=memberIdentity&memberIdentity=${encodeURIComponent(publicId)}`,
+});
+
+/** Asks for an upload slot for one voice message file. */
+export const uploadMetadataRequest = (fileSize: number): VoyagerRequest => ({
+  method: 'POST',
+  path: '/voyager/api/voyagerVideoDashMediaUploadMetadata?action=upload',
+  body: { mediaUploadType: 'VOICE_MESSAGE', fileSize, filename: 'voice.m4a' },
+});
+
+/** Headers of the raw upload, before any `singleUploadHeaders` the slot asked for (those win). */
+export const UPLOAD_CONTENT_TYPE = 'audio/mp4';
+
+export interface CreateMessageInput {
+  mailboxUrn: string;
+  recipientUrn: string;
+  assetUrn: string;
+  durationMs: number;
+}
+
+/** A 16-byte tracking id written as a string of 16 code points 0–255, as the web client does. */
+export function newTrackingId(): string {
+  return String.fromCharCode(...randomBytes(16));
+}
+
+/** Sends the uploaded audio as a voice note in a new (or the existing 1:1) conversation with the recipient. */
+export const createMessageRequest = (input: CreateMessageInput): VoyagerRequest => ({
+  method: 'POST',
+  path: '/voyager/api/voyagerMessagingDashMessengerMessages?action=createMessage',
+  body: {
+    message: {
+      body: { attributes: [], text: '' },
+      renderContentUnions: [{ audio: { media: input.assetUrn, duration: input.durationMs } }],
+      originToken: randomUUID(),
+    },
+    mailboxUrn: input.mailboxUrn,
+    hostRecipientUrns: [input.recipientUrn],
+    trackingId: newTrackingId(),
+    dedupeByClientGeneratedToken: false,
+  },
+});
+
+// ---- reading the answers ------------------------------------------------------------------------
+
+const PROFILE_URN = /^urn:li:fsd_profile:[A-Za-z0-9_-]+$/;
+const MINI_PROFILE_URN = /^urn:li:fs_miniProfile:([A-Za-z0-9_-]+)$/;
+
+function record(value: unknown): Record<string, unknown> | undefined {
+  return typeof value === 'object' && value !== null && !Array.isArray(value) ? (value as Record<string, unknown>) : undefined;
+}
+
+/** Every string value in a JSON document, depth first, in document order. */
+function* strings(value: unknown, depth = 0): Generator<string> {
+  if (depth > 12) return;
+  if (typeof value === 'string') yield value;
+  else if (Array.isArray(value)) for (const item of value) yield* strings(item, depth + 1);
+  else if (typeof value === 'object' && value !== null) for (const item of Object.values(value)) yield* strings(item, depth + 1);
+}
+
+/**
+ * The own `urn:li:fsd_profile:…` from `/me`. The normalized answer carries it as the mini profile's
+ * `dashEntityUrn`; older answers only have `urn:li:fs_miniProfile:<id>`, whose id is the same.
+ */
+export function readOwnProfileUrn(answer: unknown): string | undefined {
+  let mini: string | undefined;
+  for (const s of strings(answer)) {
+    if (PROFILE_URN.test(s)) return s;
+    mini ??= MINI_PROFILE_URN.exec(s)?.[1];
+  }
+  return mini === undefined ? undefined : `urn:li:fsd_profile:${mini}`;
+}
+
+/** `elements[0].entityUrn` of a profile lookup (plain or normalized answer); undefined for an empty list. */
+export function readProfileUrn(answer: unknown): string | undefined {
+  const root = record(answer);
+  const data = record(root?.data);
+  const candidates: unknown[] = [
+    record((root?.elements as unknown[] | undefined)?.[0])?.entityUrn,
+    record((data?.elements as unknown[] | undefined)?.[0])?.entityUrn,
+    (data?.['*elements'] as unknown[] | undefined)?.[0],
+  ];
+  return candidates.find((c): c is string => typeof c === 'string' && PROFILE_URN.test(c));
+}
+
+export interface UploadSlot {
+  uploadUrl: string;
+  assetUrn: string;
+  headers: Record<string, string>;
+}
+
+/** `data.value` (normalized) or `value` (plain) of the upload-slot answer. */
+export function readUploadSlot(answer: unknown): UploadSlot | undefined {
+  const root = record(answer);
+  const value = record(record(root?.data)?.value) ?? record(root?.value);
+  if (!value) return undefined;
+  const { singleUploadUrl, urn, singleUploadHeaders } = value;
+  if (typeof singleUploadUrl !== 'string' || typeof urn !== 'string') return undefined;
+  const headers: Record<string, string> = {};
+  for (const [name, v] of Object.entries(record(singleUploadHeaders) ?? {})) {
+    if (typeof v === 'string' || typeof v === 'number') headers[name.toLowerCase()] = String(v);
+  }
+  return { uploadUrl: singleUploadUrl, assetUrn: urn, headers };
+}
+
+/** Where a redirect goes when the session is no longer signed in. */
+export const LOGIN_LOCATION = /\/(?:login|uas\/login|authwall|checkpoint)(?:[/?#]|$)/i;

@@ -1,0 +1,241 @@
+import { randomBytes } from 'node:crypto';
+import { open, type FileHandle } from 'node:fs/promises';
+import { Readable } from 'node:stream';
+import { Agent, request, type Dispatcher } from 'undici';
+import { DeliveryError, type DeliveryJob, type PlatformAdapter } from './platform.js';
+
+/**
+ * Live delivery through the official Bot API (PLATFORMS.md, "Telegram"): one multipart
+ * `sendVoice` per attempt, with the bot token of the message's own session.
+ */
+export interface TelegramAdapterOptions {
+  /** `TELEGRAM_API_ROOT`, without a trailing slash. */
+  apiRoot: string;
+  timeouts?: Partial<TelegramTimeouts>;
+  /** Tests: a dispatcher of their own. */
+  dispatcher?: Dispatcher;
+}
+
+export interface TelegramTimeouts {
+  connectMs: number;
+  /** From the end of the upload to the reply's headers: Telegram stores the file before it answers. */
+  headersMs: number;
+  /** Longest silence while the reply's body arrives. */
+  bodyMs: number;
+  /** The whole call, upload included; grows with the file so a large note is not cut off. */
+  totalMs(sizeBytes: number): number;
+}
+
+const MiB = 1024 * 1024;
+
+// 60 s for the largest voice file a bot may send (50 MB), 20 s for a small one.
+const DEFAULT_TIMEOUTS: TelegramTimeouts = {
+  connectMs: 10_000,
+  headersMs: 30_000,
+  bodyMs: 30_000,
+  totalMs: (sizeBytes) => 20_000 + Math.ceil((sizeBytes / MiB) * 800),
+};
+
+// Replies are a few hundred bytes; anything far larger is not the Bot API talking.
+const MAX_REPLY_BYTES = 1 * MiB;
+
+interface TelegramReply {
+  ok: boolean;
+  error_code?: unknown;
+  description?: unknown;
+  parameters?: { retry_after?: unknown; migrate_to_chat_id?: unknown } | null;
+}
+
+/** The token sits in the URL path; anything that might echo the URL (undici errors, a proxy's page) passes through here. */
+function scrubber(token: string): (text: string) => string {
+  const secrets = new Set<string>([token, encodeURIComponent(token)]);
+  const secretPart = token.slice(token.indexOf(':') + 1);
+  if (secretPart.length >= 16) secrets.add(secretPart);
+  const sorted = [...secrets].sort((a, b) => b.length - a.length);
+  return (text) => sorted.reduce((out, secret) => out.split(secret).join('<bot token>'), text);
+}
+
+function describeNetworkError(error: unknown): string {
+  if (!(error instanceof Error)) return String(error);
+  const code = (error as Error & { code?: unknown }).code;
+  const cause = (error as Error & { cause?: unknown }).cause;
+  const causeText = cause instanceof Error ? `: ${cause.message}` : '';
+  return `${typeof code === 'string' ? `${code} ` : ''}${error.message}${causeText}`;
+}
+
+async function readCapped(body: Dispatcher.ResponseData['body']): Promise<string | undefined> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of body) {
+    const buffer = Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk as Uint8Array);
+    size += buffer.length;
+    if (size > MAX_REPLY_BYTES) {
+      body.destroy();
+      return undefined;
+    }
+    chunks.push(buffer);
+  }
+  return Buffer.concat(chunks).toString('utf8');
+}
+
+function parseReply(text: string | undefined): TelegramReply | undefined {
+  if (text === undefined) return undefined;
+  try {
+    const parsed: unknown = JSON.parse(text);
+    if (parsed !== null && typeof parsed === 'object' && typeof (parsed as TelegramReply).ok === 'boolean') return parsed as TelegramReply;
+  } catch {
+    // not JSON: handled as a reply from something other than the Bot API
+  }
+  return undefined;
+}
+
+// Telegram's descriptions for a recipient who will not take the bot's messages. The 403s are the
+// documented ones; VOICE_MESSAGES_FORBIDDEN (a 400) is a user whose privacy settings refuse voice notes.
+const RECIPIENT_REFUSES = [
+  'bot was blocked by the user',
+  "bot can't initiate conversation with a user",
+  'user is deactivated',
+  'voice_messages_forbidden',
+];
+
+/** A Bot API failure reply as a DeliveryError (PRODUCT.md failure codes). */
+export function telegramFailure(httpStatus: number, reply: TelegramReply): DeliveryError {
+  const errorCode = typeof reply.error_code === 'number' ? reply.error_code : httpStatus;
+  const description = typeof reply.description === 'string' && reply.description !== '' ? reply.description : `HTTP ${httpStatus}`;
+  const said = `Telegram answered ${errorCode} "${description}"`;
+  const lower = description.toLowerCase();
+
+  if (errorCode === 401 || errorCode === 404) {
+    // 404 is what Telegram answers for a malformed token in the path.
+    return new DeliveryError('invalid_session', `${said}: the bot token is wrong or has been revoked`, false);
+  }
+  if (errorCode === 429) {
+    const retryAfter = reply.parameters?.retry_after;
+    const retryAfterMs = typeof retryAfter === 'number' && Number.isFinite(retryAfter) && retryAfter >= 0 ? retryAfter * 1000 : undefined;
+    return new DeliveryError('platform_rate_limited', `${said}: the bot is sending too fast`, true, retryAfterMs);
+  }
+  if (errorCode >= 500) return new DeliveryError('platform_error', `${said}: a server error on Telegram's side`, true);
+  if (lower.includes('chat not found')) {
+    return new DeliveryError('recipient_not_found', `${said}: no chat with this id or username is known to the bot`, false);
+  }
+  if (errorCode === 403 || RECIPIENT_REFUSES.some((text) => lower.includes(text))) {
+    return new DeliveryError('recipient_blocked', `${said}: the recipient does not accept voice notes from this bot`, false);
+  }
+  const migrated = reply.parameters?.migrate_to_chat_id;
+  if (typeof migrated === 'number') {
+    return new DeliveryError('recipient_not_found', `${said}: the group is now the supergroup ${migrated}; send to that chat id`, false);
+  }
+  return new DeliveryError('platform_error', `${said}: Telegram refused the voice note`, false);
+}
+
+export function createTelegramAdapter(options: TelegramAdapterOptions): PlatformAdapter {
+  const timeouts: TelegramTimeouts = { ...DEFAULT_TIMEOUTS, ...options.timeouts };
+  const dispatcher =
+    options.dispatcher ??
+    new Agent({
+      connect: { timeout: timeouts.connectMs },
+      headersTimeout: timeouts.headersMs,
+      bodyTimeout: timeouts.bodyMs,
+    });
+
+  return {
+    async deliver(job: DeliveryJob): Promise<void> {
+      if (job.session.platform !== 'telegram') {
+        throw new DeliveryError('invalid_session', 'the message does not carry a Telegram bot token', false);
+      }
+      const token = job.session.bot_token;
+      const scrub = scrubber(token);
+
+      const fields: Array<[string, string]> = [['chat_id', job.recipient]];
+      if (job.caption !== null && job.caption !== '') fields.push(['caption', job.caption]);
+      if (Number.isFinite(job.audio.durationSeconds) && job.audio.durationSeconds > 0) {
+        fields.push(['duration', String(Math.ceil(job.audio.durationSeconds))]);
+      }
+
+      // One handle for the whole upload: the file stays the same bytes even if the audio cache
+      // touches or replaces its path meanwhile (a path-backed Blob fails the read when that happens).
+      const file = await open(job.audio.path, 'r');
+      try {
+        const { size } = await file.stat();
+        const body = multipartBody(fields, { name: 'voice', fileName: job.audio.fileName, mimeType: job.audio.mimeType, file, size });
+        const signal = AbortSignal.timeout(timeouts.totalMs(size));
+        let status: number;
+        let text: string | undefined;
+        try {
+          const response = await request(`${options.apiRoot}/bot${token}/sendVoice`, {
+            method: 'POST',
+            headers: { 'content-type': body.contentType, 'content-length': String(body.length) },
+            body: Readable.from(body.stream(), { objectMode: false }),
+            dispatcher,
+            signal,
+            headersTimeout: timeouts.headersMs,
+            bodyTimeout: timeouts.bodyMs,
+          });
+          status = response.statusCode;
+          text = await readCapped(response.body);
+        } catch (error) {
+          const what = signal.aborted ? `no reply within ${timeouts.totalMs(size)} ms` : describeNetworkError(error);
+          throw new DeliveryError('platform_error', scrub(`could not reach Telegram: ${what}`), true);
+        }
+        handleReply(status, text, scrub);
+      } finally {
+        await file.close();
+      }
+    },
+  };
+}
+
+function handleReply(status: number, text: string | undefined, scrub: (text: string) => string): void {
+  const reply = parseReply(text);
+  if (reply === undefined) {
+    throw new DeliveryError('platform_error', `Telegram answered HTTP ${status} without a Bot API reply`, true);
+  }
+  if (reply.ok) return;
+  const failure = telegramFailure(status, reply);
+  throw new DeliveryError(failure.code, scrub(failure.message), failure.transient, failure.retryAfterMs);
+}
+
+interface FilePart {
+  name: string;
+  fileName: string;
+  mimeType: string;
+  file: FileHandle;
+  size: number;
+}
+
+// RFC 7578 as the WHATWG form encoder writes it: quotes and line breaks in names are percent-escaped.
+const escapeName = (value: string): string => value.replace(/"/g, '%22').replace(/\r/g, '%0D').replace(/\n/g, '%0A');
+
+/**
+ * multipart/form-data with the file streamed from an open handle and a length known up front, so the
+ * upload is never chunked and nothing larger than a read buffer sits in memory.
+ */
+function multipartBody(fields: Array<[string, string]>, part: FilePart): { contentType: string; length: number; stream(): AsyncIterable<Buffer> } {
+  const boundary = `voicenote-${randomBytes(24).toString('base64url')}`;
+  const head = Buffer.concat([
+    ...fields.map(([name, value]) =>
+      Buffer.from(`--${boundary}\r\nContent-Disposition: form-data; name="${escapeName(name)}"\r\n\r\n${value}\r\n`, 'utf8'),
+    ),
+    Buffer.from(
+      `--${boundary}\r\nContent-Disposition: form-data; name="${escapeName(part.name)}"; filename="${escapeName(part.fileName)}"\r\n` +
+        `Content-Type: ${part.mimeType}\r\n\r\n`,
+      'utf8',
+    ),
+  ]);
+  const tail = Buffer.from(`\r\n--${boundary}--\r\n`, 'utf8');
+  return {
+    contentType: `multipart/form-data; boundary=${boundary}`,
+    length: head.length + part.size + tail.length,
+    async *stream() {
+      yield head;
+      let position = 0;
+      while (position < part.size) {
+        const { buffer, bytesRead } = await part.file.read({ buffer: Buffer.alloc(Math.min(64 * 1024, part.size - position)), position });
+        if (bytesRead === 0) throw new Error('the voice file is shorter than when the upload started');
+        position += bytesRead;
+        yield bytesRead === buffer.length ? buffer : buffer.subarray(0, bytesRead);
+      }
+      yield tail;
+    },
+  };
+}

@@ -1,0 +1,414 @@
+import { randomBytes } from 'node:crypto';
+import { createServer, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+
+/**
+ * A strict stand-in for linkedin.com's Voyager API (PLATFORMS.md, "LinkedIn") on loopback.
+ *
+ * It checks on every call what the real service needs (the li_at cookie, JSESSIONID in quotes, the
+ * csrf-token header equal to it, the Rest.li protocol header, a browser user agent), the order of a
+ * delivery (me → profile lookup → upload slot → PUT upload → createMessage, one flow at a time per
+ * account) and the shape of every body. Anything off is answered with 400 and listed in
+ * `violations`, so a test that expects delivery fails and says why.
+ */
+
+export type VoyagerStep = 'me' | 'profile' | 'uploadMetadata' | 'upload' | 'createMessage';
+
+/** How the fake answers a call without a valid session: 401, or a 302 to the login page. */
+export type SignedOutAnswer = 'unauthorized' | 'login-redirect';
+
+export interface VoyagerAccount {
+  liAt: string;
+  csrfToken: string;
+  /** The account's own `urn:li:fsd_profile:…` (the mailbox). */
+  profileUrn: string;
+}
+
+export interface VoyagerProfile {
+  publicId: string;
+  urn: string;
+}
+
+export interface VoyagerCall {
+  /** performance.now() when the request arrived. */
+  at: number;
+  method: string;
+  path: string;
+  step: VoyagerStep | null;
+  /** What the fake answered. */
+  status: number;
+  liAt: string | undefined;
+  headers: IncomingHttpHeaders;
+  /** Parsed JSON body, when there was one. */
+  body: unknown;
+}
+
+export interface VoyagerUpload {
+  at: number;
+  liAt: string;
+  assetUrn: string;
+  bytes: Buffer;
+  headers: IncomingHttpHeaders;
+}
+
+export interface VoyagerMessage {
+  at: number;
+  liAt: string;
+  body: any;
+  entityUrn: string;
+}
+
+export interface InjectedFailure {
+  status: number;
+  /** How many calls of the step get it (default 1). */
+  times?: number;
+  headers?: Record<string, string>;
+}
+
+export interface LinkedinVoyagerFake {
+  /** The value for LINKEDIN_API_ROOT. */
+  readonly apiRoot: string;
+  readonly calls: VoyagerCall[];
+  readonly uploads: VoyagerUpload[];
+  readonly messages: VoyagerMessage[];
+  /** Protocol mistakes of the client, in words. */
+  readonly violations: string[];
+  addAccount(account: VoyagerAccount): void;
+  addProfile(profile: VoyagerProfile): void;
+  /** From now on every call with this li_at is signed out. */
+  expire(liAt: string, answer: SignedOutAnswer): void;
+  /** The next `times` calls of `step` get this status (after the session check passed). */
+  failNext(step: VoyagerStep, failure: InjectedFailure): void;
+  /** Headers the upload slot asks for, and that the PUT must carry back. */
+  setUploadHeaders(headers: Record<string, string>): void;
+  /** How an unknown public id is answered: an empty list (default) or 404. */
+  setUnknownProfileAnswer(answer: 'empty' | 'not-found'): void;
+  callsOf(step: VoyagerStep, liAt?: string): VoyagerCall[];
+  close(): Promise<void>;
+}
+
+const ACCEPTED = new Set(['application/vnd.linkedin.normalized+json+2.1', 'application/json']);
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+const PROFILE_URN = /^urn:li:fsd_profile:([A-Za-z0-9_-]+)$/;
+
+/** Where each step may come from, within one account's flow. */
+const ALLOWED_AFTER: Record<VoyagerStep, Array<VoyagerStep | null>> = {
+  me: [null, 'me', 'profile', 'uploadMetadata', 'upload', 'createMessage'],
+  profile: ['me'],
+  uploadMetadata: ['me', 'profile'],
+  upload: ['uploadMetadata'],
+  createMessage: ['upload'],
+};
+
+interface FlowState {
+  last: VoyagerStep | null;
+  /** Asset handed out by the last upload slot, and whether its bytes arrived. */
+  asset?: { urn: string; token: string; fileSize: number; uploaded: boolean; used: boolean };
+  signedOut?: SignedOutAnswer;
+}
+
+function parseCookies(header: string | undefined): Map<string, string> {
+  const cookies = new Map<string, string>();
+  for (const part of (header ?? '').split(';')) {
+    const eq = part.indexOf('=');
+    if (eq > 0) cookies.set(part.slice(0, eq).trim(), part.slice(eq + 1).trim());
+  }
+  return cookies;
+}
+
+async function readBody(req: IncomingMessage): Promise<Buffer> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of req) chunks.push(chunk as Buffer);
+  return Buffer.concat(chunks);
+}
+
+function stepOf(method: string, url: URL): VoyagerStep | null {
+  const p = url.pathname;
+  if (method === 'GET' && p === '/voyager/api/me') return 'me';
+  if (method === 'GET' && p === '/voyager/api/identity/dash/profiles') return 'profile';
+  if (method === 'POST' && p === '/voyager/api/voyagerVideoDashMediaUploadMetadata') return 'uploadMetadata';
+  if (method === 'PUT' && p.startsWith('/dms-uploads/')) return 'upload';
+  if (method === 'POST' && p === '/voyager/api/voyagerMessagingDashMessengerMessages') return 'createMessage';
+  return null;
+}
+
+function sameShape(a: unknown, b: unknown): boolean {
+  return JSON.stringify(a) === JSON.stringify(b);
+}
+
+export async function startLinkedinVoyagerFake(
+  options: { accounts?: VoyagerAccount[]; profiles?: VoyagerProfile[]; signedOut?: SignedOutAnswer } = {},
+): Promise<LinkedinVoyagerFake> {
+  const accounts = new Map<string, VoyagerAccount>();
+  const profiles = new Map<string, VoyagerProfile>();
+  const flows = new Map<string, FlowState>();
+  const failures = new Map<VoyagerStep, Array<Required<InjectedFailure>>>();
+  const calls: VoyagerCall[] = [];
+  const uploads: VoyagerUpload[] = [];
+  const messages: VoyagerMessage[] = [];
+  const violations: string[] = [];
+  const signedOut: SignedOutAnswer = options.signedOut ?? 'unauthorized';
+  let uploadHeaders: Record<string, string> = {};
+  let unknownProfile: 'empty' | 'not-found' = 'empty';
+  let origin = '';
+
+  for (const a of options.accounts ?? []) accounts.set(a.liAt, a);
+  for (const p of options.profiles ?? []) profiles.set(p.publicId.toLowerCase(), p);
+
+  const flow = (liAt: string): FlowState => {
+    let state = flows.get(liAt);
+    if (!state) flows.set(liAt, (state = { last: null }));
+    return state;
+  };
+
+  function json(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): number {
+    const text = JSON.stringify(body);
+    res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text), ...headers }).end(text);
+    return status;
+  }
+
+  function signedOutAnswer(res: ServerResponse, how: SignedOutAnswer, path: string): number {
+    if (how === 'login-redirect') {
+      res.writeHead(302, { location: `${origin}/login?session_redirect=${encodeURIComponent(path)}`, 'content-length': 0 }).end();
+      return 302;
+    }
+    return json(res, 401, { status: 401, serviceErrorCode: 0, code: 'UNAUTHORIZED' });
+  }
+
+  function violation(res: ServerResponse, what: string): number {
+    violations.push(what);
+    return json(res, 400, { status: 400, message: `fake Voyager: ${what}` });
+  }
+
+  /** The session checks of every call; returns the account, or answers and returns undefined. */
+  function authenticate(req: IncomingMessage, res: ServerResponse, path: string, call: VoyagerCall): VoyagerAccount | undefined {
+    const cookies = parseCookies(req.headers.cookie);
+    const liAt = cookies.get('li_at');
+    call.liAt = liAt;
+    const account = liAt === undefined ? undefined : accounts.get(liAt);
+    const problems: string[] = [];
+    if (!account) problems.push(liAt === undefined ? 'no li_at cookie' : 'unknown li_at cookie');
+    const jsession = cookies.get('JSESSIONID');
+    if (jsession === undefined) problems.push('no JSESSIONID cookie');
+    else if (!/^".*"$/.test(jsession)) problems.push('JSESSIONID cookie without its quotes');
+    else if (account && jsession.slice(1, -1) !== account.csrfToken) problems.push('JSESSIONID does not belong to this li_at');
+    if (jsession !== undefined && req.headers['csrf-token'] !== jsession.replace(/^"|"$/g, '')) problems.push('csrf-token header differs from JSESSIONID');
+    if (req.headers['x-restli-protocol-version'] !== '2.0.0') problems.push('x-restli-protocol-version is not 2.0.0');
+    if (!/^Mozilla\/5\.0 \(/.test(String(req.headers['user-agent'] ?? ''))) problems.push('user agent is not a browser');
+    if (problems.length > 0) {
+      violations.push(`signed out: ${problems.join(', ')}`);
+      call.status = signedOutAnswer(res, signedOut, path);
+      return undefined;
+    }
+    const state = flow(account!.liAt);
+    if (state.signedOut) {
+      call.status = signedOutAnswer(res, state.signedOut, path);
+      return undefined;
+    }
+    return account;
+  }
+
+  function injected(step: VoyagerStep, res: ServerResponse): number | undefined {
+    const queue = failures.get(step);
+    const next = queue?.[0];
+    if (!queue || !next) return undefined;
+    next.times -= 1;
+    if (next.times <= 0) queue.shift();
+    return json(res, next.status, { status: next.status, message: 'injected by the test' }, next.headers);
+  }
+
+  async function handle(req: IncomingMessage, res: ServerResponse, call: VoyagerCall): Promise<number> {
+    const url = new URL(req.url ?? '/', origin);
+    const step = stepOf(call.method, url);
+    call.step = step;
+    const raw = await readBody(req);
+    if (step === null) {
+      if (url.pathname === '/login') violations.push('followed a redirect to the login page');
+      else violations.push(`unknown endpoint ${call.method} ${url.pathname}`);
+      res.writeHead(404, { 'content-type': 'text/html' }).end('<html>not here</html>');
+      return 404;
+    }
+    if (step !== 'upload' && raw.length > 0) {
+      try {
+        call.body = JSON.parse(raw.toString('utf8'));
+      } catch {
+        return violation(res, `${step}: body is not JSON`);
+      }
+    }
+    const account = authenticate(req, res, url.pathname + url.search, call);
+    if (!account) return call.status;
+    if (step !== 'upload' && !ACCEPTED.has(String(req.headers.accept ?? ''))) return violation(res, `${step}: accept header ${req.headers.accept}`);
+    if (req.headers.authorization !== undefined) return violation(res, `${step}: an authorization header has no place here`);
+
+    const state = flow(account.liAt);
+    if (!ALLOWED_AFTER[step].includes(state.last)) return violation(res, `${step} after ${state.last ?? 'nothing'}`);
+    const failed = injected(step, res);
+    if (failed !== undefined) return failed;
+
+    switch (step) {
+      case 'me': {
+        state.last = 'me';
+        const id = PROFILE_URN.exec(account.profileUrn)?.[1] ?? 'unknown';
+        return json(res, 200, {
+          data: { plainId: 114_477_123, '*miniProfile': `urn:li:fs_miniProfile:${id}`, premiumSubscriber: false, $type: 'com.linkedin.voyager.common.Me' },
+          included: [
+            {
+              entityUrn: `urn:li:fs_miniProfile:${id}`,
+              dashEntityUrn: account.profileUrn,
+              publicIdentifier: 'the-sender',
+              firstName: 'Sender',
+              lastName: 'Account',
+              $type: 'com.linkedin.voyager.identity.shared.MiniProfile',
+            },
+          ],
+        });
+      }
+      case 'profile': {
+        if (url.searchParams.get('q') !== 'memberIdentity') return violation(res, 'profile: q is not memberIdentity');
+        const identity = url.searchParams.get('memberIdentity');
+        if (!identity) return violation(res, 'profile: no memberIdentity');
+        state.last = 'profile';
+        const found = profiles.get(identity.toLowerCase());
+        if (!found) {
+          if (unknownProfile === 'not-found') return json(res, 404, { status: 404, message: 'Not Found' });
+          return json(res, 200, { elements: [], paging: { count: 10, start: 0, total: 0 } });
+        }
+        return json(res, 200, {
+          elements: [{ entityUrn: found.urn, publicIdentifier: found.publicId, $type: 'com.linkedin.voyager.dash.identity.profile.Profile' }],
+          paging: { count: 10, start: 0, total: 1 },
+        });
+      }
+      case 'uploadMetadata': {
+        if (url.searchParams.get('action') !== 'upload') return violation(res, 'uploadMetadata: action is not upload');
+        const body = call.body as Record<string, unknown> | undefined;
+        const keys = Object.keys(body ?? {}).sort();
+        if (!sameShape(keys, ['fileSize', 'filename', 'mediaUploadType'])) return violation(res, `uploadMetadata: body keys ${keys.join(',')}`);
+        if (body!.mediaUploadType !== 'VOICE_MESSAGE') return violation(res, 'uploadMetadata: mediaUploadType is not VOICE_MESSAGE');
+        if (body!.filename !== 'voice.m4a') return violation(res, 'uploadMetadata: filename is not voice.m4a');
+        const fileSize = body!.fileSize;
+        if (typeof fileSize !== 'number' || !Number.isInteger(fileSize) || fileSize <= 0) return violation(res, 'uploadMetadata: fileSize is not a positive integer');
+        const token = randomBytes(12).toString('hex');
+        const urn = `urn:li:digitalmediaAsset:D4E${randomBytes(8).toString('hex')}`;
+        state.asset = { urn, token, fileSize, uploaded: false, used: false };
+        state.last = 'uploadMetadata';
+        return json(res, 200, {
+          data: {
+            value: {
+              urn,
+              singleUploadUrl: `${origin}/dms-uploads/${token}/voice-message?ca=vector_messaging&cn=uploads`,
+              singleUploadHeaders: uploadHeaders,
+              type: 'SINGLE',
+              $type: 'com.linkedin.voyager.videocontent.MediaUploadMetadata',
+            },
+            $type: 'com.linkedin.restli.common.ActionResponse',
+          },
+          included: [],
+        });
+      }
+      case 'upload': {
+        const asset = state.asset;
+        if (!asset || url.pathname !== `/dms-uploads/${asset.token}/voice-message`) return violation(res, 'upload: not the slot just handed out');
+        if (url.searchParams.get('ca') !== 'vector_messaging') return violation(res, 'upload: query string of the slot URL was dropped');
+        for (const [name, value] of Object.entries(uploadHeaders)) {
+          if (req.headers[name.toLowerCase()] !== value) return violation(res, `upload: header ${name} of the slot missing or changed`);
+        }
+        if (raw.length !== asset.fileSize) return violation(res, `upload: ${raw.length} bytes, slot asked for ${asset.fileSize}`);
+        asset.uploaded = true;
+        state.last = 'upload';
+        uploads.push({ at: call.at, liAt: account.liAt, assetUrn: asset.urn, bytes: raw, headers: req.headers });
+        res.writeHead(201, { 'content-length': 0 }).end();
+        return 201;
+      }
+      case 'createMessage': {
+        if (url.searchParams.get('action') !== 'createMessage') return violation(res, 'createMessage: action is not createMessage');
+        const problem = checkCreateMessage(call.body, account, state, profiles);
+        if (problem) return violation(res, `createMessage: ${problem}`);
+        state.asset!.used = true;
+        state.last = 'createMessage';
+        const entityUrn = `urn:li:msg_message:(${account.profileUrn},2-${randomBytes(12).toString('base64url')})`;
+        messages.push({ at: call.at, liAt: account.liAt, body: call.body, entityUrn });
+        return json(res, 200, { value: { entityUrn, deliveredAt: Date.now(), $type: 'com.linkedin.messenger.Message' } });
+      }
+    }
+  }
+
+  const server = createServer((req, res) => {
+    const call: VoyagerCall = {
+      at: performance.now(),
+      method: req.method ?? 'GET',
+      path: req.url ?? '/',
+      step: null,
+      status: 0,
+      liAt: undefined,
+      headers: req.headers,
+      body: undefined,
+    };
+    calls.push(call);
+    handle(req, res, call)
+      .then((status) => {
+        call.status = status;
+      })
+      .catch((err: unknown) => {
+        violations.push(`fake crashed: ${String(err)}`);
+        if (!res.headersSent) res.writeHead(500).end();
+        call.status = 500;
+      });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+
+  return {
+    apiRoot: origin,
+    calls,
+    uploads,
+    messages,
+    violations,
+    addAccount: (a) => void accounts.set(a.liAt, a),
+    addProfile: (p) => void profiles.set(p.publicId.toLowerCase(), p),
+    expire(liAt, answer) {
+      flow(liAt).signedOut = answer;
+    },
+    failNext(step, failure) {
+      const queue = failures.get(step) ?? [];
+      queue.push({ status: failure.status, times: failure.times ?? 1, headers: failure.headers ?? {} });
+      failures.set(step, queue);
+    },
+    setUploadHeaders(headers) {
+      uploadHeaders = { ...headers };
+    },
+    setUnknownProfileAnswer(answer) {
+      unknownProfile = answer;
+    },
+    callsOf: (step, liAt) => calls.filter((c) => c.step === step && (liAt === undefined || c.liAt === liAt)),
+    async close() {
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}
+
+function checkCreateMessage(body: any, account: VoyagerAccount, state: FlowState, profiles: Map<string, VoyagerProfile>): string | null {
+  if (typeof body !== 'object' || body === null) return 'no JSON body';
+  const keys = Object.keys(body).sort().join(',');
+  if (keys !== 'dedupeByClientGeneratedToken,hostRecipientUrns,mailboxUrn,message,trackingId') return `body keys ${keys}`;
+  const message = body.message;
+  if (Object.keys(message ?? {}).sort().join(',') !== 'body,originToken,renderContentUnions') return 'message keys';
+  if (!sameShape(message.body, { attributes: [], text: '' })) return 'message.body is not an empty text';
+  if (typeof message.originToken !== 'string' || !UUID.test(message.originToken)) return 'originToken is not a uuid';
+  const unions = message.renderContentUnions;
+  if (!Array.isArray(unions) || unions.length !== 1) return 'renderContentUnions is not one entry';
+  const audio = unions[0]?.audio;
+  if (!audio || Object.keys(unions[0]).length !== 1 || Object.keys(audio).sort().join(',') !== 'duration,media') return 'renderContentUnions[0] is not {audio: {media, duration}}';
+  const asset = state.asset;
+  if (!asset || audio.media !== asset.urn) return 'audio.media is not the asset just uploaded';
+  if (!asset.uploaded) return 'the asset has no bytes';
+  if (asset.used) return 'the asset was already sent';
+  if (!Number.isInteger(audio.duration) || audio.duration <= 0 || audio.duration > 60_000) return 'audio.duration is not 1..60000 ms';
+  if (body.mailboxUrn !== account.profileUrn) return 'mailboxUrn is not the session owner';
+  const recipients = body.hostRecipientUrns;
+  if (!Array.isArray(recipients) || recipients.length !== 1) return 'hostRecipientUrns is not one urn';
+  if (![...profiles.values()].some((p) => p.urn === recipients[0])) return `recipient ${String(recipients[0])} is not a known profile`;
+  if (typeof body.trackingId !== 'string' || body.trackingId.length !== 16 || /[^\u0000-\u00ff]/.test(body.trackingId)) return 'trackingId is not 16 bytes as a string';
+  if (body.dedupeByClientGeneratedToken !== false) return 'dedupeByClientGeneratedToken is not false';
+  return null;
+}

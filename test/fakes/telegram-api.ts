@@ -1,0 +1,335 @@
+import { randomBytes } from 'node:crypto';
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo, Socket } from 'node:net';
+import busboy from 'busboy';
+
+/**
+ * A local Bot API (PLATFORMS.md, "Telegram") for `sendVoice`: strict about what it takes, and
+ * answering in Telegram's own shapes. Told per chat id or per token, it answers a documented failure.
+ */
+
+/** What Telegram answers instead of accepting the voice note. */
+export type TelegramFailure =
+  | { kind: 'unauthorized' }
+  /** What Telegram answers for a token it cannot parse. */
+  | { kind: 'not_found' }
+  | { kind: 'chat_not_found' }
+  | { kind: 'bot_blocked' }
+  | { kind: 'cant_initiate' }
+  | { kind: 'user_deactivated' }
+  | { kind: 'rate_limited'; retryAfter: number }
+  | { kind: 'server_error'; status?: number }
+  /** The front proxy's HTML page, as when the Bot API behind it is down. */
+  | { kind: 'html_gateway_error' }
+  | { kind: 'bad_request'; description: string; parameters?: Record<string, unknown> }
+  /** Takes the whole upload, then never answers. */
+  | { kind: 'stall' };
+
+export interface TelegramVoicePart {
+  bytes: Buffer;
+  fileName: string;
+  mimeType: string;
+}
+
+export interface TelegramCall {
+  httpMethod: string;
+  /** As written in the path (Telegram matches method names case-insensitively). */
+  method: string;
+  token: string;
+  /** Every text field as received. */
+  fields: Record<string, string>;
+  chatId: string | undefined;
+  caption: string | undefined;
+  /** The `duration` field as sent (a string on the wire). */
+  duration: string | undefined;
+  voice: TelegramVoicePart | undefined;
+  reply: { status: number; body: string };
+}
+
+interface FailureRule {
+  chatId?: string;
+  token?: string;
+  failure: TelegramFailure;
+  /** Calls left that this rule answers; Infinity for all of them. */
+  remaining: number;
+}
+
+export interface TelegramFake {
+  /** The value for TELEGRAM_API_ROOT. */
+  readonly apiRoot: string;
+  /** Every request that reached a Bot API path, answered or not, in order. */
+  readonly calls: TelegramCall[];
+  callsForChat(chatId: string): TelegramCall[];
+  /** Answers `failure` to calls for this chat id, for the next `times` of them (all by default). */
+  failForChat(chatId: string, failure: TelegramFailure, times?: number): void;
+  failForToken(token: string, failure: TelegramFailure, times?: number): void;
+  /** Resolves once `count` calls matching `filter` have been answered. */
+  waitForCalls(count: number, filter?: (call: TelegramCall) => boolean, timeoutMs?: number): Promise<TelegramCall[]>;
+  /** Runs once a request's headers are in and before its body is read (the client is still uploading). */
+  beforeReadingBody: ((token: string) => Promise<void>) | undefined;
+  close(): Promise<void>;
+}
+
+export interface TelegramFakeOptions {
+  /** Tokens the fake knows; any other well-formed token gets 401 Unauthorized. All are known when omitted. */
+  knownTokens?: string[];
+}
+
+const MB = 1024 * 1024;
+// Bots may send voice files up to 50 MB.
+const MAX_UPLOAD_BYTES = 50 * MB;
+const TOKEN_IN_PATH = /^\/bot([^/]*)\/([A-Za-z]+)$/;
+const WELL_FORMED_TOKEN = /^[0-9]+:[A-Za-z0-9_-]{30,}$/;
+const BOT_ID_NAME = 'voicenote_test_bot';
+
+type Reply = { status: number; body: string; contentType: string } | { stall: true };
+
+const json = (status: number, body: unknown): Reply => ({ status, body: JSON.stringify(body), contentType: 'application/json' });
+const failure = (errorCode: number, description: string, parameters?: Record<string, unknown>): Reply =>
+  json(errorCode, { ok: false, error_code: errorCode, description, ...(parameters ? { parameters } : {}) });
+
+function failureReply(f: TelegramFailure): Reply {
+  switch (f.kind) {
+    case 'unauthorized':
+      return failure(401, 'Unauthorized');
+    case 'not_found':
+      return failure(404, 'Not Found');
+    case 'chat_not_found':
+      return failure(400, 'Bad Request: chat not found');
+    case 'bot_blocked':
+      return failure(403, 'Forbidden: bot was blocked by the user');
+    case 'cant_initiate':
+      return failure(403, "Forbidden: bot can't initiate conversation with a user");
+    case 'user_deactivated':
+      return failure(403, 'Forbidden: user is deactivated');
+    case 'rate_limited':
+      return failure(429, `Too Many Requests: retry after ${f.retryAfter}`, { retry_after: f.retryAfter });
+    case 'server_error':
+      return failure(f.status ?? 500, 'Internal Server Error');
+    case 'html_gateway_error':
+      return {
+        status: 502,
+        contentType: 'text/html',
+        body: '<html>\r\n<head><title>502 Bad Gateway</title></head>\r\n<body>\r\n<center><h1>502 Bad Gateway</h1></center>\r\n<hr><center>nginx</center>\r\n</body>\r\n</html>\r\n',
+      };
+    case 'bad_request':
+      return failure(400, f.description, f.parameters);
+    case 'stall':
+      return { stall: true };
+  }
+}
+
+interface ParsedForm {
+  fields: Record<string, string>;
+  files: Record<string, TelegramVoicePart>;
+  /** Set when the body could not be taken as Telegram takes it. */
+  error?: Reply;
+}
+
+/** Reads the whole body; multipart strictly (a malformed or truncated form is refused). */
+function parseForm(req: IncomingMessage): Promise<ParsedForm> {
+  const parsed: ParsedForm = { fields: {}, files: {} };
+  const contentType = req.headers['content-type'] ?? '';
+  if (!/^(multipart\/form-data|application\/x-www-form-urlencoded)\b/i.test(contentType)) {
+    // Telegram also reads JSON and the query string, but a voice file can only come as multipart.
+    return new Promise((resolve) => {
+      req.resume();
+      req.on('end', () => resolve(parsed));
+      req.on('error', () => resolve(parsed));
+    });
+  }
+  return new Promise((resolve) => {
+    let settled = false;
+    const done = (error?: Reply): void => {
+      if (settled) return;
+      settled = true;
+      if (error) {
+        parsed.error = error;
+        req.unpipe();
+        req.resume();
+      }
+      resolve(parsed);
+    };
+    let parser: busboy.Busboy;
+    try {
+      parser = busboy({ headers: req.headers, limits: { fileSize: MAX_UPLOAD_BYTES, files: 10, fields: 100, fieldSize: 1 * MB } });
+    } catch {
+      done(failure(400, 'Bad Request: failed to parse the multipart/form-data body'));
+      return;
+    }
+    parser.on('field', (name, value, info) => {
+      if (info.valueTruncated) done(failure(400, `Bad Request: field "${name}" is too long`));
+      parsed.fields[name] = value;
+    });
+    parser.on('file', (name, stream, info) => {
+      const chunks: Buffer[] = [];
+      stream.on('data', (chunk: Buffer) => chunks.push(chunk));
+      stream.on('limit', () => done(failure(413, 'Request Entity Too Large')));
+      stream.on('end', () => {
+        parsed.files[name] = { bytes: Buffer.concat(chunks), fileName: info.filename ?? '', mimeType: info.mimeType };
+      });
+    });
+    parser.on('error', () => done(failure(400, 'Bad Request: failed to parse the multipart/form-data body')));
+    parser.on('close', () => done());
+    req.on('error', () => done(failure(400, 'Bad Request: the request body was cut off')));
+    req.pipe(parser);
+  });
+}
+
+export async function startTelegramApi(options: TelegramFakeOptions = {}): Promise<TelegramFake> {
+  const calls: TelegramCall[] = [];
+  const rules: FailureRule[] = [];
+  const sockets = new Set<Socket>();
+  const stalled = new Set<ServerResponse>();
+  const waiters = new Set<() => void>();
+  const hooks: { beforeReadingBody?: ((token: string) => Promise<void>) | undefined } = {};
+  const knownTokens = options.knownTokens ? new Set(options.knownTokens) : undefined;
+  let nextMessageId = 1;
+
+  function takeRule(match: (rule: FailureRule) => boolean): TelegramFailure | undefined {
+    const rule = rules.find((r) => r.remaining > 0 && match(r));
+    if (!rule) return undefined;
+    rule.remaining -= 1;
+    return rule.failure;
+  }
+
+  function accepted(chatId: string, caption: string | undefined, duration: string | undefined, voice: TelegramVoicePart): Reply {
+    const numeric = /^-?[0-9]+$/.test(chatId);
+    const chat = numeric
+      ? Number(chatId) > 0
+        ? { id: Number(chatId), first_name: 'Test', type: 'private' }
+        : { id: Number(chatId), title: 'Test group', type: 'supergroup' }
+      : { id: -1001234567890, title: 'Test channel', username: chatId.slice(1), type: 'channel' };
+    return json(200, {
+      ok: true,
+      result: {
+        message_id: nextMessageId++,
+        ...(chat.type === 'channel' ? { sender_chat: chat } : { from: { id: 7000000001, is_bot: true, first_name: 'Voicenote test', username: BOT_ID_NAME } }),
+        chat,
+        date: Math.floor(Date.now() / 1000),
+        voice: {
+          duration: duration !== undefined ? Number(duration) : 0,
+          mime_type: 'audio/ogg',
+          file_id: randomBytes(52).toString('base64url'),
+          file_unique_id: randomBytes(11).toString('base64url').slice(0, 15),
+          file_size: voice.bytes.length,
+        },
+        ...(caption !== undefined && caption !== '' ? { caption } : {}),
+      },
+    });
+  }
+
+  function decide(token: string, method: string, form: ParsedForm): Reply {
+    if (!WELL_FORMED_TOKEN.test(token) || method.toLowerCase() !== 'sendvoice') return failure(404, 'Not Found');
+    const tokenFailure = takeRule((r) => r.token === token);
+    if (tokenFailure) return failureReply(tokenFailure);
+    if (knownTokens && !knownTokens.has(token)) return failure(401, 'Unauthorized');
+    if (form.error) return form.error;
+    const chatId = form.fields.chat_id;
+    if (chatId === undefined || chatId === '') return failure(400, 'Bad Request: chat_id is empty');
+    const voice = form.files.voice;
+    if (!voice) {
+      return form.fields.voice !== undefined
+        ? failure(400, 'Bad Request: wrong remote file identifier specified: can\'t unserialize it. Wrong last symbol')
+        : failure(400, 'Bad Request: there is no voice in the request');
+    }
+    if (voice.bytes.length === 0) return failure(400, 'Bad Request: file must be non-empty');
+    const duration = form.fields.duration;
+    // Telegram reads `duration` as an Integer; this fake refuses anything else so a fractional value shows.
+    if (duration !== undefined && !/^[0-9]+$/.test(duration)) return failure(400, 'Bad Request: field "duration" must be an Integer');
+    const caption = form.fields.caption;
+    if (caption !== undefined && [...caption].length > 1024) return failure(400, 'Bad Request: message caption is too long');
+    const chatFailure = takeRule((r) => r.chatId === chatId);
+    if (chatFailure) return failureReply(chatFailure);
+    return accepted(chatId, caption, duration, voice);
+  }
+
+  const server = createServer((req, res) => {
+    void (async () => {
+      const url = new URL(req.url ?? '/', 'http://fake.invalid');
+      const path = TOKEN_IN_PATH.exec(url.pathname);
+      if (!path) {
+        req.resume();
+        res.writeHead(404, { 'content-type': 'application/json' }).end(JSON.stringify({ ok: false, error_code: 404, description: 'Not Found' }));
+        return;
+      }
+      const [, token = '', method = ''] = path;
+      if (hooks.beforeReadingBody) await hooks.beforeReadingBody(token);
+      const form = await parseForm(req);
+      const reply = decide(token, method, form);
+      const call: TelegramCall = {
+        httpMethod: req.method ?? '',
+        method,
+        token,
+        fields: form.fields,
+        chatId: form.fields.chat_id,
+        caption: form.fields.caption,
+        duration: form.fields.duration,
+        voice: form.files.voice,
+        reply: 'stall' in reply ? { status: 0, body: '' } : { status: reply.status, body: reply.body },
+      };
+      calls.push(call);
+      if ('stall' in reply) {
+        stalled.add(res);
+        res.on('close', () => stalled.delete(res));
+      } else {
+        res.writeHead(reply.status, { 'content-type': reply.contentType, 'content-length': Buffer.byteLength(reply.body) }).end(reply.body);
+      }
+      for (const wake of [...waiters]) wake();
+    })().catch((err: unknown) => {
+      if (!res.headersSent) res.writeHead(500, { 'content-type': 'text/plain' }).end(`fake telegram crashed: ${String(err)}`);
+    });
+  });
+  server.on('connection', (socket) => {
+    sockets.add(socket);
+    socket.on('close', () => sockets.delete(socket));
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+
+  return {
+    apiRoot: `http://127.0.0.1:${port}`,
+    calls,
+    get beforeReadingBody() {
+      return hooks.beforeReadingBody;
+    },
+    set beforeReadingBody(hook) {
+      hooks.beforeReadingBody = hook;
+    },
+    callsForChat: (chatId) => calls.filter((c) => c.chatId === chatId),
+    failForChat(chatId, f, times = Infinity) {
+      rules.push({ chatId, failure: f, remaining: times });
+    },
+    failForToken(token, f, times = Infinity) {
+      rules.push({ token, failure: f, remaining: times });
+    },
+    waitForCalls(count, filter = () => true, timeoutMs = 20_000) {
+      return new Promise((resolve, reject) => {
+        const check = (): boolean => {
+          const matching = calls.filter(filter);
+          if (matching.length < count) return false;
+          cleanup();
+          resolve(matching);
+          return true;
+        };
+        const timer = setTimeout(() => {
+          cleanup();
+          reject(new Error(`the fake Bot API saw ${calls.filter(filter).length} matching calls, not ${count}, in ${timeoutMs} ms`));
+        }, timeoutMs);
+        const wake = (): void => void check();
+        const cleanup = (): void => {
+          clearTimeout(timer);
+          waiters.delete(wake);
+        };
+        waiters.add(wake);
+        check();
+      });
+    },
+    async close() {
+      for (const res of stalled) res.destroy();
+      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+      for (const socket of sockets) socket.destroy();
+      await closed;
+    },
+  };
+}
