@@ -7,8 +7,13 @@ import { SecretBox } from './core/secret-box.js';
 import { DeliveryWorker, type AudioSource } from './delivery/worker.js';
 import { createLogger } from './logger.js';
 import { createSandboxAdapter, createUnavailableAdapter } from './platforms/sandbox.js';
+import { createLinkedinAdapter, type LinkedinPace } from './platforms/linkedin/adapter.js';
+import { createTelegramAdapter } from './platforms/telegram.js';
 import type { PlatformAdapter } from './platforms/platform.js';
 import { createWhatsappSessions } from './platforms/whatsapp/sessions.js';
+import { createWhatsappAdapter } from './platforms/whatsapp/adapter.js';
+import { createLiveWhatsapp, type LiveTuning } from './platforms/whatsapp/live.js';
+import { createBaileysSocketFactory, type WhatsappSocketFactory } from './platforms/whatsapp/socket.js';
 import { loadOrCreateSecretKey } from './secret-key.js';
 import { buildServer, type Server } from './server.js';
 import type { Services } from './services.js';
@@ -27,6 +32,19 @@ export interface AppOptions {
   workerLeaseMs?: number;
   /** Tests: the clock that times WhatsApp sandbox sessions (auto-scan, QR expiry). */
   now?: () => number;
+  /** Tests: where live WhatsApp sockets come from (default: Baileys, loaded on first use). */
+  whatsappSocketFactory?: WhatsappSocketFactory;
+  /** Tests: live WhatsApp timings (QR validity and wait, leases, reconnects, send pacing). */
+  whatsappLive?: LiveTuning;
+  /** Tests: the gap between two live LinkedIn deliveries of one account (default 3–5 s). */
+  linkedinPace?: LinkedinPace;
+}
+
+/** How a worker process is tuned; none of it comes from the environment. */
+export interface WorkerTuning {
+  pollMs?: number;
+  leaseMs?: number;
+  linkedinPace?: LinkedinPace;
 }
 
 export interface App {
@@ -55,10 +73,19 @@ export async function openServices(config: Config, options: Omit<AppOptions, 'wo
   const redis = config.redisUrl ? new Redis(config.redisUrl, { maxRetriesPerRequest: 2, enableOfflineQueue: true, lazyConnect: false }) : undefined;
   redis?.on('error', (err: unknown) => logger.warn({ err }, 'redis error'));
   const rateLimiter = new RateLimiter({ redis, keyPrefix: options.redisKeyPrefix });
+  const whatsappLive = createLiveWhatsapp({
+    ...options.whatsappLive,
+    db: db.kysely,
+    secretBox,
+    logger,
+    socketFactory: options.whatsappSocketFactory ?? createBaileysSocketFactory(),
+    ...(options.now ? { now: options.now } : {}),
+  });
   const whatsappSessions = createWhatsappSessions({
     db: db.kysely,
     autoScanSeconds: config.sandboxAutoScanSeconds,
     ...(options.now ? { now: options.now } : {}),
+    live: whatsappLive,
   });
 
   let worker: DeliveryWorker | undefined;
@@ -68,6 +95,7 @@ export async function openServices(config: Config, options: Omit<AppOptions, 'wo
     secretBox,
     rateLimiter,
     whatsappSessions,
+    whatsappLive,
     logger,
     wakeWorker: () => worker?.wake(),
   };
@@ -82,6 +110,7 @@ export async function openServices(config: Config, options: Omit<AppOptions, 'wo
     },
     async close() {
       clearInterval(housekeeping);
+      await whatsappLive.stop();
       redis?.disconnect();
       await db.close();
     },
@@ -94,7 +123,7 @@ export interface RunningWorker {
   stop(): Promise<void>;
 }
 
-export function startWorker(services: Services, tuning: { pollMs?: number; leaseMs?: number } = {}): RunningWorker {
+export function startWorker(services: Services, tuning: WorkerTuning = {}): RunningWorker {
   const { config, logger } = services;
   const audio: AudioPipeline = createAudioPipeline({
     dataDir: config.dataDir,
@@ -121,6 +150,7 @@ export async function createApp(config: Config, options: AppOptions): Promise<Ap
     ? startWorker(services, {
         ...(options.workerPollMs !== undefined ? { pollMs: options.workerPollMs } : {}),
         ...(options.workerLeaseMs !== undefined ? { leaseMs: options.workerLeaseMs } : {}),
+        ...(options.linkedinPace !== undefined ? { linkedinPace: options.linkedinPace } : {}),
       })
     : undefined;
   if (running) opened.attachWorker(running.worker);
@@ -144,7 +174,8 @@ export async function createApp(config: Config, options: AppOptions): Promise<Ap
 }
 
 /** A worker for `voicenote worker`: no HTTP, same storage and platforms. */
-export function createWorker(services: Services, audio: AudioSource, tuning: { pollMs?: number; leaseMs?: number } = {}): DeliveryWorker {
+export function createWorker(services: Services, audio: AudioSource, tuning: WorkerTuning = {}): DeliveryWorker {
+  const { linkedinPace, ...workerTuning } = tuning;
   const { config, db } = services;
   const sandbox = createSandboxAdapter({
     latencyMs: config.sandboxLatencyMs,
@@ -152,9 +183,9 @@ export function createWorker(services: Services, audio: AudioSource, tuning: { p
       (await services.whatsappSessions.get({ accountId: job.accountId, env: job.env }, sessionId))?.status,
   });
   const live: Record<string, PlatformAdapter> = {
-    linkedin: createUnavailableAdapter('linkedin'),
-    telegram: createUnavailableAdapter('telegram'),
-    whatsapp: createUnavailableAdapter('whatsapp'),
+    linkedin: createLinkedinAdapter({ apiRoot: config.linkedinApiRoot, ...(linkedinPace ? { pace: linkedinPace } : {}) }),
+    telegram: createTelegramAdapter({ apiRoot: config.telegramApiRoot }),
+    whatsapp: createWhatsappAdapter({ db: db.kysely, live: services.whatsappLive }),
   };
   return new DeliveryWorker({
     db,
@@ -162,6 +193,6 @@ export function createWorker(services: Services, audio: AudioSource, tuning: { p
     audio,
     adapterFor: (env, platform) => (env === 'test' ? sandbox : (live[platform] ?? createUnavailableAdapter(platform))),
     logger: services.logger,
-    ...tuning,
+    ...workerTuning,
   });
 }

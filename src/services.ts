@@ -4,6 +4,7 @@ import type { Config } from './config.js';
 import type { SecretBox } from './core/secret-box.js';
 import type { Db } from './store/db.js';
 import type { WhatsappSessions } from './platforms/whatsapp/sessions.js';
+import type { LiveWhatsapp } from './platforms/whatsapp/live.js';
 
 /** What routes and the worker share: built once by `createApp`, passed down explicitly. */
 export interface Services {
@@ -12,6 +13,8 @@ export interface Services {
   secretBox: SecretBox;
   rateLimiter: RateLimiter;
   whatsappSessions: WhatsappSessions;
+  /** Live WhatsApp sockets held by this process (pairing here; delivery in worker processes). */
+  whatsappLive: LiveWhatsapp;
   logger: Logger;
   /** Tells a worker in this process that a message is waiting (others find it by polling). */
   wakeWorker(): void;

@@ -42,17 +42,29 @@ function replay(reply: FastifyReply, stored: IdempotencyRow, requestHash: string
  * (with `Idempotent-Replayed: true`) and never does the work twice. Errors are not stored: a
  * retry after a 402 or 422 is judged anew.
  */
+export interface IdempotentOptions {
+  /**
+   * For work that waits on something other than the database (a QR code, a socket): it must not hold
+   * a transaction open (SQLite has one connection, so its own queries would wait forever). It runs on
+   * its own, its outcome is stored afterwards, and `undo` takes back its effect when a concurrent
+   * request with the same key answered first.
+   */
+  outsideTransaction?: { undo(outcome: Outcome): Promise<void> };
+}
+
 export async function runIdempotent(
   services: Services,
   request: FastifyRequest,
   reply: FastifyReply,
   caller: Caller,
   work: (trx: Kysely<Database>) => Promise<Outcome>,
+  options: IdempotentOptions = {},
 ): Promise<Outcome> {
   const header = request.headers['idempotency-key'];
   const db = services.db.kysely;
+  const outside = options.outsideTransaction;
   if (header === undefined) {
-    return db.transaction().execute(work);
+    return outside ? work(db) : db.transaction().execute(work);
   }
   const key = Array.isArray(header) ? header[0] ?? '' : header;
   if (key.length < 1 || key.length > 255) throw invalidRequest('Idempotency-Key', 'Idempotency-Key must be 1 to 255 characters');
@@ -63,20 +75,27 @@ export async function runIdempotent(
 
   const existing = await findIdempotent(db, scope);
   if (existing) return replay(reply, existing, requestHash);
+  const store = (trx: Kysely<Database>, result: Outcome): Promise<boolean> =>
+    storeIdempotent(trx, {
+      account_id: caller.accountId,
+      env: caller.env,
+      key,
+      endpoint,
+      request_hash: requestHash,
+      status_code: result.statusCode,
+      response_body: JSON.stringify(result.body),
+      created_at: Date.now(),
+    });
   try {
+    if (outside) {
+      const result = await work(db);
+      if (await store(db, result)) return result;
+      await outside.undo(result).catch((err: unknown) => request.log.warn({ err }, 'could not undo the work of a request that lost an idempotency race'));
+      throw new LostRace();
+    }
     const outcome = await db.transaction().execute(async (trx) => {
       const result = await work(trx);
-      const stored = await storeIdempotent(trx, {
-        account_id: caller.accountId,
-        env: caller.env,
-        key,
-        endpoint,
-        request_hash: requestHash,
-        status_code: result.statusCode,
-        response_body: JSON.stringify(result.body),
-        created_at: Date.now(),
-      });
-      if (!stored) throw new LostRace();
+      if (!(await store(trx, result))) throw new LostRace();
       return result;
     });
     return outcome;

@@ -35,15 +35,24 @@ export function registerWhatsappSessionRoutes(app: FastifyInstance, services: Se
     },
     async (request, reply) => {
       const caller = request.caller!;
-      const outcome = await runIdempotent(services, request, reply, caller, async () => {
-        try {
-          const { row, qrCode } = await sessions.create({ accountId: caller.accountId, env: caller.env });
-          return { statusCode: 201, body: { session_id: row.id, qr_code: qrCode, status: row.status } };
-        } catch (error) {
-          if (error instanceof WhatsappUnavailableError) throw new ApiError('platform_error', error.message);
-          throw error;
-        }
-      });
+      const owner = { accountId: caller.accountId, env: caller.env };
+      const outcome = await runIdempotent(
+        services,
+        request,
+        reply,
+        caller,
+        async () => {
+          try {
+            const { row, qrCode } = await sessions.create(owner);
+            return { statusCode: 201, body: { session_id: row.id, qr_code: qrCode, status: row.status } };
+          } catch (error) {
+            if (error instanceof WhatsappUnavailableError) throw new ApiError('platform_error', error.message);
+            throw error;
+          }
+        },
+        // Creating waits on a QR code (a phone socket when live): no transaction may stay open meanwhile.
+        { outsideTransaction: { undo: async (created) => void (await sessions.remove(owner, (created.body as { session_id: string }).session_id)) } },
+      );
       return sendOutcome(reply as unknown as FastifyReply, outcome);
     },
   );

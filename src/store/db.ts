@@ -5,6 +5,7 @@ import { Kysely, Migrator, PostgresDialect, SqliteDialect, sql, type Migration, 
 import pg from 'pg';
 import type { Database } from './schema.js';
 import * as initial from './migrations/001_initial.js';
+import * as whatsappKeys from './migrations/002_whatsapp_keys.js';
 
 export type Dialect = 'sqlite' | 'postgres';
 
@@ -52,16 +53,25 @@ export async function openDb(options: OpenDbOptions): Promise<Db> {
 
 const MIGRATIONS: Record<string, Migration> = {
   '001_initial': initial,
+  '002_whatsapp_keys': whatsappKeys,
 };
 
 const provider: MigrationProvider = { getMigrations: async () => MIGRATIONS };
 
 /** Applies every pending migration; returns the names applied now. */
 export async function migrate(db: Db): Promise<string[]> {
-  const migrator = new Migrator({ db: db.kysely, provider });
+  // Unless told the schema, Kysely looks for its migration tables in every schema of the database:
+  // another schema's (another app, another test run) would pass for ours and ours would never be made.
+  const migrationTableSchema = db.dialect === 'postgres' ? await currentSchema(db) : undefined;
+  const migrator = new Migrator({ db: db.kysely, provider, ...(migrationTableSchema ? { migrationTableSchema } : {}) });
   const { error, results } = await migrator.migrateToLatest();
   if (error) throw error instanceof Error ? error : new Error(String(error));
   return (results ?? []).filter((r) => r.status === 'Success').map((r) => r.migrationName);
+}
+
+async function currentSchema(db: Db): Promise<string | undefined> {
+  const { rows } = await sql<{ schema: string | null }>`select current_schema() as schema`.execute(db.kysely);
+  return rows[0]?.schema ?? undefined;
 }
 
 /** Storage answers at all (readiness). */

@@ -70,13 +70,21 @@ export interface WhatsappSessionsTable {
   phone_number: string | null;
   qr_expires_at: number | null;
   auto_connect_at: number | null;
-  /** Sealed auth state of a live session (creds and signal keys). */
+  /** Sealed creds of a live session (its signal keys are rows of whatsapp_keys). */
   auth_state: string | null;
   holder: string | null;
   holder_expires_at: number | null;
   created_at: number;
   updated_at: number;
   last_connected_at: number | null;
+}
+
+/** One signal key of a live WhatsApp session; `value` is sealed (BufferJSON inside). */
+export interface WhatsappKeysTable {
+  session_id: string;
+  type: string;
+  key_id: string;
+  value: string;
 }
 
 export interface IdempotencyKeysTable {
@@ -100,5 +108,6 @@ export interface Database {
   messages: MessagesTable;
   usage_periods: UsagePeriodsTable;
   whatsapp_sessions: WhatsappSessionsTable;
+  whatsapp_keys: WhatsappKeysTable;
   idempotency_keys: IdempotencyKeysTable;
 }

@@ -13,6 +13,8 @@ import {
   type WhatsappSessionRow,
   type WhatsappSessionStatus,
 } from '../../store/whatsapp-sessions.js';
+import { WhatsappUnavailableError, type LiveWhatsapp } from './live.js';
+import { endLiveSession } from '../../store/whatsapp-live.js';
 
 /** How long a QR code can be scanned (the reference promises about 45 seconds). */
 export const QR_VALIDITY_MS = 45_000;
@@ -34,7 +36,7 @@ export class SessionStateError extends Error {
 }
 
 /** Live linking is not possible right now (no socket, or no QR in time). */
-export class WhatsappUnavailableError extends Error {}
+export { WhatsappUnavailableError };
 
 export interface CreatedSession {
   row: WhatsappSessionRow;
@@ -62,16 +64,23 @@ export const qrDataUri = (payload: string): Promise<string> =>
 
 /**
  * WhatsApp sessions: the sandbox lifecycle (connects by itself after `autoScanSeconds`, expires after
- * 45 s unscanned) and, for live keys, the linked-device adapter once it exists.
+ * 45 s unscanned) and, for live keys, linked devices through `live` (without it, live linking answers
+ * WhatsappUnavailableError).
  */
-export function createWhatsappSessions(deps: { db: Kysely<Database>; autoScanSeconds: number; now?: () => number }): WhatsappSessions {
+export function createWhatsappSessions(deps: {
+  db: Kysely<Database>;
+  autoScanSeconds: number;
+  now?: () => number;
+  live?: LiveWhatsapp;
+}): WhatsappSessions {
   const { db } = deps;
   const now = deps.now ?? Date.now;
 
   // Timed moves are applied when a session is looked at: whichever node looks first writes them,
   // and the compare-and-set keeps the others from writing them twice.
   async function observe(row: WhatsappSessionRow): Promise<WhatsappSessionRow> {
-    if (row.status !== 'qr_pending' || row.env !== 'test') return row;
+    if (row.status !== 'qr_pending') return row;
+    if (row.env !== 'test') return observeLive(row);
     const at = now();
     const connectAt = row.auto_connect_at !== null ? Number(row.auto_connect_at) : null;
     const expiresAt = row.qr_expires_at !== null ? Number(row.qr_expires_at) : Infinity;
@@ -86,9 +95,23 @@ export function createWhatsappSessions(deps: { db: Kysely<Database>; autoScanSec
     return (await db.selectFrom('whatsapp_sessions').selectAll().where('id', '=', row.id).executeTakeFirst()) ?? row;
   }
 
+  // A live code's process expires it on time; this catches codes whose process stopped while on screen
+  // (the unscanned creds go with it).
+  async function observeLive(row: WhatsappSessionRow): Promise<WhatsappSessionRow> {
+    const expiresAt = row.qr_expires_at !== null ? Number(row.qr_expires_at) : Infinity;
+    const holderAlive = row.holder !== null && Number(row.holder_expires_at) > Date.now();
+    if (holderAlive || now() < expiresAt) return row;
+    await endLiveSession(db, row.id, ['qr_pending'], 'qr_expired', now());
+    return (await db.selectFrom('whatsapp_sessions').selectAll().where('id', '=', row.id).executeTakeFirst()) ?? row;
+  }
+
   return {
     async create(owner) {
-      if (owner.env === 'live') throw new WhatsappUnavailableError('live WhatsApp linking is not available in this build');
+      if (owner.env === 'live') {
+        if (!deps.live) throw new WhatsappUnavailableError('live WhatsApp linking is not available in this build');
+        const { row, qr } = await deps.live.create(owner);
+        return { row, qrCode: await qrDataUri(qr) };
+      }
       const createdAt = now();
       const row: WhatsappSessionRow = {
         id: newWhatsappSessionId(createdAt),
@@ -120,6 +143,7 @@ export function createWhatsappSessions(deps: { db: Kysely<Database>; autoScanSec
     },
 
     async remove(owner, id) {
+      if (owner.env === 'live' && deps.live) return deps.live.remove(owner, id);
       return deleteWhatsappSession(db, owner, id);
     },
 

@@ -1,0 +1,82 @@
+import { readFile } from 'node:fs/promises';
+import type { Kysely } from 'kysely';
+import type { Database } from '../../store/schema.js';
+import { findWhatsappSession } from '../../store/whatsapp-sessions.js';
+import { DeliveryError, type DeliveryJob, type PlatformAdapter } from '../platform.js';
+import { SessionNotOpenError, type LiveWhatsapp } from './live.js';
+import type { VoiceNoteContent } from './socket.js';
+
+const OGG_OPUS = 'audio/ogg; codecs=opus';
+
+// How soon a message comes back when its session's socket lives in another process: soon, and spread,
+// so that the next claim is a fair draw between workers rather than the same one winning each time.
+const handoverRetryMs = (): number => 300 + Math.round(Math.random() * 900);
+
+const transient = (message: string): DeliveryError => new DeliveryError('platform_error', message, true);
+
+/**
+ * Live WhatsApp delivery: through the socket of a session this process holds (taking it over when it is
+ * free), one send at a time per session, paced. A session that is connected but not open here right now
+ * is a transient failure; one that is gone or no longer connected is a permanent one.
+ */
+export function createWhatsappAdapter(deps: { db: Kysely<Database>; live: LiveWhatsapp }): PlatformAdapter {
+  const { db, live } = deps;
+  // A process that delivers WhatsApp messages keeps the connected sessions open.
+  live.serveDeliveries();
+
+  return {
+    async deliver(job: DeliveryJob): Promise<void> {
+      if (job.session.platform !== 'whatsapp') throw new DeliveryError('invalid_session', 'not a WhatsApp session', false);
+      const sessionId = job.session.session_id;
+      const row = await findWhatsappSession(db, { accountId: job.accountId, env: job.env }, sessionId);
+      if (!row) throw new DeliveryError('invalid_session', `the WhatsApp session ${sessionId} no longer exists`, false);
+      const scannedNotOpen = row.status === 'qr_pending' && row.qr_expires_at === null;
+      if (row.status !== 'connected' && !scannedNotOpen) {
+        throw new DeliveryError('session_not_connected', `the WhatsApp session is ${row.status}, not connected`, false);
+      }
+
+      const acquired = await live.acquire(sessionId);
+      if (!acquired.held) {
+        if (acquired.reason === 'no_credentials') {
+          throw new DeliveryError('session_not_connected', 'the WhatsApp session has no stored credentials; link it again', false);
+        }
+        // Another process holds the socket: give the message back soon, so a worker there can take it.
+        if (acquired.reason === 'held_elsewhere') {
+          throw new DeliveryError('session_not_connected', 'the WhatsApp session is held by another process; will retry', true, handoverRetryMs());
+        }
+        // Reconnecting: back off as for any transient failure.
+        throw new DeliveryError('session_not_connected', 'the WhatsApp session is not connected right now; will retry', true);
+      }
+
+      const audio = await readFile(job.audio.path);
+      try {
+        await acquired.held.paced(async (socket) => {
+          let found: Awaited<ReturnType<typeof socket.onWhatsApp>>;
+          try {
+            found = await socket.onWhatsApp(job.recipient);
+          } catch (error) {
+            throw transient(`WhatsApp could not look up the recipient: ${(error as Error).message}`);
+          }
+          if (found === undefined) throw transient('WhatsApp did not answer the recipient lookup');
+          const account = found.find((entry) => entry.exists === true);
+          if (!account) throw new DeliveryError('recipient_not_found', `${job.recipient} is not on WhatsApp`, false);
+          const note: VoiceNoteContent = {
+            audio,
+            mimetype: OGG_OPUS,
+            ptt: true,
+            seconds: Math.max(1, Math.round(job.audio.durationSeconds)),
+            waveform: job.audio.waveform,
+          };
+          try {
+            await socket.sendMessage(account.jid || `${job.recipient}@s.whatsapp.net`, note);
+          } catch (error) {
+            throw transient(`WhatsApp did not accept the voice note: ${(error as Error).message}`);
+          }
+        });
+      } catch (error) {
+        if (error instanceof SessionNotOpenError) throw new DeliveryError('session_not_connected', error.message, true);
+        throw error;
+      }
+    },
+  };
+}

@@ -1,0 +1,147 @@
+import type { Logger } from 'pino';
+
+/**
+ * The seam between the service and the WhatsApp Web protocol: the few parts of a Baileys socket the
+ * service uses. Production wraps Baileys (`createBaileysSocketFactory`); tests inject a fake that speaks
+ * the same events.
+ */
+
+/** Baileys' `DisconnectReason` values the lifecycle tells apart (kept here so nothing loads Baileys to read them). */
+export const DISCONNECT = {
+  connectionClosed: 428,
+  connectionLost: 408,
+  connectionReplaced: 440,
+  loggedOut: 401,
+  badSession: 500,
+  restartRequired: 515,
+  multideviceMismatch: 411,
+  forbidden: 403,
+  unavailableService: 503,
+} as const;
+
+/** Creds are Baileys' `AuthenticationCreds`: opaque to the service except for the linked account. */
+export type AuthCreds = Record<string, unknown> & { me?: { id: string; name?: string } };
+
+/** Signal keys by type, then by id; `null` deletes a key. */
+export type KeyData = Record<string, Record<string, unknown | null>>;
+
+export interface SignalKeyStore {
+  get(type: string, ids: string[]): Promise<Record<string, unknown>>;
+  set(data: KeyData): Promise<void>;
+}
+
+export interface AuthState {
+  creds: AuthCreds;
+  keys: SignalKeyStore;
+}
+
+export interface ConnectionUpdate {
+  connection?: 'open' | 'connecting' | 'close';
+  /** A pairing code to show as a QR image. */
+  qr?: string;
+  lastDisconnect?: { error: Error | undefined; date?: Date };
+  isNewLogin?: boolean;
+}
+
+export interface SocketEvents {
+  'connection.update': ConnectionUpdate;
+  'creds.update': Partial<AuthCreds>;
+}
+
+/** What `sendMessage` receives for a voice note. */
+export interface VoiceNoteContent {
+  audio: Buffer;
+  mimetype: string;
+  ptt: true;
+  seconds: number;
+  waveform: Uint8Array;
+}
+
+export interface WhatsappSocket {
+  ev: { on<E extends keyof SocketEvents>(event: E, listener: (update: SocketEvents[E]) => void): void };
+  /** The linked account once open: `<digits>:<device>@s.whatsapp.net`. */
+  readonly user: { id: string } | undefined;
+  onWhatsApp(...phoneNumbers: string[]): Promise<Array<{ jid: string; exists: boolean | unknown }> | undefined>;
+  sendMessage(jid: string, content: VoiceNoteContent): Promise<unknown>;
+  /** Unlinks this device from the phone, then closes. */
+  logout(message?: string): Promise<void>;
+  /** Closes the connection; the device stays linked. */
+  end(error: Error | undefined): unknown;
+}
+
+export interface SocketFactoryInput {
+  sessionId: string;
+  auth: AuthState;
+  logger: Logger;
+  /** How long Baileys shows one pairing code before it makes the next one. */
+  qrTimeoutMs: number;
+}
+
+export type WhatsappSocketFactory = (input: SocketFactoryInput) => WhatsappSocket | Promise<WhatsappSocket>;
+
+/** The status code of a close (Baileys puts a Boom in `lastDisconnect.error`). */
+export function disconnectCode(update: ConnectionUpdate): number | undefined {
+  const error = update.lastDisconnect?.error as (Error & { output?: { statusCode?: unknown } }) | undefined;
+  const code = error?.output?.statusCode;
+  return typeof code === 'number' ? code : undefined;
+}
+
+/** `14155550123:7@s.whatsapp.net` → `14155550123`. */
+export function phoneOfJid(jid: string | undefined): string | null {
+  const digits = jid?.split('@')[0]?.split(':')[0];
+  return digits && /^\d+$/.test(digits) ? digits : null;
+}
+
+type Baileys = typeof import('@whiskeysockets/baileys');
+let baileys: Promise<Baileys> | undefined;
+
+/** Baileys, loaded the first time a live session needs it (the service starts without it). */
+export function loadBaileys(): Promise<Baileys> {
+  baileys ??= import('@whiskeysockets/baileys');
+  return baileys;
+}
+
+type WaVersion = [number, number, number];
+const VERSION_TTL_MS = 6 * 60 * 60_000;
+
+/**
+ * WhatsApp Web refuses clients that announce a version it retired, and the one built into a Baileys
+ * release ages: ask WhatsApp for the current one (briefly, cached), else use Baileys' own.
+ */
+function currentWebVersion(b: Baileys): Promise<WaVersion | undefined> {
+  const at = Date.now();
+  if (!webVersion || at - webVersion.at > VERSION_TTL_MS) {
+    const value = b
+      .fetchLatestWaWebVersion({ signal: AbortSignal.timeout(5_000) })
+      .then((found) => (found.isLatest ? (found.version as WaVersion) : undefined))
+      .catch(() => undefined);
+    webVersion = { at, value };
+  }
+  return webVersion.value;
+}
+let webVersion: { at: number; value: Promise<WaVersion | undefined> } | undefined;
+
+/** The real socket: a Baileys linked device with the given auth state. */
+export function createBaileysSocketFactory(): WhatsappSocketFactory {
+  return async ({ auth, logger, qrTimeoutMs }) => {
+    const b = await loadBaileys();
+    const { makeWASocket, makeCacheableSignalKeyStore, Browsers } = b;
+    const version = await currentWebVersion(b);
+    type Config = Parameters<typeof makeWASocket>[0];
+    // Baileys talks a lot at info level; its warnings and errors are worth keeping.
+    const socketLogger = logger.child({ component: 'baileys' }, { level: logger.levelVal > 40 ? logger.level : 'warn' });
+    const keys = makeCacheableSignalKeyStore(auth.keys as unknown as Config['auth']['keys'], socketLogger);
+    const sock = makeWASocket({
+      auth: { creds: auth.creds as unknown as Config['auth']['creds'], keys },
+      logger: socketLogger,
+      browser: Browsers.ubuntu('Chrome'),
+      ...(version ? { version } : {}),
+      qrTimeout: qrTimeoutMs,
+      // A sending device: no history download, and the phone keeps its notifications.
+      markOnlineOnConnect: false,
+      syncFullHistory: false,
+      shouldSyncHistoryMessage: () => false,
+    });
+    return sock as unknown as WhatsappSocket;
+  };
+}

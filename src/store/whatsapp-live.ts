@@ -1,0 +1,191 @@
+import type { Kysely } from 'kysely';
+import type { Database } from './schema.js';
+import type { WhatsappSessionRow, WhatsappSessionStatus } from './whatsapp-sessions.js';
+
+/**
+ * Live WhatsApp sessions: the lease that gives one process the session's socket, and the sealed auth
+ * state (creds in `whatsapp_sessions.auth_state`, signal keys in `whatsapp_keys`). Values arrive and
+ * leave sealed; this module never sees a secret in clear.
+ */
+
+export async function findSessionById(db: Kysely<Database>, id: string): Promise<WhatsappSessionRow | undefined> {
+  return db.selectFrom('whatsapp_sessions').selectAll().where('id', '=', id).executeTakeFirst();
+}
+
+/** Takes the session if nobody holds it, its holder's lease ran out, or it is ours already (compare-and-set). */
+export async function claimSession(db: Kysely<Database>, id: string, holder: string, now: number, leaseMs: number): Promise<boolean> {
+  const result = await db
+    .updateTable('whatsapp_sessions')
+    .set({ holder, holder_expires_at: now + leaseMs })
+    .where('id', '=', id)
+    .where((eb) => eb.or([eb('holder', 'is', null), eb('holder', '=', holder), eb('holder_expires_at', '<', now)]))
+    .executeTakeFirst();
+  return Number(result.numUpdatedRows) > 0;
+}
+
+/** Extends the leases this holder still has; returns the ids it still holds. */
+export async function renewLeases(db: Kysely<Database>, holder: string, ids: string[], until: number): Promise<Set<string>> {
+  if (ids.length === 0) return new Set();
+  const rows = await db
+    .updateTable('whatsapp_sessions')
+    .set({ holder_expires_at: until })
+    .where('holder', '=', holder)
+    .where('id', 'in', ids)
+    .returning('id')
+    .execute();
+  return new Set(rows.map((r) => r.id));
+}
+
+export async function releaseLease(db: Kysely<Database>, id: string, holder: string): Promise<void> {
+  await db
+    .updateTable('whatsapp_sessions')
+    .set({ holder: null, holder_expires_at: null })
+    .where('id', '=', id)
+    .where('holder', '=', holder)
+    .execute();
+}
+
+/**
+ * Live sessions that should have a socket somewhere but whose lease is free or ran out: connected ones,
+ * and ones that were scanned (no QR deadline any more) but not yet open.
+ */
+export async function findOrphanedSessions(db: Kysely<Database>, now: number, limit: number): Promise<string[]> {
+  const rows = await db
+    .selectFrom('whatsapp_sessions')
+    .select('id')
+    .where('env', '=', 'live')
+    .where('auth_state', 'is not', null)
+    .where((eb) => eb.or([eb('status', '=', 'connected'), eb.and([eb('status', '=', 'qr_pending'), eb('qr_expires_at', 'is', null)])]))
+    .where((eb) => eb.or([eb('holder', 'is', null), eb('holder_expires_at', '<', now)]))
+    .orderBy('holder_expires_at')
+    .limit(limit)
+    .execute();
+  return rows.map((r) => r.id);
+}
+
+/** Moves a session between statuses (compare-and-set on `from`), with the columns that go with it. */
+export async function updateLiveSession(
+  db: Kysely<Database>,
+  id: string,
+  from: WhatsappSessionStatus[],
+  change: Partial<Pick<WhatsappSessionRow, 'status' | 'phone_number' | 'last_connected_at' | 'qr_expires_at' | 'auth_state'>>,
+  now: number,
+): Promise<boolean> {
+  const result = await db
+    .updateTable('whatsapp_sessions')
+    .set({ ...change, updated_at: now })
+    .where('id', '=', id)
+    .where('status', 'in', from)
+    .executeTakeFirst();
+  return Number(result.numUpdatedRows) > 0;
+}
+
+/** Writes the sealed creds, only while `holder` holds the session. */
+export async function saveSealedCreds(db: Kysely<Database>, id: string, holder: string, sealed: string): Promise<boolean> {
+  const result = await db
+    .updateTable('whatsapp_sessions')
+    .set({ auth_state: sealed })
+    .where('id', '=', id)
+    .where('holder', '=', holder)
+    .executeTakeFirst();
+  return Number(result.numUpdatedRows) > 0;
+}
+
+export async function readSealedKeys(db: Kysely<Database>, sessionId: string, type: string, keyIds: string[]): Promise<Map<string, string>> {
+  const found = new Map<string, string>();
+  for (let i = 0; i < keyIds.length; i += KEY_BATCH) {
+    const rows = await db
+      .selectFrom('whatsapp_keys')
+      .select(['key_id', 'value'])
+      .where('session_id', '=', sessionId)
+      .where('type', '=', type)
+      .where('key_id', 'in', keyIds.slice(i, i + KEY_BATCH))
+      .execute();
+    for (const row of rows) found.set(row.key_id, row.value);
+  }
+  return found;
+}
+
+export interface SealedKeyWrite {
+  type: string;
+  keyId: string;
+  /** null deletes the key. */
+  value: string | null;
+}
+
+// Rows per statement: four parameters each stays far below both dialects' parameter limits.
+const KEY_BATCH = 200;
+
+/**
+ * Applies key writes in one transaction, only while `holder` holds the session: a process that lost
+ * its lease must not overwrite the keys of the one that took over. Returns false when it did not hold it.
+ */
+export async function writeSealedKeys(db: Kysely<Database>, sessionId: string, holder: string, writes: SealedKeyWrite[]): Promise<boolean> {
+  if (writes.length === 0) return true;
+  return db.transaction().execute(async (trx) => {
+    // A no-op update that locks the session row (PostgreSQL) and proves the lease in the same step.
+    const held = await trx
+      .updateTable('whatsapp_sessions')
+      .set({ holder })
+      .where('id', '=', sessionId)
+      .where('holder', '=', holder)
+      .executeTakeFirst();
+    if (Number(held.numUpdatedRows) === 0) return false;
+    const upserts = new Map<string, { session_id: string; type: string; key_id: string; value: string }>();
+    const deletes: SealedKeyWrite[] = [];
+    for (const write of writes) {
+      const slot = `${write.type}\u0000${write.keyId}`;
+      upserts.delete(slot);
+      if (write.value === null) deletes.push(write);
+      else upserts.set(slot, { session_id: sessionId, type: write.type, key_id: write.keyId, value: write.value });
+    }
+    for (const del of deletes) {
+      await trx
+        .deleteFrom('whatsapp_keys')
+        .where('session_id', '=', sessionId)
+        .where('type', '=', del.type)
+        .where('key_id', '=', del.keyId)
+        .execute();
+    }
+    const rows = [...upserts.values()];
+    for (let i = 0; i < rows.length; i += KEY_BATCH) {
+      await trx
+        .insertInto('whatsapp_keys')
+        .values(rows.slice(i, i + KEY_BATCH))
+        .onConflict((oc) => oc.columns(['session_id', 'type', 'key_id']).doUpdateSet((eb) => ({ value: eb.ref('excluded.value') })))
+        .execute();
+    }
+    return true;
+  });
+}
+
+/**
+ * Ends a session for good in one step: the final status (when it is still in `from`), its credentials
+ * voided, its lease let go — so nobody can read the status without the erasure having happened.
+ */
+export async function endLiveSession(
+  db: Kysely<Database>,
+  id: string,
+  from: WhatsappSessionStatus[],
+  status: WhatsappSessionStatus,
+  now: number,
+): Promise<void> {
+  await db.transaction().execute(async (trx) => {
+    await trx.deleteFrom('whatsapp_keys').where('session_id', '=', id).execute();
+    await trx
+      .updateTable('whatsapp_sessions')
+      .set({ auth_state: null, holder: null, holder_expires_at: null })
+      .where('id', '=', id)
+      .execute();
+    await trx.updateTable('whatsapp_sessions').set({ status, updated_at: now }).where('id', '=', id).where('status', 'in', from).execute();
+  });
+}
+
+/** Removes a session and everything stored for it. */
+export async function deleteSessionAndAuth(db: Kysely<Database>, sessionId: string): Promise<boolean> {
+  return db.transaction().execute(async (trx) => {
+    await trx.deleteFrom('whatsapp_keys').where('session_id', '=', sessionId).execute();
+    const result = await trx.deleteFrom('whatsapp_sessions').where('id', '=', sessionId).executeTakeFirst();
+    return Number(result.numDeletedRows) > 0;
+  });
+}

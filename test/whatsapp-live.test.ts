@@ -1,0 +1,484 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import jsQRModule from 'jsqr';
+import { PNG } from 'pngjs';
+import type { LiveTuning } from '../src/platforms/whatsapp/live.js';
+import {
+  closeSharedAudio,
+  startTestApp,
+  STORAGE_LABEL,
+  withRestartableStorage,
+  type InjectResult,
+  type TestAccount,
+  type TestApp,
+  type TestAppOptions,
+} from './fixtures/app-harness.js';
+import { eventually, FakeWhatsapp } from './fakes/whatsapp-socket.js';
+
+const API = '/api/v1';
+const SESSION_ID = /^ws_[0-9A-Za-z]{24}$/;
+const LINKED_PHONE = '14155550123';
+const RECIPIENT = '14155550100';
+const PNG_SIGNATURE = Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]);
+const jsQR = ((jsQRModule as unknown as { default?: typeof jsQRModule }).default ?? jsQRModule) as unknown as (
+  data: Uint8ClampedArray,
+  width: number,
+  height: number,
+) => { data: string } | null;
+
+// Fast timings: pacing, leases and scans in tens or hundreds of milliseconds instead of seconds.
+const FAST: LiveTuning = {
+  sendGapMs: 20,
+  sendJitterMs: 20,
+  leaseMs: 1_500,
+  renewMs: 300,
+  takeoverScanMs: 200,
+  reconnectFirstDelayMs: 50,
+  qrWaitMs: 3_000,
+  connectWaitMs: 3_000,
+  logoutTimeoutMs: 2_000,
+};
+
+function liveApp(world: FakeWhatsapp, instance: string, extra: TestAppOptions = {}): Promise<TestApp> {
+  return startTestApp({
+    ...extra,
+    whatsappSocketFactory: world.factory(instance),
+    whatsappLive: { ...FAST, ...extra.whatsappLive },
+  });
+}
+
+function assertError(res: InjectResult, status: number, code: string): { code: string; message: string; details: Record<string, unknown> | null } {
+  assert.equal(res.statusCode, status, res.body);
+  const body = res.json();
+  assert.deepEqual(Object.keys(body), ['error']);
+  assert.deepEqual(Object.keys(body.error).sort(), ['code', 'details', 'message']);
+  assert.equal(body.error.code, code);
+  assert.ok(typeof body.error.message === 'string' && body.error.message.length > 0);
+  return body.error;
+}
+
+/** The text inside a PNG data URI QR code. */
+function decodeQr(qrCode: string): string {
+  const match = /^data:image\/png;base64,([A-Za-z0-9+/]+={0,2})$/.exec(qrCode);
+  assert.ok(match, `qr_code is not a base64 PNG data URI: ${qrCode.slice(0, 40)}…`);
+  const bytes = Buffer.from(match[1]!, 'base64');
+  assert.deepEqual(bytes.subarray(0, 8), PNG_SIGNATURE, 'PNG signature');
+  const image = PNG.sync.read(bytes);
+  const decoded = jsQR(new Uint8ClampedArray(image.data.buffer, image.data.byteOffset, image.data.byteLength), image.width, image.height);
+  assert.ok(decoded, 'the PNG holds a readable QR code');
+  return decoded.data;
+}
+
+const getSession = (t: TestApp, key: string, id: string) => t.request({ method: 'GET', url: `${API}/whatsapp/sessions/${id}`, key });
+const listSessions = (t: TestApp, key: string) => t.request({ method: 'GET', url: `${API}/whatsapp/sessions`, key });
+const deleteSession = (t: TestApp, key: string, id: string) => t.request({ method: 'DELETE', url: `${API}/whatsapp/sessions/${id}`, key });
+
+async function createSession(t: TestApp, key: string): Promise<{ session_id: string; qr_code: string; status: string }> {
+  const res = await t.request({ method: 'POST', url: `${API}/whatsapp/sessions`, key });
+  assert.equal(res.statusCode, 201, res.body);
+  return res.json();
+}
+
+/** Polls GET until the session reaches `status`; returns the body. */
+async function sessionReaches(t: TestApp, key: string, id: string, status: string, timeoutMs = 10_000): Promise<any> {
+  let last: any;
+  return eventually(
+    async () => {
+      last = (await getSession(t, key, id)).json();
+      return last.status === status ? last : undefined;
+    },
+    `session ${id} to be ${status}`,
+    timeoutMs,
+  ).catch((error: Error) => {
+    throw new Error(`${error.message}; last: ${JSON.stringify(last)}`);
+  });
+}
+
+/** Creates a live session and pairs it like a phone would: scan, 515 restart, open. */
+async function linkedSession(t: TestApp, world: FakeWhatsapp, key: string, phone = LINKED_PHONE): Promise<string> {
+  const { session_id } = await createSession(t, key);
+  world.scan(session_id, phone);
+  await sessionReaches(t, key, session_id, 'connected');
+  return session_id;
+}
+
+async function deliver(t: TestApp, key: string, sessionId: string, recipient = RECIPIENT, audioUrl = t.voiceUrl, timeoutMs?: number): Promise<any> {
+  const res = await t.send(key, { platform: 'whatsapp', recipient, audio_url: audioUrl, session: { session_id: sessionId } });
+  assert.equal(res.statusCode, 202, res.body);
+  return t.waitForStatus(key, res.json().id, ['delivered', 'failed'], timeoutMs);
+}
+
+async function authRows(t: TestApp, sessionId: string): Promise<{ authState: string | null | undefined; keys: Array<{ type: string; value: string }> }> {
+  const db = t.app.services.db.kysely;
+  const row = await db.selectFrom('whatsapp_sessions').select('auth_state').where('id', '=', sessionId).executeTakeFirst();
+  const keys = await db.selectFrom('whatsapp_keys').select(['type', 'value']).where('session_id', '=', sessionId).execute();
+  return { authState: row?.auth_state, keys };
+}
+
+after(async () => {
+  await closeSharedAudio();
+});
+
+describe(`WhatsApp live sessions: linking and delivery (${STORAGE_LABEL})`, () => {
+  const world = new FakeWhatsapp();
+  let t: TestApp;
+  let a: TestAccount;
+  let sessionId: string;
+
+  before(async () => {
+    t = await liveApp(world, 'A');
+    a = await t.createAccount();
+  });
+  after(async () => {
+    await t.close();
+  });
+
+  it('POST with a live key → 201 with the PNG QR of the code WhatsApp gave, status qr_pending', async () => {
+    const res = await t.request({ method: 'POST', url: `${API}/whatsapp/sessions`, key: a.liveKey });
+    assert.equal(res.statusCode, 201, res.body);
+    const body = res.json();
+    assert.deepEqual(Object.keys(body).sort(), ['qr_code', 'session_id', 'status']);
+    assert.match(body.session_id, SESSION_ID);
+    assert.equal(body.status, 'qr_pending');
+    const socket = world.current(body.session_id);
+    assert.ok(socket?.qr, 'a socket was opened for the session and showed a code');
+    assert.equal(decodeQr(body.qr_code), socket.qr, 'the image is the code WhatsApp asked to show');
+    sessionId = body.session_id;
+
+    const got = (await getSession(t, a.liveKey, sessionId)).json();
+    assert.deepEqual(got, { session_id: sessionId, status: 'qr_pending', phone_number: null, created_at: got.created_at, last_connected_at: null });
+    assertError(await getSession(t, a.testKey, sessionId), 404, 'not_found');
+  });
+
+  it('scan → WhatsApp restarts the connection (515) → the service reconnects with the saved creds → connected with the phone number', async () => {
+    const before = Date.now();
+    world.scan(sessionId, LINKED_PHONE);
+    const got = await sessionReaches(t, a.liveKey, sessionId, 'connected');
+    assert.equal(got.phone_number, LINKED_PHONE);
+    assert.ok(Date.parse(got.last_connected_at) >= before - 1000, got.last_connected_at);
+    const calls = world.calls.filter((c) => c.sessionId === sessionId);
+    assert.equal(calls.length, 2, 'one socket to pair, one reconnect after the 515');
+    assert.equal(calls[0]!.paired, false);
+    assert.equal(calls[1]!.paired, true, 'the reconnect carries the creds the scan produced');
+    assert.deepEqual(calls[1]!.noiseKeyPublic, calls[0]!.noiseKeyPublic, 'same device identity');
+    const listed = (await listSessions(t, a.liveKey)).json().sessions.find((s: { id: string }) => s.id === sessionId);
+    assert.equal(listed.status, 'connected');
+    assert.equal(listed.phone_number, LINKED_PHONE);
+  });
+
+  it('a voice note through the connected session reaches WhatsApp as a ptt OGG Opus note with seconds and a 64-bar waveform', async () => {
+    const done = await deliver(t, a.liveKey, sessionId, RECIPIENT, t.mp3Url);
+    assert.equal(done.status, 'delivered', JSON.stringify(done));
+    assert.ok(world.lookups.includes(RECIPIENT), 'the recipient was looked up first');
+    const sent = world.sent.filter((s) => s.sessionId === sessionId);
+    assert.equal(sent.length, 1);
+    const note = sent[0]!;
+    assert.equal(note.jid, `${RECIPIENT}@s.whatsapp.net`);
+    assert.equal(note.content.ptt, true);
+    assert.equal(note.content.mimetype, 'audio/ogg; codecs=opus');
+    assert.ok(Buffer.isBuffer(note.content.audio));
+    assert.equal(note.content.audio.subarray(0, 4).toString('latin1'), 'OggS', 'an Ogg stream');
+    assert.ok(note.content.audio.includes(Buffer.from('OpusHead')), 'carrying Opus');
+    assert.ok(Number.isInteger(note.content.seconds) && note.content.seconds >= 1 && note.content.seconds <= 10, String(note.content.seconds));
+    assert.ok(note.content.waveform instanceof Uint8Array);
+    assert.equal(note.content.waveform.length, 64);
+    assert.ok([...note.content.waveform].every((v) => v >= 0 && v <= 100));
+    assert.ok([...note.content.waveform].some((v) => v > 0), 'the waveform is not flat');
+  });
+
+  it('a recipient who is not on WhatsApp → failed recipient_not_found, nothing sent', async () => {
+    world.absent.add('14155550999');
+    const sentBefore = world.sent.length;
+    const done = await deliver(t, a.liveKey, sessionId, '14155550999');
+    assert.equal(done.status, 'failed');
+    assert.equal(done.error.code, 'recipient_not_found');
+    assert.equal(done.delivered_at, null);
+    assert.equal(world.sent.length, sentBefore);
+  });
+
+  it('a send the socket rejects is retried and then delivered', async () => {
+    world.failSends = 1;
+    const done = await deliver(t, a.liveKey, sessionId, '14155550101');
+    assert.equal(done.status, 'delivered', JSON.stringify(done));
+    assert.equal(world.failSends, 0);
+    assert.ok(world.sent.some((s) => s.jid === '14155550101@s.whatsapp.net'));
+  });
+
+  it('the auth state in the database is sealed: no creds or key material in clear', async () => {
+    const { authState, keys } = await authRows(t, sessionId);
+    assert.ok(authState, 'creds are stored');
+    assert.ok(keys.length >= 2, `signal keys are stored (${keys.length})`);
+    assert.ok(keys.some((k) => k.type === 'pre-key') && keys.some((k) => k.type === 'session'));
+    for (const sealed of [authState, ...keys.map((k) => k.value)]) {
+      assert.match(sealed, /^v1\.[\w-]+\.[\w-]+\.[\w-]+$/, 'a sealed value');
+      for (const clear of ['noiseKey', 'signedIdentityKey', 'advSecretKey', 'registrationId', 'private', 'public', 'Buffer', LINKED_PHONE]) {
+        assert.ok(!sealed.includes(clear), `"${clear}" visible in the database`);
+      }
+    }
+  });
+
+  it('the connection drops (428) → the service reconnects by itself and keeps delivering', async () => {
+    const socketsBefore = world.socketsOf(sessionId).length;
+    world.current(sessionId)!.closeWith(428, 'Connection Closed');
+    await eventually(() => world.current(sessionId)?.opened, 'a reconnected socket');
+    assert.equal(world.socketsOf(sessionId).length, socketsBefore + 1);
+    assert.equal((await getSession(t, a.liveKey, sessionId)).json().status, 'connected');
+    const done = await deliver(t, a.liveKey, sessionId, '14155550102');
+    assert.equal(done.status, 'delivered', JSON.stringify(done));
+  });
+
+  it('logged out from the phone (401) → disconnected, creds erased, and POST /send → 422 session_not_connected', async () => {
+    const other = await linkedSession(t, world, a.liveKey, '14155550124');
+    world.current(other)!.closeWith(401, 'Stream Errored (conflict)');
+    const got = await sessionReaches(t, a.liveKey, other, 'disconnected');
+    assert.equal(got.phone_number, '14155550124');
+    await eventually(async () => {
+      const rows = await authRows(t, other);
+      return rows.authState === null && rows.keys.length === 0;
+    }, 'the creds of a logged-out device to be erased');
+    const res = await t.send(a.liveKey, { platform: 'whatsapp', recipient: RECIPIENT, audio_url: t.voiceUrl, session: { session_id: other } });
+    const error = assertError(res, 422, 'session_not_connected');
+    assert.equal(error.details?.status, 'disconnected');
+    assert.equal(world.socketsOf(other).filter((s) => !s.ended).length, 0, 'no socket left open');
+  });
+
+  it('DELETE → the device is logged out, the session and every stored credential are gone, GET → 404', async () => {
+    const other = await linkedSession(t, world, a.liveKey, '14155550125');
+    assert.ok((await authRows(t, other)).keys.length > 0);
+    const res = await deleteSession(t, a.liveKey, other);
+    assert.equal(res.statusCode, 200, res.body);
+    assert.deepEqual(res.json(), { deleted: true });
+    assert.ok(world.logouts.some((l) => l.sessionId === other), 'logout was called on the socket');
+    const rows = await authRows(t, other);
+    assert.equal(rows.authState, undefined, 'no session row');
+    assert.deepEqual(rows.keys, [], 'no key rows');
+    assertError(await getSession(t, a.liveKey, other), 404, 'not_found');
+    assertError(await deleteSession(t, a.liveKey, other), 404, 'not_found');
+    assert.ok(!(await listSessions(t, a.liveKey)).json().sessions.some((s: { id: string }) => s.id === other));
+  });
+
+  it('a message accepted while connected, not yet through when the phone logs the device out → failed session_not_connected', async () => {
+    const other = await linkedSession(t, world, a.liveKey, '14155550126');
+    world.failSends = 1_000;
+    try {
+      const res = await t.send(a.liveKey, { platform: 'whatsapp', recipient: RECIPIENT, audio_url: t.voiceUrl, session: { session_id: other } });
+      assert.equal(res.statusCode, 202, res.body);
+      await eventually(() => world.failSends < 1_000, 'a first attempt that WhatsApp did not accept');
+      world.current(other)!.closeWith(401);
+      const done = await t.waitForStatus(a.liveKey, res.json().id, ['delivered', 'failed']);
+      assert.equal(done.status, 'failed');
+      assert.equal(done.error.code, 'session_not_connected');
+      assert.equal(done.delivered_at, null);
+    } finally {
+      world.failSends = 0;
+    }
+  });
+});
+
+describe(`WhatsApp live sessions: no QR code, QR expiry (${STORAGE_LABEL})`, () => {
+  const world = new FakeWhatsapp();
+  let t: TestApp;
+  let a: TestAccount;
+
+  before(async () => {
+    t = await liveApp(world, 'A', { whatsappLive: { qrWaitMs: 400, qrValidityMs: 1_000 } });
+    a = await t.createAccount();
+  });
+  after(async () => {
+    await t.close();
+  });
+
+  it('WhatsApp shows no QR code in time → 502 platform_error in the error envelope, and no session is left', async () => {
+    world.qrMode = 'silent';
+    try {
+      const res = await t.request({ method: 'POST', url: `${API}/whatsapp/sessions`, key: a.liveKey });
+      const error = assertError(res, 502, 'platform_error');
+      assert.equal(error.details, null);
+      assert.deepEqual((await listSessions(t, a.liveKey)).json(), { sessions: [] });
+      assert.ok(world.sockets.every((s) => s.ended), 'the socket was closed');
+      const rows = await t.app.services.db.kysely.selectFrom('whatsapp_sessions').select('id').execute();
+      assert.deepEqual(rows, []);
+    } finally {
+      world.qrMode = 'show';
+    }
+  });
+
+  it('WhatsApp cannot be reached at all → 502 platform_error at once', async () => {
+    world.qrMode = 'fail';
+    try {
+      const started = Date.now();
+      assertError(await t.request({ method: 'POST', url: `${API}/whatsapp/sessions`, key: a.liveKey }), 502, 'platform_error');
+      assert.ok(Date.now() - started < 400, 'no waiting for the QR deadline when the connection failed');
+      assert.deepEqual((await listSessions(t, a.liveKey)).json(), { sessions: [] });
+    } finally {
+      world.qrMode = 'show';
+    }
+  });
+
+  it('nobody scans within the QR validity → qr_expired, socket closed, creds erased; sends → 422 session_not_connected', async () => {
+    const { session_id } = await createSession(t, a.liveKey);
+    assert.equal((await getSession(t, a.liveKey, session_id)).json().status, 'qr_pending');
+    const got = await sessionReaches(t, a.liveKey, session_id, 'qr_expired', 5_000);
+    assert.equal(got.phone_number, null);
+    assert.ok(world.socketsOf(session_id).every((s) => s.ended), 'the socket was closed');
+    const rows = await authRows(t, session_id);
+    assert.equal(rows.authState, null);
+    assert.deepEqual(rows.keys, []);
+    const res = await t.send(a.liveKey, { platform: 'whatsapp', recipient: RECIPIENT, audio_url: t.voiceUrl, session: { session_id } });
+    assert.equal(assertError(res, 422, 'session_not_connected').details?.status, 'qr_expired');
+  });
+});
+
+describe(`WhatsApp live sessions: a connection that cannot be restored (${STORAGE_LABEL})`, () => {
+  const world = new FakeWhatsapp();
+  let t: TestApp;
+
+  before(async () => {
+    t = await liveApp(world, 'A', { whatsappLive: { reconnectAttempts: 3, reconnectMaxDelayMs: 100 } });
+  });
+  after(async () => {
+    await t.close();
+  });
+
+  it('WhatsApp stays unreachable through every reconnect → disconnected, creds erased', async () => {
+    const { liveKey } = await t.createAccount();
+    const id = await linkedSession(t, world, liveKey);
+    world.unreachable = true;
+    world.current(id)!.closeWith(428, 'Connection Closed');
+    const got = await sessionReaches(t, liveKey, id, 'disconnected');
+    assert.equal(got.phone_number, LINKED_PHONE);
+    assert.equal(world.socketsOf(id).length, 2 + 3, 'the pairing socket, the open one, then three reconnects');
+    assert.deepEqual(await authRows(t, id), { authState: null, keys: [] });
+    assertError(
+      await t.send(liveKey, { platform: 'whatsapp', recipient: RECIPIENT, audio_url: t.voiceUrl, session: { session_id: id } }),
+      422,
+      'session_not_connected',
+    );
+  });
+});
+
+describe(`WhatsApp live sessions: restarts and takeover (${STORAGE_LABEL})`, () => {
+  it('after a restart the session is restored from the database, without a new QR code, and delivers', async () => {
+    const world = new FakeWhatsapp();
+    await withRestartableStorage(async (reuse) => {
+      const first = await liveApp(world, 'first', { reuse });
+      let key: string;
+      let id: string;
+      try {
+        const account = await first.createAccount();
+        key = account.liveKey;
+        id = await linkedSession(first, world, key);
+        assert.equal((await deliver(first, key, id)).status, 'delivered');
+      } finally {
+        await first.close();
+      }
+      assert.ok(world.socketsOf(id).every((s) => s.ended), 'closing the app closed the socket');
+      assert.equal(world.logouts.length, 0, 'a restart does not unlink the device');
+
+      const second = await liveApp(world, 'second', { reuse });
+      try {
+        const restored = await eventually(
+          () => world.calls.find((c) => c.instance === 'second' && c.sessionId === id && c.socket.opened),
+          'the restarted app to reconnect the session',
+        );
+        assert.equal(restored.paired, true, 'the creds were restored from the database');
+        assert.deepEqual(restored.noiseKeyPublic, world.calls.find((c) => c.sessionId === id)!.noiseKeyPublic, 'same device identity');
+        assert.equal(restored.socket.qr, undefined, 'no new QR code');
+        const got = (await getSession(second, key, id)).json();
+        assert.equal(got.status, 'connected');
+        assert.equal(got.phone_number, LINKED_PHONE);
+        const done = await deliver(second, key, id);
+        assert.equal(done.status, 'delivered', JSON.stringify(done));
+        const note = world.sent.at(-1)!;
+        assert.equal(note.instance, 'second');
+        assert.equal(note.hadSignalSession, true, 'the signal keys written before the restart were read back');
+      } finally {
+        await second.close();
+      }
+    });
+  });
+
+  it('two instances on one storage: when the holder dies without letting go, the other takes the session over and delivers', async () => {
+    const world = new FakeWhatsapp();
+    await withRestartableStorage(async (reuse) => {
+      const one = await liveApp(world, 'one', { reuse });
+      const two = await liveApp(world, 'two', { reuse });
+      try {
+        const account = await one.createAccount();
+        const id = await linkedSession(one, world, account.liveKey);
+        // Accepted by "two", whose worker is woken first: a worker without the socket gives the message
+        // back within a second or so, until the holder's worker claims it (a draw per try, hence the margin).
+        assert.equal((await deliver(two, account.liveKey, id, '14155550103', two.voiceUrl, 60_000)).status, 'delivered');
+        assert.equal(world.sent.at(-1)!.instance, 'one', 'the holder delivers, whichever worker took the message');
+        assert.equal(world.calls.filter((c) => c.instance === 'two').length, 0, 'the other instance never opened a second socket');
+
+        // "one" dies: its sockets go, its leases are left to run out.
+        await one.app.services.whatsappLive.stop({ release: false });
+        await one.close();
+        await eventually(() => world.calls.find((c) => c.instance === 'two' && c.sessionId === id && c.socket.opened), 'instance two to take over', 10_000);
+        const done = await deliver(two, account.liveKey, id, '14155550104');
+        assert.equal(done.status, 'delivered', JSON.stringify(done));
+        assert.equal(world.sent.at(-1)!.instance, 'two');
+        assert.equal((await getSession(two, account.liveKey, id)).json().status, 'connected');
+      } finally {
+        await one.close();
+        await two.close();
+      }
+    });
+  });
+
+  it('DELETE of a session nobody holds connects with its stored creds just to log the device out', async () => {
+    const world = new FakeWhatsapp();
+    await withRestartableStorage(async (reuse) => {
+      const first = await liveApp(world, 'first', { reuse });
+      let key: string;
+      let id: string;
+      try {
+        key = (await first.createAccount()).liveKey;
+        id = await linkedSession(first, world, key);
+      } finally {
+        await first.close();
+      }
+      const api = await liveApp(world, 'api', { reuse, worker: false });
+      try {
+        assert.equal((await getSession(api, key, id)).json().status, 'connected');
+        assert.deepEqual((await deleteSession(api, key, id)).json(), { deleted: true });
+        assert.deepEqual(await authRows(api, id), { authState: undefined, keys: [] });
+        const logout = await eventually(() => world.logouts.find((l) => l.sessionId === id), 'the device to be logged out');
+        assert.equal(logout.instance, 'api');
+        const call = world.calls.find((c) => c.instance === 'api' && c.sessionId === id)!;
+        assert.equal(call.paired, true, 'with the creds that were stored');
+        assert.equal(call.socket.qr, undefined);
+      } finally {
+        await api.close();
+      }
+    });
+  });
+
+  it('an API process without a worker pairs the session, then hands it to a worker process, which delivers', async () => {
+    const world = new FakeWhatsapp();
+    await withRestartableStorage(async (reuse) => {
+      const api = await liveApp(world, 'api', { reuse, worker: false });
+      const worker = await liveApp(world, 'worker', { reuse });
+      try {
+        const account = await api.createAccount();
+        const { session_id: id } = await createSession(api, account.liveKey);
+        world.scan(id, LINKED_PHONE);
+        await sessionReaches(api, account.liveKey, id, 'connected');
+        await eventually(() => world.calls.find((c) => c.instance === 'worker' && c.sessionId === id && c.socket.opened), 'the worker to take the session');
+        assert.ok(world.calls.filter((c) => c.instance === 'api').every((c) => c.socket.ended), 'the API process let its socket go');
+        const done = await deliver(api, account.liveKey, id, '14155550105');
+        assert.equal(done.status, 'delivered', JSON.stringify(done));
+        assert.equal(world.sent.at(-1)!.instance, 'worker');
+
+        // DELETE answered by the API process, while the worker holds the socket: the worker logs the device out.
+        assert.deepEqual((await deleteSession(api, account.liveKey, id)).json(), { deleted: true });
+        await eventually(() => world.logouts.find((l) => l.sessionId === id && l.instance === 'worker'), 'the holder to log the device out');
+        assert.deepEqual(await authRows(api, id), { authState: undefined, keys: [] });
+      } finally {
+        await api.close();
+        await worker.close();
+      }
+    });
+  });
+});
