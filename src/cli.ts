@@ -1,6 +1,6 @@
 import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
 import { bootstrapOwner, createAccountWithKeys, type CreatedAccount } from './admin/accounts.js';
-import { createApp, openServices, startWorker } from './app.js';
+// app.js (HTTP server, worker, audio) is imported only by serve and worker: the admin commands start faster without it.
 import { ConfigError, loadConfig, type Config } from './config.js';
 import { isPlanName, PLAN_NAMES, type PlanName } from './core/plans.js';
 import { createLogger } from './logger.js';
@@ -93,7 +93,11 @@ export function buildProgram(): Command {
   const program = new Command('voicenote')
     .description('Voice notes on LinkedIn, Telegram and WhatsApp through one HTTP API')
     .exitOverride()
-    .configureOutput({ writeErr: (text) => process.stderr.write(text) });
+    .configureOutput({
+      writeErr: (text) => process.stderr.write(text),
+      // A failing command prints one line: commander puts "(Did you mean …?)" on a line of its own.
+      outputError: (text, write) => write(`${text.trimEnd().replace(/\s*\n\s*/g, ' ')}\n`),
+    });
   const config = (): Config => loadConfig();
 
   program
@@ -103,6 +107,7 @@ export function buildProgram(): Command {
     .action(async (options: { worker: boolean }) => {
       const cfg = config();
       const logger = createLogger(cfg.logLevel);
+      const { createApp } = await import('./app.js');
       const app = await createApp(cfg, { worker: options.worker, logger });
       const owner = await bootstrapOwner(app.services.db.kysely);
       if (owner) {
@@ -120,6 +125,7 @@ export function buildProgram(): Command {
     .description('run only the delivery worker')
     .action(async () => {
       const cfg = config();
+      const { openServices, startWorker } = await import('./app.js');
       const opened = await openServices(cfg, { logger: createLogger(cfg.logLevel) });
       const running = startWorker(opened.services);
       opened.attachWorker(running.worker);
@@ -134,7 +140,15 @@ export function buildProgram(): Command {
     .command('migrate')
     .description('apply pending database migrations')
     .action(async () => {
-      const applied = await withDb(config(), async (db) => migrate(db));
+      // Not withDb: it migrates first, and this command should report what it applied itself.
+      const cfg = config();
+      const db = await openDb({ databaseUrl: cfg.databaseUrl, dataDir: cfg.dataDir });
+      let applied: string[];
+      try {
+        applied = await migrate(db);
+      } finally {
+        await db.close();
+      }
       out(applied.length === 0 ? 'database is up to date' : `applied ${applied.join(', ')}`);
     });
 

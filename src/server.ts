@@ -29,11 +29,22 @@ export async function buildServer(services: Services): Promise<Server> {
     return503OnClosing: false,
     // A mistyped field is the caller's error to see, not something to guess around.
     ajv: { customOptions: { coerceTypes: false, removeAdditional: true, allErrors: false } },
-    disableRequestLogging: false,
   });
   app.decorateRequest('caller', null);
   app.addSchema(ErrorEnvelope);
   registerErrorHandling(app);
+
+  // Clients often send `Content-Type: application/json` with no body at all (POST /whatsapp/sessions
+  // takes none): an empty body counts as no body. Routes that need one still answer 400 invalid_request.
+  const parseJson = app.getDefaultJsonParser('error', 'error');
+  app.removeContentTypeParser('application/json');
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
+    const text = typeof body === 'string' ? body : body.toString('utf8');
+    if (text === '') return done(null, undefined);
+    return parseJson(request, text, done);
+  });
+  // Fastify parses text/plain by default; a body that is not JSON is 415 unsupported_media_type (PRODUCT.md).
+  app.removeContentTypeParser('text/plain');
 
   app.addHook('onRequest', async (request, reply) => {
     if (!draining) return undefined;

@@ -1,0 +1,587 @@
+import assert from 'node:assert/strict';
+import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdtemp, readFile, rm, stat } from 'node:fs/promises';
+import net from 'node:net';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import pg from 'pg';
+import { closeSharedAudio, STORAGE_LABEL, startTestApp, TELEGRAM_TOKEN, TEST_DATABASE_URL, TEST_REDIS_URL } from './fixtures/app-harness.js';
+
+/*
+ * The CLI as its users run it: `node bin/voicenote.js …` in a child process (compiled dist/, so
+ * `npm run build` first), against SQLite in a temp DATA_DIR or, with TEST_DATABASE_URL, a PostgreSQL
+ * schema of this file's own (selected through the connection URL's `options=-c search_path=…`).
+ */
+
+const ROOT = fileURLToPath(new URL('..', import.meta.url));
+const BIN = path.join(ROOT, 'bin', 'voicenote.js');
+
+const CONFIG_VARIABLES = [
+  'PORT',
+  'HOST',
+  'DATA_DIR',
+  'DATABASE_URL',
+  'REDIS_URL',
+  'SECRET_KEY',
+  'TELEGRAM_API_ROOT',
+  'LINKEDIN_API_ROOT',
+  'AUDIO_ALLOW_PRIVATE_URLS',
+  'FFMPEG_PATH',
+  'LOG_LEVEL',
+  'SANDBOX_LATENCY_MS',
+  'SANDBOX_AUTO_SCAN_SECONDS',
+];
+
+const SECRET = /^sk_(test|live)_[0-9A-Za-z]{32}$/;
+const KEY_ID = /^key_[0-9A-Za-z]+$/;
+const ACCOUNT_ID = /^acct_[0-9A-Za-z]+$/;
+const ISO = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{3})?Z$/;
+const HOUR_MS = 3_600_000;
+
+interface Storage {
+  dataDir: string;
+  schema: string | undefined;
+  secretKey: string;
+  /** Environment of a child process on this storage. */
+  env: Record<string, string>;
+  /** For startTestApp: an in-process app on the same storage. */
+  reuse: { dataDir: string; pgSchema?: string; secretKey: string };
+  cleanup(): Promise<void>;
+}
+
+async function onPostgres<T>(work: (client: pg.Client) => Promise<T>): Promise<T> {
+  const client = new pg.Client({ connectionString: TEST_DATABASE_URL });
+  await client.connect();
+  try {
+    return await work(client);
+  } finally {
+    await client.end();
+  }
+}
+
+function withSearchPath(databaseUrl: string, schema: string): string {
+  const separator = databaseUrl.includes('?') ? '&' : '?';
+  return `${databaseUrl}${separator}options=${encodeURIComponent(`-c search_path=${schema}`)}`;
+}
+
+/** An empty DATA_DIR (and an empty PostgreSQL schema when TEST_DATABASE_URL is set). */
+async function freshStorage(label: string, options: { secretKey?: boolean } = {}): Promise<Storage> {
+  const dataDir = await mkdtemp(path.join(tmpdir(), `voicenote-cli-${label}-`));
+  const schema = TEST_DATABASE_URL ? `t_cli_${randomBytes(6).toString('hex')}` : undefined;
+  if (schema) await onPostgres((client) => client.query(`create schema ${schema}`));
+  const secretKey = randomBytes(32).toString('base64');
+  // PostgreSQL requires SECRET_KEY; SQLite may go without it and generate DATA_DIR/secret.key.
+  const passSecret = options.secretKey !== false || schema !== undefined;
+  const env: Record<string, string> = {
+    DATA_DIR: dataDir,
+    LOG_LEVEL: 'info',
+    ...(passSecret ? { SECRET_KEY: secretKey } : {}),
+    ...(TEST_DATABASE_URL && schema ? { DATABASE_URL: withSearchPath(TEST_DATABASE_URL, schema) } : {}),
+  };
+  return {
+    dataDir,
+    schema,
+    secretKey,
+    env,
+    reuse: { dataDir, secretKey, ...(schema ? { pgSchema: schema } : {}) },
+    async cleanup() {
+      if (schema) await onPostgres((client) => client.query(`drop schema if exists ${schema} cascade`));
+      await rm(dataDir, { recursive: true, force: true });
+    },
+  };
+}
+
+function childEnv(env: Record<string, string>): NodeJS.ProcessEnv {
+  const base = { ...process.env };
+  for (const name of CONFIG_VARIABLES) delete base[name];
+  return { ...base, ...env };
+}
+
+interface Run {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+function runCli(args: string[], env: Record<string, string>): Promise<Run> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [BIN, ...args], { cwd: ROOT, env: childEnv(env), stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
+    child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
+    const timer = setTimeout(() => child.kill('SIGKILL'), 30_000);
+    child.on('error', reject);
+    child.on('close', (code) => {
+      clearTimeout(timer);
+      resolve({ code, stdout, stderr });
+    });
+  });
+}
+
+/** A command that must succeed: exit 0, nothing on stderr. */
+async function ok(args: string[], env: Record<string, string>): Promise<string> {
+  const run = await runCli(args, env);
+  assert.equal(run.code, 0, `voicenote ${args.join(' ')} failed: ${run.stderr}`);
+  assert.equal(run.stderr, '', `nothing on stderr for voicenote ${args.join(' ')}`);
+  return run.stdout;
+}
+
+/** `--json`: the whole of stdout is one JSON object (and a newline). */
+async function okJson(args: string[], env: Record<string, string>): Promise<any> {
+  const stdout = await ok(args, env);
+  assert.equal(stdout.trimEnd().split('\n').length, 1, `one line on stdout, got: ${stdout}`);
+  const value: unknown = JSON.parse(stdout);
+  assert.ok(value !== null && typeof value === 'object' && !Array.isArray(value), 'one JSON object');
+  return value;
+}
+
+/** A command that must fail: non-zero exit, exactly one line on stderr, nothing on stdout. */
+async function fails(args: string[], env: Record<string, string>): Promise<string> {
+  const run = await runCli(args, env);
+  assert.notEqual(run.code, null, 'exited by itself');
+  assert.notEqual(run.code, 0, `voicenote ${args.join(' ')} should fail`);
+  assert.ok(run.stderr.endsWith('\n'), `stderr ends its line: ${JSON.stringify(run.stderr)}`);
+  const lines = run.stderr.split('\n').slice(0, -1);
+  assert.equal(lines.length, 1, `exactly one stderr line, got: ${JSON.stringify(run.stderr)}`);
+  assert.ok(lines[0]!.trim().length > 0, 'the line says something');
+  assert.equal(run.stdout, '', 'nothing on stdout');
+  return lines[0]!;
+}
+
+after(async () => {
+  await closeSharedAudio();
+});
+
+describe(`voicenote accounts / keys / migrate (${STORAGE_LABEL})`, () => {
+  let storage: Storage;
+  let env: Record<string, string>;
+  let accountId: string;
+  let testKey: { id: string; secret: string };
+  let liveKey: { id: string; secret: string };
+  let extraKey: { id: string; secret: string };
+  let rolled: { id: string; secret: string; replaces: string };
+  let revokedKey: { id: string; secret: string };
+
+  before(async () => {
+    storage = await freshStorage('keys');
+    env = storage.env;
+  });
+  after(async () => {
+    await storage.cleanup();
+  });
+
+  test('migrate applies the migrations on an empty database, then finds nothing to do', async () => {
+    const first = await ok(['migrate'], env);
+    assert.match(first, /^applied \S/);
+    const second = await ok(['migrate'], env);
+    assert.equal(second, 'database is up to date\n');
+  });
+
+  test('accounts create --json prints exactly {account_id, keys: {test, live}}', async () => {
+    const created = await okJson(['accounts', 'create', '--name', 'Acme', '--json'], env);
+    assert.deepEqual(Object.keys(created).sort(), ['account_id', 'keys']);
+    assert.match(created.account_id, ACCOUNT_ID);
+    assert.deepEqual(Object.keys(created.keys).sort(), ['live', 'test']);
+    for (const env of ['test', 'live'] as const) {
+      const key = created.keys[env];
+      assert.deepEqual(Object.keys(key).sort(), ['id', 'secret']);
+      assert.match(key.id, KEY_ID);
+      assert.match(key.secret, SECRET);
+      assert.ok(key.secret.startsWith(`sk_${env}_`), `${env} key is sk_${env}_…`);
+    }
+    assert.notEqual(created.keys.test.id, created.keys.live.id);
+    accountId = created.account_id;
+    testKey = created.keys.test;
+    liveKey = created.keys.live;
+  });
+
+  test('accounts create without --json prints the account id and both secrets', async () => {
+    const stdout = await ok(['accounts', 'create', '--name', 'Human', '--email', 'h@example.com', '--plan', 'scale'], env);
+    assert.match(stdout, /acct_[0-9A-Za-z]+/);
+    assert.match(stdout, /sk_test_[0-9A-Za-z]{32}/);
+    assert.match(stdout, /sk_live_[0-9A-Za-z]{32}/);
+  });
+
+  test('keys create --json prints exactly {id, env, secret} for either environment', async () => {
+    const created = await okJson(['keys', 'create', '--account', accountId, '--env', 'test', '--json'], env);
+    assert.deepEqual(Object.keys(created).sort(), ['env', 'id', 'secret']);
+    assert.match(created.id, KEY_ID);
+    assert.equal(created.env, 'test');
+    assert.match(created.secret, SECRET);
+    assert.ok(created.secret.startsWith('sk_test_'));
+    extraKey = { id: created.id, secret: created.secret };
+
+    const live = await okJson(['keys', 'create', '--account', accountId, '--env', 'live', '--json'], env);
+    assert.equal(live.env, 'live');
+    assert.ok(live.secret.startsWith('sk_live_'));
+    assert.match(live.secret, SECRET);
+    revokedKey = { id: live.id, secret: live.secret };
+  });
+
+  test('keys list --json prints {keys: [...]} with exactly the seven fields and no secrets', async () => {
+    const stdout = await ok(['keys', 'list', '--account', accountId, '--json'], env);
+    const listed = JSON.parse(stdout);
+    assert.deepEqual(Object.keys(listed), ['keys']);
+    assert.ok(Array.isArray(listed.keys));
+    const ids = listed.keys.map((k: any) => k.id).sort();
+    assert.deepEqual(ids, [testKey.id, liveKey.id, extraKey.id, revokedKey.id].sort(), 'the four keys of this account, none of another');
+    const bySecret = new Map([testKey, liveKey, extraKey, revokedKey].map((k) => [k.id, k.secret]));
+    for (const key of listed.keys) {
+      assert.deepEqual(Object.keys(key).sort(), ['created_at', 'env', 'expires_at', 'id', 'last_used_at', 'prefix', 'revoked_at']);
+      assert.ok(key.env === 'test' || key.env === 'live');
+      const secret = bySecret.get(key.id)!;
+      assert.ok(secret.startsWith(`sk_${key.env}_`), 'env matches the secret');
+      assert.ok(secret.startsWith(key.prefix) && key.prefix.length < secret.length - 16, `prefix ${key.prefix} is a short start of the secret`);
+      assert.match(key.created_at, ISO);
+      assert.equal(key.expires_at, null);
+      assert.equal(key.revoked_at, null);
+      assert.equal(key.last_used_at, null);
+    }
+    for (const secret of bySecret.values()) assert.ok(!stdout.includes(secret), 'secrets are never listed');
+  });
+
+  test('keys roll --json prints {id, env, secret, replaces, old_key_expires_at}; the old key lives 24 h by default', async () => {
+    const before = Date.now();
+    const view = await okJson(['keys', 'roll', testKey.id, '--json'], env);
+    const afterRun = Date.now();
+    assert.deepEqual(Object.keys(view).sort(), ['env', 'id', 'old_key_expires_at', 'replaces', 'secret']);
+    assert.match(view.id, KEY_ID);
+    assert.notEqual(view.id, testKey.id);
+    assert.equal(view.env, 'test');
+    assert.match(view.secret, SECRET);
+    assert.ok(view.secret.startsWith('sk_test_'));
+    assert.equal(view.replaces, testKey.id);
+    assert.match(view.old_key_expires_at, ISO);
+    const expiresAt = Date.parse(view.old_key_expires_at);
+    assert.ok(expiresAt >= before + 24 * HOUR_MS - 1000 && expiresAt <= afterRun + 24 * HOUR_MS + 1000, `about 24 h from now: ${view.old_key_expires_at}`);
+    rolled = { id: view.id, secret: view.secret, replaces: view.replaces };
+
+    const listed = await okJson(['keys', 'list', '--account', accountId, '--json'], env);
+    const old = listed.keys.find((k: any) => k.id === testKey.id);
+    assert.equal(old.expires_at, view.old_key_expires_at, 'the list shows the old key expiring');
+    assert.equal(old.revoked_at, null);
+    const successor = listed.keys.find((k: any) => k.id === view.id);
+    assert.ok(successor, 'the new key is listed');
+    assert.equal(successor.expires_at, null);
+  });
+
+  test('keys roll --expires-in 1h keeps the old key for about an hour', async () => {
+    const before = Date.now();
+    const view = await okJson(['keys', 'roll', liveKey.id, '--expires-in', '1h', '--json'], env);
+    const afterRun = Date.now();
+    assert.equal(view.env, 'live');
+    assert.ok(view.secret.startsWith('sk_live_'));
+    assert.equal(view.replaces, liveKey.id);
+    const expiresAt = Date.parse(view.old_key_expires_at);
+    assert.ok(expiresAt >= before + HOUR_MS - 1000 && expiresAt <= afterRun + HOUR_MS + 1000, `about 1 h from now: ${view.old_key_expires_at}`);
+  });
+
+  test('keys revoke revokes at once: the key is listed with revoked_at; revoking again fails', async () => {
+    const before = Date.now();
+    const stdout = await ok(['keys', 'revoke', revokedKey.id], env);
+    assert.match(stdout, new RegExp(revokedKey.id));
+    const listed = await okJson(['keys', 'list', '--account', accountId, '--json'], env);
+    const key = listed.keys.find((k: any) => k.id === revokedKey.id);
+    assert.match(key.revoked_at, ISO);
+    assert.ok(Date.parse(key.revoked_at) >= before - 1000);
+    const line = await fails(['keys', 'revoke', revokedKey.id], env);
+    assert.match(line, /revoked/);
+  });
+
+  test('accounts set-plan ID --plan growth --rate-limit 7 --quota 9 succeeds', async () => {
+    const stdout = await ok(['accounts', 'set-plan', accountId, '--plan', 'growth', '--rate-limit', '7', '--quota', '9'], env);
+    assert.match(stdout, /growth/);
+  });
+
+  test('the keys the CLI made authenticate against the API, with the plan set-plan gave', async () => {
+    const app = await startTestApp({ worker: false, reuse: storage.reuse });
+    try {
+      const usage = async (secret: string) => app.request({ method: 'GET', url: '/api/v1/usage', key: secret });
+      for (const secret of [testKey.secret, rolled.secret, extraKey.secret, liveKey.secret]) {
+        const res = await usage(secret);
+        assert.equal(res.statusCode, 200, `${secret.slice(0, 12)}… authenticates: ${res.body}`);
+        const body = res.json();
+        assert.equal(body.plan, 'growth');
+        assert.equal(body.limits.rate_limit_per_minute, 7);
+        assert.equal(body.limits.monthly_quota, 9);
+        assert.equal(res.headers['x-usage-limit'], '9');
+      }
+      const revoked = await usage(revokedKey.secret);
+      assert.equal(revoked.statusCode, 401, 'a revoked key is refused');
+      assert.equal(revoked.json().error.code, 'unauthorized');
+      assert.equal((await usage(`sk_test_${'x'.repeat(32)}`)).statusCode, 401);
+    } finally {
+      await app.close();
+    }
+    const listed = await okJson(['keys', 'list', '--account', accountId, '--json'], env);
+    const used = listed.keys.find((k: any) => k.id === extraKey.id);
+    assert.match(used.last_used_at, ISO, 'keys list shows when a key was last used');
+  });
+
+  describe('a failing command prints one line on stderr and exits non-zero: unknown ids', () => {
+    test('accounts set-plan of an unknown account', async () => {
+      const line = await fails(['accounts', 'set-plan', 'acct_doesnotexist', '--plan', 'growth'], env);
+      assert.match(line, /acct_doesnotexist/);
+    });
+    test('keys create / keys list for an unknown account', async () => {
+      assert.match(await fails(['keys', 'create', '--account', 'acct_doesnotexist', '--env', 'test', '--json'], env), /acct_doesnotexist/);
+      assert.match(await fails(['keys', 'list', '--account', 'acct_doesnotexist', '--json'], env), /acct_doesnotexist/);
+    });
+    test('keys roll / keys revoke of an unknown key', async () => {
+      assert.match(await fails(['keys', 'roll', 'key_doesnotexist', '--json'], env), /key_doesnotexist/);
+      assert.match(await fails(['keys', 'revoke', 'key_doesnotexist'], env), /key_doesnotexist/);
+    });
+  });
+
+  // These fail while parsing the command line, before storage is opened, so they can run side by side.
+  describe('a failing command prints one line on stderr and exits non-zero: bad arguments', { concurrency: true }, () => {
+    test('a bad --plan', async () => {
+      assert.match(await fails(['accounts', 'set-plan', accountId, '--plan', 'gold'], env), /plan/);
+      assert.match(await fails(['accounts', 'create', '--name', 'X', '--plan', 'gold', '--json'], env), /plan/);
+    });
+    test('a bad --env', async () => {
+      assert.match(await fails(['keys', 'create', '--account', accountId, '--env', 'prod'], env), /env/);
+    });
+    test('a bad --rate-limit, --quota or --expires-in', async () => {
+      assert.match(await fails(['accounts', 'set-plan', accountId, '--plan', 'growth', '--rate-limit', '0'], env), /rate-limit/);
+      assert.match(await fails(['accounts', 'set-plan', accountId, '--plan', 'growth', '--quota', 'lots'], env), /quota/);
+      assert.match(await fails(['keys', 'roll', extraKey.id, '--expires-in', 'tomorrow'], env), /expires-in/);
+    });
+    test('a missing --name', async () => {
+      assert.match(await fails(['accounts', 'create', '--json'], env), /name/);
+    });
+    test('an unknown command, even a near miss', async () => {
+      assert.match(await fails(['bogus'], env), /bogus/);
+      assert.match(await fails(['acounts', 'create', '--name', 'x'], env), /acounts/);
+    });
+  });
+
+  test('the failures changed nothing', async () => {
+    const listed = await okJson(['keys', 'list', '--account', accountId, '--json'], env);
+    assert.equal(listed.keys.length, 6, 'four keys plus the two roll successors');
+    const extra = listed.keys.find((k: any) => k.id === extraKey.id);
+    assert.equal(extra.expires_at, null, 'the failed roll did not touch the key');
+  });
+});
+
+/** `voicenote serve` in a child process, listening on a port of the OS's choosing. */
+interface Served {
+  child: ChildProcessWithoutNullStreams;
+  url: string;
+  /** stdout up to the "listening" log line: what the operator reads at start-up. */
+  banner: string;
+  stdout(): string;
+  stderr(): string;
+  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+  /** Resolves with the first stdout/stderr text matching, or rejects after the time given. */
+  waitFor(stream: 'stdout' | 'stderr', pattern: RegExp, timeoutMs?: number): Promise<string>;
+}
+
+const running = new Set<ChildProcessWithoutNullStreams>();
+
+async function serve(storage: Storage, args: string[] = []): Promise<Served> {
+  const env = {
+    ...storage.env,
+    PORT: '0',
+    HOST: '127.0.0.1',
+    SANDBOX_LATENCY_MS: '0',
+    ...(TEST_REDIS_URL ? { REDIS_URL: TEST_REDIS_URL } : {}),
+  };
+  const child = spawn(process.execPath, [BIN, 'serve', ...args], { cwd: ROOT, env: childEnv(env), stdio: ['pipe', 'pipe', 'pipe'] });
+  running.add(child);
+  let stdout = '';
+  let stderr = '';
+  const waiters: Array<() => void> = [];
+  const notify = (): void => {
+    for (const waiter of [...waiters]) waiter();
+  };
+  child.stdout.setEncoding('utf8').on('data', (chunk: string) => {
+    stdout += chunk;
+    notify();
+  });
+  child.stderr.setEncoding('utf8').on('data', (chunk: string) => {
+    stderr += chunk;
+    notify();
+  });
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => {
+    child.on('exit', (code, signal) => {
+      running.delete(child);
+      resolve({ code, signal });
+      notify();
+    });
+  });
+  const waitFor: Served['waitFor'] = (stream, pattern, timeoutMs = 20_000) =>
+    new Promise((resolve, reject) => {
+      let done = false;
+      const check = (): void => {
+        if (done) return;
+        const text = stream === 'stdout' ? stdout : stderr;
+        const match = pattern.exec(text);
+        if (match) {
+          finish();
+          resolve(match[0]);
+        } else if (child.exitCode !== null || child.signalCode !== null) {
+          finish();
+          reject(new Error(`serve exited (${child.exitCode ?? child.signalCode}) before ${pattern} on ${stream}; stdout: ${stdout}; stderr: ${stderr}`));
+        }
+      };
+      const timer = setTimeout(() => {
+        finish();
+        reject(new Error(`no ${pattern} on ${stream} within ${timeoutMs} ms; stdout: ${stdout}; stderr: ${stderr}`));
+      }, timeoutMs);
+      const finish = (): void => {
+        done = true;
+        clearTimeout(timer);
+        waiters.splice(waiters.indexOf(check), 1);
+      };
+      waiters.push(check);
+      check();
+    });
+
+  const listening = await waitFor('stdout', /^.*"voicenote is listening".*$/m);
+  const address = (JSON.parse(listening) as { address?: string }).address;
+  assert.match(String(address), /^http:\/\/127\.0\.0\.1:\d+$/, 'the log line gives the address');
+  return {
+    child,
+    url: address!,
+    banner: stdout.slice(0, stdout.indexOf(listening)),
+    stdout: () => stdout,
+    stderr: () => stderr,
+    exited,
+    waitFor,
+  };
+}
+
+/** SIGTERM, then the exit; a generous bound only so a hang fails the test instead of the run. */
+async function terminate(served: Served): Promise<{ code: number | null; signal: NodeJS.Signals | null }> {
+  served.child.kill('SIGTERM');
+  const timeout = new Promise<never>((_, reject) => setTimeout(() => reject(new Error(`serve did not exit after SIGTERM; stderr: ${served.stderr()}`)), 20_000).unref());
+  return Promise.race([served.exited, timeout]);
+}
+
+function stderrLines(served: Served): string[] {
+  return served
+    .stderr()
+    .split('\n')
+    .filter((line) => line !== '');
+}
+
+describe(`voicenote serve (${STORAGE_LABEL})`, () => {
+  let storage: Storage;
+  let ownerTestKey: string;
+  let ownerLiveKey: string;
+  let secretFile: string | undefined;
+
+  before(async () => {
+    // SQLite without SECRET_KEY: the first start generates DATA_DIR/secret.key.
+    storage = await freshStorage('serve', { secretKey: false });
+  });
+  after(async () => {
+    for (const child of running) child.kill('SIGKILL');
+    await storage.cleanup();
+  });
+
+  test('first start on an empty DATA_DIR prints the owner keys and dashboard login once, answers probes, and stops on SIGTERM with exit 0', async () => {
+    const served = await serve(storage);
+    const banner = served.banner;
+    const sandbox = /^sandbox key\s+(key_\S+)\s+(sk_test_\S+)$/m.exec(banner);
+    const live = /^live key\s+(key_\S+)\s+(sk_live_\S+)$/m.exec(banner);
+    assert.ok(sandbox && live, `both owner keys are printed before the server listens:\n${banner}`);
+    assert.match(sandbox[2]!, SECRET);
+    assert.match(live[2]!, SECRET);
+    assert.match(banner, /acct_[0-9A-Za-z]+/);
+    const login = /^dashboard login\s+(\S+@\S+)\s+password\s+(\S+)$/m.exec(banner);
+    assert.ok(login, `the dashboard login is printed:\n${banner}`);
+    assert.ok(login[2]!.length >= 12, 'a generated password of some length');
+    ownerTestKey = sandbox[2]!;
+    ownerLiveKey = live[2]!;
+
+    const health = await fetch(`${served.url}/healthz`);
+    assert.equal(health.status, 200);
+    const ready = await fetch(`${served.url}/readyz`);
+    assert.equal(ready.status, 200);
+    assert.equal(((await ready.json()) as { status: string }).status, 'ready');
+
+    for (const key of [ownerTestKey, ownerLiveKey]) {
+      const usage = await fetch(`${served.url}/api/v1/usage`, { headers: { authorization: `Bearer ${key}` } });
+      assert.equal(usage.status, 200, 'the printed keys work');
+      assert.equal(((await usage.json()) as { plan: string }).plan, 'scale', 'the owner account');
+    }
+    const afterBanner = served.stdout().slice(banner.length);
+    assert.ok(!afterBanner.includes(ownerTestKey) && !afterBanner.includes(ownerLiveKey), 'request logs never carry the key');
+
+    if (!storage.schema) {
+      secretFile = path.join(storage.dataDir, 'secret.key');
+      const info = await stat(secretFile);
+      assert.equal(info.mode & 0o777, 0o600, 'the generated secret key is readable by its owner only');
+    }
+
+    const exit = await terminate(served);
+    assert.deepEqual(exit, { code: 0, signal: null }, `graceful shutdown exits 0; stderr: ${served.stderr()}`);
+    assert.deepEqual(stderrLines(served), ['voicenote: SIGTERM received, shutting down'], 'no warnings or errors on stderr');
+  });
+
+  test('a second start prints no keys and no password; the owner keys still work', async () => {
+    assert.ok(ownerTestKey, 'needs the first start');
+    const keyFileBefore = secretFile ? await readFile(secretFile, 'utf8') : undefined;
+    const served = await serve(storage);
+    assert.doesNotMatch(served.banner, /sk_(test|live)_/);
+    assert.doesNotMatch(served.banner, /password|First start/i);
+    const usage = await fetch(`${served.url}/api/v1/usage`, { headers: { authorization: `Bearer ${ownerTestKey}` } });
+    assert.equal(usage.status, 200);
+    if (secretFile) assert.equal(await readFile(secretFile, 'utf8'), keyFileBefore, 'the generated secret key is reused, not replaced');
+    const exit = await terminate(served);
+    assert.deepEqual(exit, { code: 0, signal: null });
+    assert.doesNotMatch(served.stdout(), /sk_(test|live)_/);
+  });
+
+  test('a request in flight at SIGTERM completes before the process exits 0', async () => {
+    assert.ok(ownerTestKey, 'needs the first start');
+    const served = await serve(storage, ['--no-worker']);
+    const { port } = new URL(served.url);
+    const body = JSON.stringify({
+      platform: 'telegram',
+      recipient: '123456789',
+      audio_url: 'https://audio.example.com/voice.ogg',
+      session: { bot_token: TELEGRAM_TOKEN },
+    });
+    const half = Math.floor(body.length / 2);
+
+    const socket = net.connect(Number(port), '127.0.0.1');
+    let response = '';
+    socket.setEncoding('utf8').on('data', (chunk: string) => (response += chunk));
+    const closed = new Promise<void>((resolve) => socket.on('close', () => resolve()));
+    socket.on('error', () => undefined);
+    await new Promise<void>((resolve) => socket.once('connect', () => resolve()));
+    socket.write(
+      `POST /api/v1/send HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nConnection: close\r\nAuthorization: Bearer ${ownerTestKey}\r\n` +
+        `Content-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body.slice(0, half)}`,
+    );
+    // The server has the request (its log says so) but not yet all of its body.
+    await served.waitFor('stdout', /"msg":"incoming request".*"url":"\/api\/v1\/send"|"url":"\/api\/v1\/send".*"msg":"incoming request"/);
+
+    served.child.kill('SIGTERM');
+    await served.waitFor('stderr', /SIGTERM received/);
+    // write, not end: a half-closed socket means "abandoned" to Node's HTTP server.
+    socket.write(body.slice(half));
+    await closed;
+
+    const [head, payload] = response.split('\r\n\r\n');
+    assert.match(head!, /^HTTP\/1\.1 202 /, `the in-flight send is accepted: ${response}; stdout: ${served.stdout()}; stderr: ${served.stderr()}`);
+    const message = JSON.parse(payload!) as Record<string, unknown>;
+    assert.match(String(message.id), /^msg_[0-9A-Za-z]{24}$/);
+    assert.equal(message.status, 'queued');
+
+    const exit = await Promise.race([
+      served.exited,
+      new Promise<never>((_, reject) => setTimeout(() => reject(new Error(`serve did not exit; stderr: ${served.stderr()}`)), 20_000).unref()),
+    ]);
+    assert.deepEqual(exit, { code: 0, signal: null }, `exits 0; stderr: ${served.stderr()}`);
+    // New connections are refused once it has gone.
+    await assert.rejects(fetch(`${served.url}/healthz`));
+  });
+});

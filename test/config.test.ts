@@ -1,0 +1,197 @@
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdtemp, readdir, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import { ConfigError, loadConfig } from '../src/config.js';
+
+const ROOT = fileURLToPath(new URL('..', import.meta.url));
+const BIN = path.join(ROOT, 'bin', 'voicenote.js');
+
+/** Variables of PRODUCT.md's configuration table: the child gets none of them from the test's own environment. */
+const CONFIG_VARIABLES = [
+  'PORT',
+  'HOST',
+  'DATA_DIR',
+  'DATABASE_URL',
+  'REDIS_URL',
+  'SECRET_KEY',
+  'TELEGRAM_API_ROOT',
+  'LINKEDIN_API_ROOT',
+  'AUDIO_ALLOW_PRIVATE_URLS',
+  'FFMPEG_PATH',
+  'LOG_LEVEL',
+  'SANDBOX_LATENCY_MS',
+  'SANDBOX_AUTO_SCAN_SECONDS',
+];
+
+const HEX_KEY = randomBytes(32).toString('hex');
+const BASE64_KEY = randomBytes(32).toString('base64');
+
+describe('loadConfig: defaults of PRODUCT.md', () => {
+  test('an empty environment gives every documented default', () => {
+    const config = loadConfig({});
+    assert.deepEqual(config, {
+      port: 3000,
+      host: '0.0.0.0',
+      dataDir: path.resolve('./data'),
+      databaseUrl: undefined,
+      redisUrl: undefined,
+      secretKey: undefined,
+      telegramApiRoot: 'https://api.telegram.org',
+      linkedinApiRoot: 'https://www.linkedin.com',
+      audioAllowPrivateUrls: false,
+      ffmpegPath: undefined,
+      logLevel: 'info',
+      sandboxLatencyMs: 300,
+      sandboxAutoScanSeconds: 3,
+    });
+  });
+
+  test('empty strings count as unset', () => {
+    const blank = Object.fromEntries(CONFIG_VARIABLES.map((name) => [name, '']));
+    assert.deepEqual(loadConfig(blank), loadConfig({}));
+  });
+});
+
+describe('loadConfig: values are read and typed', () => {
+  test('every variable is taken from the environment', () => {
+    const config = loadConfig({
+      PORT: '8080',
+      HOST: '127.0.0.1',
+      DATA_DIR: 'some/dir',
+      DATABASE_URL: 'postgres://user:pw@db.example:5432/voicenote',
+      REDIS_URL: 'redis://cache.example:6379',
+      SECRET_KEY: HEX_KEY,
+      TELEGRAM_API_ROOT: 'http://127.0.0.1:8081/',
+      LINKEDIN_API_ROOT: 'https://linkedin.example',
+      AUDIO_ALLOW_PRIVATE_URLS: 'true',
+      FFMPEG_PATH: '/opt/ffmpeg/bin/ffmpeg',
+      LOG_LEVEL: 'debug',
+      SANDBOX_LATENCY_MS: '0',
+      SANDBOX_AUTO_SCAN_SECONDS: '0',
+    });
+    assert.equal(config.port, 8080);
+    assert.equal(config.host, '127.0.0.1');
+    assert.equal(config.dataDir, path.resolve('some/dir'));
+    assert.equal(config.databaseUrl, 'postgres://user:pw@db.example:5432/voicenote');
+    assert.equal(config.redisUrl, 'redis://cache.example:6379');
+    assert.deepEqual(config.secretKey, Buffer.from(HEX_KEY, 'hex'));
+    assert.equal(config.telegramApiRoot, 'http://127.0.0.1:8081', 'a trailing slash is dropped so paths can be appended');
+    assert.equal(config.linkedinApiRoot, 'https://linkedin.example');
+    assert.equal(config.audioAllowPrivateUrls, true);
+    assert.equal(config.ffmpegPath, '/opt/ffmpeg/bin/ffmpeg');
+    assert.equal(config.logLevel, 'debug');
+    assert.equal(config.sandboxLatencyMs, 0);
+    assert.equal(config.sandboxAutoScanSeconds, 0, '0 turns sandbox auto-scan off');
+  });
+
+  test('SECRET_KEY is accepted as 64 hex characters or as base64 of 32 bytes', () => {
+    assert.deepEqual(loadConfig({ SECRET_KEY: HEX_KEY }).secretKey, Buffer.from(HEX_KEY, 'hex'));
+    assert.deepEqual(loadConfig({ SECRET_KEY: BASE64_KEY }).secretKey, Buffer.from(BASE64_KEY, 'base64'));
+    assert.equal(loadConfig({ SECRET_KEY: BASE64_KEY }).secretKey?.length, 32);
+  });
+
+  test('postgresql:// and rediss:// are accepted too', () => {
+    const config = loadConfig({ DATABASE_URL: 'postgresql://db/voicenote', SECRET_KEY: BASE64_KEY, REDIS_URL: 'rediss://cache:6380' });
+    assert.equal(config.databaseUrl, 'postgresql://db/voicenote');
+    assert.equal(config.redisUrl, 'rediss://cache:6380');
+  });
+
+  test('AUDIO_ALLOW_PRIVATE_URLS=false is false', () => {
+    assert.equal(loadConfig({ AUDIO_ALLOW_PRIVATE_URLS: 'false' }).audioAllowPrivateUrls, false);
+  });
+});
+
+const BAD_VALUES: Array<{ env: Record<string, string>; variable: string }> = [
+  { env: { PORT: 'abc' }, variable: 'PORT' },
+  { env: { PORT: '70000' }, variable: 'PORT' },
+  { env: { PORT: '-1' }, variable: 'PORT' },
+  { env: { LOG_LEVEL: 'loud' }, variable: 'LOG_LEVEL' },
+  { env: { DATABASE_URL: 'mysql://x' }, variable: 'DATABASE_URL' },
+  { env: { REDIS_URL: 'http://x' }, variable: 'REDIS_URL' },
+  { env: { SECRET_KEY: 'short' }, variable: 'SECRET_KEY' },
+  { env: { SECRET_KEY: randomBytes(16).toString('hex') }, variable: 'SECRET_KEY' },
+  { env: { AUDIO_ALLOW_PRIVATE_URLS: 'maybe' }, variable: 'AUDIO_ALLOW_PRIVATE_URLS' },
+  { env: { SANDBOX_LATENCY_MS: '-1' }, variable: 'SANDBOX_LATENCY_MS' },
+  { env: { SANDBOX_LATENCY_MS: '1.5' }, variable: 'SANDBOX_LATENCY_MS' },
+  { env: { SANDBOX_AUTO_SCAN_SECONDS: 'soon' }, variable: 'SANDBOX_AUTO_SCAN_SECONDS' },
+  { env: { TELEGRAM_API_ROOT: 'ftp://x' }, variable: 'TELEGRAM_API_ROOT' },
+  { env: { TELEGRAM_API_ROOT: 'not a url' }, variable: 'TELEGRAM_API_ROOT' },
+  { env: { LINKEDIN_API_ROOT: 'file:///etc/passwd' }, variable: 'LINKEDIN_API_ROOT' },
+  { env: { DATABASE_URL: 'postgres://db/voicenote' }, variable: 'SECRET_KEY' },
+];
+
+describe('loadConfig: a bad value is one line naming the variable', () => {
+  for (const { env, variable } of BAD_VALUES) {
+    test(`${Object.entries(env)
+      .map(([k, v]) => `${k}=${v}`)
+      .join(' ')} → ${variable}`, () => {
+      assert.throws(
+        () => loadConfig(env),
+        (error: unknown) => {
+          assert.ok(error instanceof ConfigError, `expected a ConfigError, got ${String(error)}`);
+          assert.doesNotMatch(error.message, /\n/, 'one line');
+          assert.match(error.message, new RegExp(`\\b${variable}\\b`), `the message names ${variable}: ${error.message}`);
+          return true;
+        },
+      );
+    });
+  }
+});
+
+interface Run {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+function runCli(args: string[], env: Record<string, string>): Promise<Run> {
+  const base = { ...process.env };
+  for (const name of CONFIG_VARIABLES) delete base[name];
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [BIN, ...args], { cwd: ROOT, env: { ...base, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
+    child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
+    const timer = setTimeout(() => child.kill('SIGKILL'), 30_000);
+    child.on('error', reject);
+    child.on('close', (code) => {
+      clearTimeout(timer);
+      resolve({ code, stdout, stderr });
+    });
+  });
+}
+
+describe('the process refuses to start on a bad value', () => {
+  let dataDir: string;
+  before(async () => {
+    dataDir = await mkdtemp(path.join(tmpdir(), 'voicenote-config-'));
+  });
+  after(async () => {
+    await rm(dataDir, { recursive: true, force: true });
+  });
+
+  const cases: Array<{ env: Record<string, string>; variable: string }> = [
+    { env: { PORT: 'abc' }, variable: 'PORT' },
+    { env: { LOG_LEVEL: 'loud' }, variable: 'LOG_LEVEL' },
+    { env: { DATABASE_URL: 'postgres://127.0.0.1:1/none' }, variable: 'SECRET_KEY' },
+  ];
+  for (const { env, variable } of cases) {
+    test(`serve with ${Object.entries(env)[0]!.join('=')} exits non-zero with one stderr line naming ${variable}`, async () => {
+      const run = await runCli(['serve'], { DATA_DIR: dataDir, PORT: '0', HOST: '127.0.0.1', ...env });
+      assert.notEqual(run.code, 0);
+      assert.notEqual(run.code, null, 'exited by itself');
+      const lines = run.stderr.split('\n').filter((line) => line !== '');
+      assert.equal(lines.length, 1, `exactly one stderr line, got: ${run.stderr}`);
+      assert.match(lines[0]!, new RegExp(`\\b${variable}\\b`));
+      assert.doesNotMatch(run.stdout, /listening/, 'never started listening');
+      // Nothing was created on disk: start-up stopped before storage was touched.
+      assert.deepEqual(await readdir(dataDir), []);
+    });
+  }
+});

@@ -1,0 +1,151 @@
+import assert from 'node:assert/strict';
+import { after, describe, test } from 'node:test';
+import { closeSharedAudio, STORAGE_LABEL, startTestApp, withRestartableStorage, type TestApp } from './fixtures/app-harness.js';
+
+after(async () => {
+  await closeSharedAudio();
+});
+
+/** An app for one test, closed (storage dropped) when the test ends. */
+async function appFor(t: { after(fn: () => Promise<void>): void }): Promise<TestApp> {
+  const app = await startTestApp({ worker: false });
+  t.after(() => app.close());
+  return app;
+}
+
+type Json = Record<string, any>;
+
+function assertServiceUnavailable(res: { statusCode: number; headers: Record<string, unknown>; json(): any }): void {
+  assert.equal(res.statusCode, 503);
+  const body = res.json();
+  assert.equal(body.error.code, 'service_unavailable');
+  assert.equal(typeof body.error.message, 'string');
+  assert.ok(body.error.message.length > 0);
+  const retryAfter = res.headers['retry-after'];
+  assert.ok(typeof retryAfter === 'string' && /^\d+$/.test(retryAfter) && Number(retryAfter) > 0, `Retry-After in seconds, got ${String(retryAfter)}`);
+}
+
+describe(`OpenAPI and docs (${STORAGE_LABEL})`, () => {
+  test('GET /api/v1/openapi.json is an OpenAPI 3.1 document of the public endpoints', async (t) => {
+    const app = await appFor(t);
+    const res = await app.request({ method: 'GET', url: '/api/v1/openapi.json' });
+    assert.equal(res.statusCode, 200);
+    assert.match(String(res.headers['content-type']), /^application\/json/);
+    const doc = res.json<Json>();
+    assert.match(doc.openapi, /^3\.1\.\d+$/);
+    assert.equal(typeof doc.info?.title, 'string');
+    assert.equal(typeof doc.info?.version, 'string');
+    for (const [path, methods] of Object.entries({
+      '/api/v1/send': ['post'],
+      '/api/v1/status/{message_id}': ['get'],
+      '/api/v1/usage': ['get'],
+      '/api/v1/whatsapp/sessions': ['get', 'post'],
+      '/api/v1/whatsapp/sessions/{session_id}': ['get', 'delete'],
+    })) {
+      assert.ok(doc.paths?.[path], `paths has ${path}; it has ${Object.keys(doc.paths ?? {}).join(', ')}`);
+      for (const method of methods) assert.ok(doc.paths[path][method], `${method.toUpperCase()} ${path} is documented`);
+    }
+    // Probes and the document itself are not part of the API surface.
+    assert.equal(doc.paths['/healthz'], undefined);
+    assert.equal(doc.paths['/api/v1/openapi.json'], undefined);
+  });
+
+  test('the 202 response of POST /send lists exactly the five fields of the seed', async (t) => {
+    const app = await appFor(t);
+    const doc = (await app.request({ method: 'GET', url: '/api/v1/openapi.json' })).json<Json>();
+    const resolve = (schema: Json): Json => {
+      if (typeof schema.$ref !== 'string') return schema;
+      const name = schema.$ref.replace(/^#\/components\/schemas\//, '');
+      const target = doc.components?.schemas?.[name];
+      assert.ok(target, `unresolvable $ref ${schema.$ref}`);
+      return resolve(target);
+    };
+    const accepted = doc.paths['/api/v1/send'].post.responses['202'];
+    assert.ok(accepted, 'a 202 response is documented');
+    const schema = resolve(accepted.content['application/json'].schema);
+    assert.deepEqual(Object.keys(schema.properties).sort(), ['created_at', 'id', 'platform', 'recipient', 'status']);
+  });
+
+  test('GET /docs serves an HTML page', async (t) => {
+    const app = await appFor(t);
+    let res = await app.request({ method: 'GET', url: '/docs' });
+    for (let hops = 0; hops < 3 && res.statusCode >= 300 && res.statusCode < 400; hops++) {
+      const location = String(res.headers.location);
+      res = await app.request({ method: 'GET', url: new URL(location, 'http://localhost/docs').pathname });
+    }
+    assert.equal(res.statusCode, 200);
+    assert.match(String(res.headers['content-type']), /^text\/html/);
+    assert.match(res.body, /<html/i);
+  });
+});
+
+describe(`health and readiness (${STORAGE_LABEL})`, () => {
+  test('/healthz and /readyz answer 200 on a healthy app, without a key', async (t) => {
+    const app = await appFor(t);
+    const health = await app.request({ method: 'GET', url: '/healthz' });
+    assert.equal(health.statusCode, 200);
+    assert.equal(health.json().status, 'ok');
+    const ready = await app.request({ method: 'GET', url: '/readyz' });
+    assert.equal(ready.statusCode, 200);
+    assert.equal(ready.json().status, 'ready');
+  });
+
+  test('/readyz is 503 service_unavailable with Retry-After when storage is closed; /healthz stays 200', async () => {
+    await withRestartableStorage(async (reuse) => {
+      const app = await startTestApp({ worker: false, reuse });
+      try {
+        assert.equal((await app.request({ method: 'GET', url: '/readyz' })).statusCode, 200);
+        await app.app.services.db.close();
+        assertServiceUnavailable(await app.request({ method: 'GET', url: '/readyz' }));
+        assert.equal((await app.request({ method: 'GET', url: '/healthz' })).statusCode, 200, 'the process itself is alive');
+      } finally {
+        // Storage is already closed: closing it a second time may complain, which is not under test.
+        await app.close().catch(() => undefined);
+      }
+    });
+  });
+
+  test('while draining, /readyz and /api/v1 requests get 503 service_unavailable with Retry-After', async (t) => {
+    const app = await appFor(t);
+    const account = await app.createAccount();
+    assert.equal((await app.request({ method: 'GET', url: '/api/v1/usage', key: account.testKey })).statusCode, 200);
+
+    app.app.server.startDraining();
+
+    assertServiceUnavailable(await app.request({ method: 'GET', url: '/readyz' }));
+    assertServiceUnavailable(await app.request({ method: 'GET', url: '/api/v1/usage', key: account.testKey }));
+    const send = await app.send(account.testKey, { platform: 'telegram', recipient: '123', audio_url: app.voiceUrl, session: { bot_token: 'x' } });
+    assertServiceUnavailable(send);
+    assertServiceUnavailable(await app.request({ method: 'GET', url: '/api/v1/usage' }));
+  });
+});
+
+describe(`unknown routes (${STORAGE_LABEL})`, () => {
+  test('an unknown route under /api/v1 with a valid key is a 404 not_found envelope', async (t) => {
+    const app = await appFor(t);
+    const account = await app.createAccount();
+    for (const [method, url] of [
+      ['GET', '/api/v1/nope'],
+      ['POST', '/api/v1/messages/send'],
+      ['GET', '/api/v1/status'],
+    ] as const) {
+      const res = await app.request({ method, url, key: account.testKey });
+      assert.equal(res.statusCode, 404, `${method} ${url}`);
+      assert.match(String(res.headers['content-type']), /^application\/json/);
+      const body = res.json();
+      assert.deepEqual(Object.keys(body), ['error']);
+      assert.deepEqual(Object.keys(body.error).sort(), ['code', 'details', 'message']);
+      assert.equal(body.error.code, 'not_found');
+      assert.equal(typeof body.error.message, 'string');
+      // Still an API response: the limit headers are there.
+      assert.ok(res.headers['x-ratelimit-limit'], 'X-RateLimit-Limit on a 404');
+    }
+  });
+
+  test('an unknown route under /api/v1 without a key is 401, not a map of the routes', async (t) => {
+    const app = await appFor(t);
+    const res = await app.request({ method: 'GET', url: '/api/v1/nope' });
+    assert.equal(res.statusCode, 401);
+    assert.equal(res.json().error.code, 'unauthorized');
+  });
+});
