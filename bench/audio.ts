@@ -2,15 +2,16 @@
  * Audio pipeline benchmark: `node --import tsx bench/audio.ts`
  *  (a) one job's conversion through prepare() against the bare ffmpeg command line, same file, same run;
  *  (b) one recording sent to 1,000 recipients: 1,000 prepare() calls on one URL.
- * Writes BENCHMARKS.md.audio (section "## Audio pipeline").
+ * Writes its section of BENCHMARKS.md (between <!-- bench:audio:start --> and <!-- bench:audio:end -->).
  */
 import { execFile, execFileSync } from 'node:child_process';
-import { mkdtemp, rm, stat, writeFile } from 'node:fs/promises';
-import { availableParallelism, tmpdir } from 'node:os';
+import { mkdtemp, rm, stat } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { createAudioPipeline, resolveFfmpegPath, type AudioPlatform, type PreparedAudio } from '../src/audio/index.js';
 import { startAudioServer } from '../test/fakes/audio-server.js';
+import { commandLine, machineDescription, writeSection } from './report.js';
 
 const run = promisify(execFile);
 const ITERATIONS = Number(process.env.BENCH_ITERATIONS ?? 15);
@@ -138,15 +139,11 @@ async function main(): Promise<void> {
 
   const report = `## Audio pipeline
 
-Measured ${new Date().toISOString()} with \`node --import tsx bench/audio.ts\` (source: \`bench/audio.ts\`).
+Measured ${new Date().toISOString()} with \`${commandLine('node --import tsx bench/audio.ts')}\` (source: \`bench/audio.ts\`).
 
-Machine: ${availableParallelism()} cores (\`nproc\`: ${sh('nproc', [])}), memory (\`free -h\`):
+${machineDescription()}
 
-\`\`\`
-${sh('free', ['-h'])}
-\`\`\`
-
-Node ${process.version}; ffmpeg: \`${ffVersion}\` (${ffmpegPath.includes('@ffmpeg-installer') ? 'bundled @ffmpeg-installer build' : ffmpegPath}).
+ffmpeg: \`${ffVersion}\` (${ffmpegPath.includes('@ffmpeg-installer') ? 'bundled @ffmpeg-installer build' : ffmpegPath}).
 
 Source: a 60 s stereo 44.1 kHz 128 kb/s MP3 (${(sourceBytes / 1024).toFixed(0)} KiB), served over HTTP on loopback.
 
@@ -174,9 +171,8 @@ Every call still downloads and hashes the source (the cache is keyed by content,
 
 Aim: one conversion, the rest cache hits (or waiting on that one conversion).
 `;
-  const out = new URL('../BENCHMARKS.md.audio', import.meta.url);
-  await writeFile(out, report);
   console.log(report);
+  await writeSection('audio', report);
 }
 
 await main();
