@@ -97,7 +97,8 @@ export function registerSendRoute(app: FastifyInstance, services: Services): voi
         await insertMessage(trx, row);
         return { statusCode: 202, body: sentMessageView(row) };
       });
-      if (reserved.sent !== null) {
+      // A replay (even one that lost a race after reserving, rolled back) spent nothing: keep the headers auth set.
+      if (reserved.sent !== null && !outcome.replayed) {
         setUsageHeaders(reply, { limit: caller.limits.monthlyQuota, remaining: Math.max(0, caller.limits.monthlyQuota - reserved.sent) });
         services.wakeWorker();
       }

@@ -91,8 +91,10 @@ export class DeliveryWorker {
     while (this.#running) {
       let claimed: MessageRow[] = [];
       const free = concurrency - this.#inFlight.size;
+      // Reset even when every slot is busy: a wake left pending would make #sleep return at once and
+      // spin this loop on microtasks, starving the very jobs whose end would free a slot.
+      this.#wakeRequested = false;
       if (free > 0) {
-        this.#wakeRequested = false;
         try {
           claimed = await claimDueMessages(db.kysely, db.dialect, this.id, { limit: free, leaseMs });
         } catch (err) {

@@ -128,12 +128,22 @@ export async function extendLease(db: Kysely<Database>, id: string, workerId: st
 
 /** When the next message falls due, to let the worker sleep until then (undefined: nothing waits). */
 export async function nextDueAt(db: Kysely<Database>): Promise<number | undefined> {
+  // A message under a lease (in flight here or on another worker) is not due before the lease runs
+  // out; counting it as due at next_attempt_at made idle workers poll every few ms during deliveries.
   const row = await db
     .selectFrom('messages')
-    .select('next_attempt_at')
+    .select((eb) =>
+      eb
+        .case()
+        .when('lease_expires_at', '>', eb.ref('next_attempt_at'))
+        .then(eb.ref('lease_expires_at'))
+        .else(eb.ref('next_attempt_at'))
+        .end()
+        .as('due_at'),
+    )
     .where('status', 'in', UNSETTLED)
-    .orderBy('next_attempt_at')
+    .orderBy('due_at')
     .limit(1)
     .executeTakeFirst();
-  return row ? Number(row.next_attempt_at) : undefined;
+  return row && row.due_at !== null ? Number(row.due_at) : undefined;
 }
