@@ -219,6 +219,36 @@ describe(`Idempotency-Key (${STORAGE_LABEL})`, () => {
     assert.equal(await totalSent(a.testKey), 2);
   });
 
+  it('looks the key up before judging the body: a reused key with an invalid body is a 409, not a 422', async () => {
+    const a = await t.createAccount();
+    const key = newKey();
+    assert.equal((await sendWithKey(a.testKey, key)).statusCode, 202);
+    assertConflict(await sendWithKey(a.testKey, key, body({ recipient: 'not a chat id' })));
+  });
+
+  it('replays an accepted WhatsApp send even after its session has disconnected', async () => {
+    const a = await t.createAccount();
+    const created = await createSession(a.testKey);
+    const sessionId = created.json().session_id as string;
+    const scan = await t.request({ method: 'POST', url: `/api/v1/whatsapp/sessions/${sessionId}/simulate`, key: a.testKey, body: { event: 'scan' } });
+    assert.equal(scan.statusCode, 200, scan.body);
+    const payload = defaultSendBody('whatsapp', t.voiceUrl, sessionId);
+    const key = newKey();
+    const first = await sendWithKey(a.testKey, key, payload);
+    assert.equal(first.statusCode, 202, first.body);
+    const drop = await t.request({ method: 'POST', url: `/api/v1/whatsapp/sessions/${sessionId}/simulate`, key: a.testKey, body: { event: 'disconnect' } });
+    assert.equal(drop.statusCode, 200, drop.body);
+
+    const again = await sendWithKey(a.testKey, key, payload);
+    assert.equal(again.statusCode, 202, again.body);
+    assert.equal(replayed(again), 'true');
+    assert.deepEqual(again.json(), first.json());
+    // Without the key, the same body is judged anew and the session is no longer connected.
+    const fresh = await t.send(a.testKey, payload);
+    assert.equal(fresh.statusCode, 422, fresh.body);
+    assert.equal(fresh.json().error.code, 'session_not_connected');
+  });
+
   it('refuses an Idempotency-Key longer than 255 characters (400 invalid_request)', async () => {
     const a = await t.createAccount();
     const res = await sendWithKey(a.testKey, 'k'.repeat(256));

@@ -36,12 +36,36 @@ function replay(reply: FastifyReply, stored: IdempotencyRow, requestHash: string
   return { statusCode: stored.status_code, body: JSON.parse(stored.response_body) as unknown, replayed: true };
 }
 
+interface IdempotencyScope {
+  key: string;
+  endpoint: string;
+  requestHash: string;
+  owner: { accountId: string; env: string; key: string };
+}
+
+/** What identifies a request under its Idempotency-Key; undefined when it carries none. */
+function idempotencyScope(request: FastifyRequest, caller: Caller): IdempotencyScope | undefined {
+  const header = request.headers['idempotency-key'];
+  if (header === undefined) return undefined;
+  const key = Array.isArray(header) ? header[0] ?? '' : header;
+  if (key.length < 1 || key.length > 255) throw invalidRequest('Idempotency-Key', 'Idempotency-Key must be 1 to 255 characters');
+  const endpoint = `${request.method} ${request.routeOptions.url ?? request.url}`;
+  const requestHash = createHash('sha256').update(`${endpoint}\n${canonicalJson(request.body ?? null)}`).digest('hex');
+  return { key, endpoint, requestHash, owner: { accountId: caller.accountId, env: caller.env, key } };
+}
+
 /**
- * Runs `work` in one transaction (the caller sends the outcome) and, when the request carries an Idempotency-Key, stores its
- * successful outcome in the same transaction, so a retried request gets the first answer back
- * (with `Idempotent-Replayed: true`) and never does the work twice. Errors are not stored: a
- * retry after a 402 or 422 is judged anew.
+ * The stored answer when this request repeats an earlier one under the same Idempotency-Key (409 when
+ * its body differs). Routes call it before validating, so a retry gets the first answer even when
+ * something the first request relied on (a WhatsApp session, the quota) has changed since.
  */
+export async function findReplay(services: Services, request: FastifyRequest, reply: FastifyReply, caller: Caller): Promise<Outcome | undefined> {
+  const scope = idempotencyScope(request, caller);
+  if (!scope) return undefined;
+  const existing = await findIdempotent(services.db.kysely, scope.owner);
+  return existing ? replay(reply, existing, scope.requestHash) : undefined;
+}
+
 export interface IdempotentOptions {
   /**
    * For work that waits on something other than the database (a QR code, a socket): it must not hold
@@ -52,6 +76,12 @@ export interface IdempotentOptions {
   outsideTransaction?: { undo(outcome: Outcome): Promise<void> };
 }
 
+/**
+ * Runs `work` in one transaction (the caller sends the outcome) and, when the request carries an Idempotency-Key, stores its
+ * successful outcome in the same transaction, so a retried request gets the first answer back
+ * (with `Idempotent-Replayed: true`) and never does the work twice. Errors are not stored: a
+ * retry after a 402 or 422 is judged anew.
+ */
 export async function runIdempotent(
   services: Services,
   request: FastifyRequest,
@@ -60,18 +90,13 @@ export async function runIdempotent(
   work: (trx: Kysely<Database>) => Promise<Outcome>,
   options: IdempotentOptions = {},
 ): Promise<Outcome> {
-  const header = request.headers['idempotency-key'];
   const db = services.db.kysely;
   const outside = options.outsideTransaction;
-  if (header === undefined) {
+  const idempotency = idempotencyScope(request, caller);
+  if (!idempotency) {
     return outside ? work(db) : db.transaction().execute(work);
   }
-  const key = Array.isArray(header) ? header[0] ?? '' : header;
-  if (key.length < 1 || key.length > 255) throw invalidRequest('Idempotency-Key', 'Idempotency-Key must be 1 to 255 characters');
-
-  const endpoint = `${request.method} ${request.routeOptions.url ?? request.url}`;
-  const requestHash = createHash('sha256').update(`${endpoint}\n${canonicalJson(request.body ?? null)}`).digest('hex');
-  const scope = { accountId: caller.accountId, env: caller.env, key };
+  const { key, endpoint, requestHash, owner: scope } = idempotency;
 
   const existing = await findIdempotent(db, scope);
   if (existing) return replay(reply, existing, requestHash);

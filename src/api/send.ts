@@ -9,7 +9,7 @@ import type { Services } from '../services.js';
 import { setUsageHeaders } from './auth.js';
 import { usageScope } from './caller.js';
 import { ApiError, invalidParameter } from './errors.js';
-import { runIdempotent, sendOutcome } from './idempotency.js';
+import { findReplay, runIdempotent, sendOutcome } from './idempotency.js';
 import { SendBody, SentMessage, withErrors } from './schemas.js';
 import { iso, sentMessageView } from './views.js';
 
@@ -32,6 +32,8 @@ export function registerSendRoute(app: FastifyInstance, services: Services): voi
     async (request, reply) => {
       const caller = request.caller!;
       const body = request.body;
+      const replayed = await findReplay(services, request, reply as unknown as FastifyReply, caller);
+      if (replayed) return sendOutcome(reply as unknown as FastifyReply, replayed);
 
       if (!isPlatform(body.platform)) throw invalidParameter('platform', `platform must be one of ${PLATFORMS.join(', ')}`);
       const platform = body.platform;
