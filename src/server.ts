@@ -47,7 +47,8 @@ export async function buildServer(services: Services): Promise<Server> {
   app.removeContentTypeParser('text/plain');
 
   app.addHook('onRequest', async (request, reply) => {
-    if (!draining) return undefined;
+    // Liveness stays true while draining: the process is alive, it only takes no new work.
+    if (!draining || request.url === '/healthz') return undefined;
     return sendError(reply, new ApiError('service_unavailable', 'the service is shutting down; retry shortly', null, { 'Retry-After': '5' }));
   });
 

@@ -105,7 +105,7 @@ describe(`health and readiness (${STORAGE_LABEL})`, () => {
     });
   });
 
-  test('while draining, /readyz and /api/v1 requests get 503 service_unavailable with Retry-After', async (t) => {
+  test('while draining, /readyz and /api/v1 requests get 503 service_unavailable with Retry-After; /healthz stays 200', async (t) => {
     const app = await appFor(t);
     const account = await app.createAccount();
     assert.equal((await app.request({ method: 'GET', url: '/api/v1/usage', key: account.testKey })).statusCode, 200);
@@ -117,6 +117,8 @@ describe(`health and readiness (${STORAGE_LABEL})`, () => {
     const send = await app.send(account.testKey, { platform: 'telegram', recipient: '123', audio_url: app.voiceUrl, session: { bot_token: 'x' } });
     assertServiceUnavailable(send);
     assertServiceUnavailable(await app.request({ method: 'GET', url: '/api/v1/usage' }));
+    const health = await app.request({ method: 'GET', url: '/healthz' });
+    assert.equal(health.statusCode, 200, 'a draining process is still alive: orchestrators must not kill it early');
   });
 });
 
