@@ -3,7 +3,6 @@ import { after, before, describe, it } from 'node:test';
 import jsQRModule from 'jsqr';
 import { PNG } from 'pngjs';
 import { newWhatsappSessionId } from '../src/core/ids.js';
-import type { WhatsappSocketFactory } from '../src/platforms/whatsapp/socket.js';
 import { insertWhatsappSession } from '../src/store/whatsapp-sessions.js';
 import {
   closeSharedAudio,
@@ -13,6 +12,7 @@ import {
   type InjectResult,
   type TestAccount,
   type TestApp,
+  unreachableWhatsapp,
 } from './fixtures/app-harness.js';
 
 const API = '/api/v1';
@@ -37,10 +37,6 @@ function fakeClock(): { now: () => number; advance(ms: number): number } {
     },
   };
 }
-
-const unreachableWhatsapp: WhatsappSocketFactory = () => {
-  throw new Error('connect ECONNREFUSED (web.whatsapp.com is out of reach in tests)');
-};
 
 const iso = (ms: number): string => new Date(ms).toISOString();
 
