@@ -5,6 +5,7 @@ import { authenticate } from './api/auth.js';
 import { ApiError, registerErrorHandling, sendError } from './api/errors.js';
 import { registerHealthRoutes } from './api/health.js';
 import { ErrorEnvelope } from './api/schemas.js';
+import { ping } from './store/db.js';
 import { registerSendRoute } from './api/send.js';
 import { registerStatusRoute } from './api/status.js';
 import { registerUsageRoute } from './api/usage.js';
@@ -32,7 +33,12 @@ export async function buildServer(services: Services): Promise<Server> {
   });
   app.decorateRequest('caller', null);
   app.addSchema(ErrorEnvelope);
-  registerErrorHandling(app);
+  registerErrorHandling(app, () =>
+    ping(services.db).then(
+      () => true,
+      () => false,
+    ),
+  );
 
   // Clients often send `Content-Type: application/json` with no body at all (POST /whatsapp/sessions
   // takes none): an empty body counts as no body. Routes that need one still answer 400 invalid_request.

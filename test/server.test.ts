@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, describe, test } from 'node:test';
-import { closeSharedAudio, STORAGE_LABEL, startTestApp, withRestartableStorage, type TestApp } from './fixtures/app-harness.js';
+import { closeSharedAudio, defaultSendBody, STORAGE_LABEL, startTestApp, withRestartableStorage, type TestApp } from './fixtures/app-harness.js';
 
 after(async () => {
   await closeSharedAudio();
@@ -90,14 +90,18 @@ describe(`health and readiness (${STORAGE_LABEL})`, () => {
     assert.equal(ready.json().status, 'ready');
   });
 
-  test('/readyz is 503 service_unavailable with Retry-After when storage is closed; /healthz stays 200', async () => {
+  test('/readyz and the API are 503 service_unavailable with Retry-After when storage is closed; /healthz stays 200', async () => {
     await withRestartableStorage(async (reuse) => {
       const app = await startTestApp({ worker: false, reuse });
       try {
+        const account = await app.createAccount();
         assert.equal((await app.request({ method: 'GET', url: '/readyz' })).statusCode, 200);
         await app.app.services.db.close();
         assertServiceUnavailable(await app.request({ method: 'GET', url: '/readyz' }));
         assert.equal((await app.request({ method: 'GET', url: '/healthz' })).statusCode, 200, 'the process itself is alive');
+        // The API says "try again later", not "we have a bug", while storage is away.
+        assertServiceUnavailable(await app.request({ method: 'GET', url: '/api/v1/usage', key: account.testKey }));
+        assertServiceUnavailable(await app.send(account.testKey, defaultSendBody('telegram', app.voiceUrl)));
       } finally {
         // Storage is already closed: closing it a second time may complain, which is not under test.
         await app.close().catch(() => undefined);

@@ -116,10 +116,23 @@ export function sendError(reply: FastifyReply, error: ApiError): FastifyReply {
   return reply.code(error.statusCode).type('application/json; charset=utf-8').send(envelope(error));
 }
 
-export function registerErrorHandling(app: FastifyInstance): void {
-  app.setErrorHandler((error: FastifyError, request: FastifyRequest, reply: FastifyReply) => {
-    const apiError = error instanceof ApiError ? error : fromFastifyError(error);
-    if (apiError.code === 'internal_error') request.log.error({ err: error }, 'unhandled error');
+export const storageUnavailable = (): ApiError =>
+  new ApiError('service_unavailable', 'storage is not reachable; retry shortly', null, { 'Retry-After': '5' });
+
+/**
+ * One place turns every error into the envelope. An unexpected error is a 500 only while storage
+ * answers: when it does not, the caller gets 503 with Retry-After (the request may well succeed later).
+ */
+export function registerErrorHandling(app: FastifyInstance, storageAnswers: () => Promise<boolean>): void {
+  app.setErrorHandler(async (error: FastifyError, request: FastifyRequest, reply: FastifyReply) => {
+    let apiError = error instanceof ApiError ? error : fromFastifyError(error);
+    if (apiError.code === 'internal_error') {
+      if (await storageAnswers()) request.log.error({ err: error }, 'unhandled error');
+      else {
+        request.log.warn({ err: error }, 'storage is not reachable');
+        apiError = storageUnavailable();
+      }
+    }
     return sendError(reply, apiError);
   });
   app.setNotFoundHandler((request, reply) => sendError(reply, new ApiError('not_found', `no route ${request.method} ${request.url.split('?')[0]}`)));

@@ -1,7 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import { ping } from '../store/db.js';
 import type { Services } from '../services.js';
-import { ApiError, sendError } from './errors.js';
+import { ApiError, sendError, storageUnavailable } from './errors.js';
 
 /** Probes for orchestrators: alive (the process answers) and ready (storage answers too). */
 export function registerHealthRoutes(app: FastifyInstance, services: Services, isDraining: () => boolean): void {
@@ -13,7 +13,7 @@ export function registerHealthRoutes(app: FastifyInstance, services: Services, i
       return { status: 'ready' };
     } catch (err) {
       request.log.warn({ err }, 'storage is not reachable');
-      return sendError(reply, new ApiError('service_unavailable', 'storage is not reachable', null, { 'Retry-After': '5' }));
+      return sendError(reply, storageUnavailable());
     }
   });
 }
