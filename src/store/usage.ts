@@ -34,22 +34,22 @@ export async function readUsage(db: Kysely<Database>, scope: UsageScope): Promis
 }
 
 /**
- * Counts one accepted send against the quota, atomically: the conditional UPDATE is the check, so two
- * concurrent sends can never both take the last unit. Returns the new `sent` count, or null when the quota is used up.
+ * Counts one accepted send against the quota in one atomic statement: an upsert whose update only
+ * applies while `sent < quota`, so two concurrent sends can never both take the last unit, and the
+ * row lock is held for as short a time as possible. Returns the new `sent` count, or null when the
+ * quota is used up.
  */
 export async function reserveSend(db: Kysely<Database>, scope: UsageScope, platform: Platform, quota: number): Promise<number | null> {
-  await db
-    .insertInto('usage_periods')
-    .values(emptyRow(scope))
-    .onConflict((oc) => oc.columns(['account_id', 'env', 'period_start']).doNothing())
-    .execute();
+  if (quota < 1) return null;
   const row = await db
-    .updateTable('usage_periods')
-    .set((eb) => ({ sent: eb('sent', '+', 1), [platform]: eb(sql.ref(platform), '+', 1) }))
-    .where('account_id', '=', scope.accountId)
-    .where('env', '=', scope.env)
-    .where('period_start', '=', scope.periodStart)
-    .where('sent', '<', quota)
+    .insertInto('usage_periods')
+    .values({ ...emptyRow(scope), sent: 1, [platform]: 1 })
+    .onConflict((oc) =>
+      oc
+        .columns(['account_id', 'env', 'period_start'])
+        .doUpdateSet((eb) => ({ sent: eb('usage_periods.sent', '+', 1), [platform]: eb(sql.ref(`usage_periods.${platform}`), '+', 1) }))
+        .where('usage_periods.sent', '<', quota),
+    )
     .returning('sent')
     .executeTakeFirst();
   return row ? Number(row.sent) : null;
