@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import jsQRModule from 'jsqr';
 import { PNG } from 'pngjs';
-import type { LiveTuning } from '../src/platforms/whatsapp/live.js';
+import type { Acquired, LiveTuning } from '../src/platforms/whatsapp/live.js';
 import {
   closeSharedAudio,
   startTestApp,
@@ -115,6 +115,32 @@ async function authRows(t: TestApp, sessionId: string): Promise<{ authState: str
   return { authState: row?.auth_state, keys };
 }
 
+/** The message as stored: how many attempts it took, and the session it was routed by. */
+async function storedMessage(t: TestApp, id: string): Promise<{ attempts: number; whatsapp_session_id: string | null }> {
+  const row = await t.app.services.db.kysely
+    .selectFrom('messages')
+    .select(['attempts', 'whatsapp_session_id'])
+    .where('id', '=', id)
+    .executeTakeFirstOrThrow();
+  return { attempts: Number(row.attempts), whatsapp_session_id: row.whatsapp_session_id };
+}
+
+/**
+ * Records every time the worker of `t` asked for a session's socket, and what it got: `held` (it sends),
+ * or why not (`held_elsewhere` is a bounce: the message goes back to the queue for another process).
+ */
+function watchAcquire(t: TestApp): Array<{ sessionId: string; outcome: 'held' | Exclude<Acquired, { held: object }>['reason'] }> {
+  const live = t.app.services.whatsappLive;
+  const real = live.acquire.bind(live);
+  const seen: ReturnType<typeof watchAcquire> = [];
+  live.acquire = async (sessionId) => {
+    const got = await real(sessionId);
+    seen.push({ sessionId, outcome: got.held ? 'held' : got.reason });
+    return got;
+  };
+  return seen;
+}
+
 after(async () => {
   await closeSharedAudio();
 });
@@ -202,6 +228,29 @@ describe(`WhatsApp live sessions: linking and delivery (${STORAGE_LABEL})`, () =
     assert.equal(done.status, 'delivered', JSON.stringify(done));
     assert.equal(world.failSends, 0);
     assert.ok(world.sent.some((s) => s.jid === '14155550101@s.whatsapp.net'));
+  });
+
+  it('a session that changed hands between claim and send: the message is handed back without spending an attempt, and returns within a second', async () => {
+    const live = t.app.services.whatsappLive;
+    const real = live.acquire;
+    let bounces = 0;
+    // As if another process had taken the session over just after this worker claimed the message.
+    live.acquire = async (id) => {
+      if (bounces < 3) {
+        bounces += 1;
+        return { reason: 'held_elsewhere' };
+      }
+      return real.call(live, id);
+    };
+    try {
+      // Three turns of the ordinary backoff (about 2 s, 4 s, 8 s, ±20 %) could not fit in this wait.
+      const done = await deliver(t, a.liveKey, sessionId, '14155550106', t.voiceUrl, 8_000);
+      assert.equal(done.status, 'delivered', JSON.stringify(done));
+      assert.equal(bounces, 3);
+      assert.equal((await storedMessage(t, done.id)).attempts, 1, 'a hand-back is not an attempt');
+    } finally {
+      live.acquire = real;
+    }
   });
 
   it('the auth state in the database is sealed: no creds or key material in clear', async () => {
@@ -406,10 +455,15 @@ describe(`WhatsApp live sessions: restarts and takeover (${STORAGE_LABEL})`, () 
       try {
         const account = await one.createAccount();
         const id = await linkedSession(one, world, account.liveKey);
-        // Accepted by "two", whose worker is woken first: a worker without the socket gives the message
-        // back within a second or so, until the holder's worker claims it (a draw per try, hence the margin).
-        assert.equal((await deliver(two, account.liveKey, id, '14155550103', two.voiceUrl, 60_000)).status, 'delivered');
-        assert.equal(world.sent.at(-1)!.instance, 'one', 'the holder delivers, whichever worker took the message');
+        const byOne = watchAcquire(one);
+        const byTwo = watchAcquire(two);
+        // Accepted by "two", whose worker is woken first; the claim routes it to the holder's worker all the same.
+        const first = await deliver(two, account.liveKey, id, '14155550103', two.voiceUrl);
+        assert.equal(first.status, 'delivered', JSON.stringify(first));
+        assert.equal(world.sent.at(-1)!.instance, 'one', 'the holder delivers');
+        assert.deepEqual(byTwo, [], 'the worker of the other instance never took the message');
+        assert.deepEqual(byOne, [{ sessionId: id, outcome: 'held' }], 'the holder took it once and sent it');
+        assert.deepEqual(await storedMessage(two, first.id), { attempts: 1, whatsapp_session_id: id }, 'delivered at the first attempt');
         assert.equal(world.calls.filter((c) => c.instance === 'two').length, 0, 'the other instance never opened a second socket');
 
         // "one" dies: its sockets go, its leases are left to run out.
@@ -420,6 +474,63 @@ describe(`WhatsApp live sessions: restarts and takeover (${STORAGE_LABEL})`, () 
         assert.equal(done.status, 'delivered', JSON.stringify(done));
         assert.equal(world.sent.at(-1)!.instance, 'two');
         assert.equal((await getSession(two, account.liveKey, id)).json().status, 'connected');
+      } finally {
+        await one.close();
+        await two.close();
+      }
+    });
+  });
+
+  it('two instances, each holding a session, several messages accepted by either: each goes to its session\'s holder, none is bounced', async () => {
+    const world = new FakeWhatsapp();
+    await withRestartableStorage(async (reuse) => {
+      const one = await liveApp(world, 'one', { reuse });
+      const two = await liveApp(world, 'two', { reuse });
+      try {
+        const account = await one.createAccount();
+        const ofOne = await linkedSession(one, world, account.liveKey, '14155550131');
+        const ofTwo = await linkedSession(two, world, account.liveKey, '14155550132');
+        const holderOf = new Map([
+          [ofOne, 'one'],
+          [ofTwo, 'two'],
+        ]);
+        const seen = new Map([
+          ['one', watchAcquire(one)],
+          ['two', watchAcquire(two)],
+        ]);
+        const accepted: Array<{ id: string; sessionId: string; recipient: string }> = [];
+        let n = 0;
+        for (let round = 0; round < 2; round += 1) {
+          for (const api of [one, two]) {
+            for (const sessionId of [ofOne, ofTwo]) {
+              const recipient = `1415555020${n++}`;
+              const res = await api.send(account.liveKey, { platform: 'whatsapp', recipient, audio_url: api.voiceUrl, session: { session_id: sessionId } });
+              assert.equal(res.statusCode, 202, res.body);
+              accepted.push({ id: res.json().id, sessionId, recipient });
+            }
+          }
+        }
+        for (const message of accepted) {
+          const done = await one.waitForStatus(account.liveKey, message.id, ['delivered', 'failed']);
+          assert.equal(done.status, 'delivered', JSON.stringify(done));
+          assert.deepEqual(await storedMessage(one, message.id), { attempts: 1, whatsapp_session_id: message.sessionId }, 'delivered at the first attempt');
+          const notes = world.sent.filter((s) => s.jid === `${message.recipient}@s.whatsapp.net`);
+          assert.equal(notes.length, 1, `one voice note to ${message.recipient}`);
+          assert.equal(notes[0]!.sessionId, message.sessionId);
+          assert.equal(notes[0]!.instance, holderOf.get(message.sessionId), 'sent by the holder of its session');
+        }
+        for (const [instance, acquisitions] of seen) {
+          const own = [...holderOf].find(([, holder]) => holder === instance)![0];
+          assert.deepEqual(
+            acquisitions,
+            accepted.filter((m) => m.sessionId === own).map(() => ({ sessionId: own, outcome: 'held' })),
+            `instance ${instance} took only the messages of its own session, each once`,
+          );
+        }
+        assert.ok(
+          world.calls.every((c) => c.instance === holderOf.get(c.sessionId)),
+          'no instance opened a socket for the other\'s session',
+        );
       } finally {
         await one.close();
         await two.close();

@@ -84,6 +84,7 @@ export function registerSendRoute(app: FastifyInstance, services: Services): voi
           duration: body.duration ?? null,
           caption: body.caption ?? null,
           credentials: services.secretBox.sealJson(session),
+          whatsapp_session_id: session.platform === 'whatsapp' ? session.session_id : null,
           status: 'queued',
           error_code: null,
           error_message: null,

@@ -25,6 +25,11 @@ export interface WorkerOptions {
   leaseMs?: number;
   /** Longest sleep between looks at the queue, for work that other processes accepted. */
   pollMs?: number;
+  /**
+   * The id under which this process holds live WhatsApp sessions (`LiveWhatsapp.holderId`): messages
+   * whose session another process holds are left to that process's worker, the only one that can send.
+   */
+  whatsappHolder?: string;
 }
 
 const AUDIO_CODES = new Set<FailureCode>(['audio_fetch_failed', 'audio_fetch_blocked', 'audio_too_large', 'audio_too_long', 'audio_unsupported']);
@@ -87,7 +92,7 @@ export class DeliveryWorker {
   }
 
   async #run(): Promise<void> {
-    const { db, logger, concurrency, leaseMs, pollMs } = this.#options;
+    const { db, logger, concurrency, leaseMs, pollMs, whatsappHolder } = this.#options;
     while (this.#running) {
       let claimed: MessageRow[] = [];
       const free = concurrency - this.#inFlight.size;
@@ -96,7 +101,11 @@ export class DeliveryWorker {
       this.#wakeRequested = false;
       if (free > 0) {
         try {
-          claimed = await claimDueMessages(db.kysely, db.dialect, this.id, { limit: free, leaseMs });
+          claimed = await claimDueMessages(db.kysely, db.dialect, this.id, {
+            limit: free,
+            leaseMs,
+            ...(whatsappHolder !== undefined ? { whatsappHolder } : {}),
+          });
         } catch (err) {
           logger.error({ err }, 'could not claim messages; retrying');
         }
@@ -115,7 +124,8 @@ export class DeliveryWorker {
 
   async #untilNextDue(pollMs: number): Promise<number> {
     try {
-      const due = await nextDueAt(this.#options.db.kysely);
+      const { db, whatsappHolder } = this.#options;
+      const due = await nextDueAt(db.kysely, whatsappHolder !== undefined ? { whatsappHolder } : {});
       return due === undefined ? pollMs : Math.min(pollMs, Math.max(due - Date.now(), 5));
     } catch {
       return pollMs;
@@ -148,12 +158,19 @@ export class DeliveryWorker {
     } catch (thrown) {
       const error = asDeliveryError(thrown);
       const now = Date.now();
+      const attempts = error.notAttempted ? message.attempts - 1 : message.attempts;
       const retryAt = error.transient
-        ? nextAttemptAt({ attempts: message.attempts, acceptedAt: Number(message.created_at), now, retryAfterMs: error.retryAfterMs })
+        ? nextAttemptAt({ attempts, acceptedAt: Number(message.created_at), now, retryAfterMs: error.retryAfterMs })
         : null;
       if (retryAt !== null) {
-        await scheduleRetry(db.kysely, message, this.id, { at: retryAt, errorCode: error.code, errorMessage: error.message });
-        log.info({ code: error.code, retry_in_ms: retryAt - now }, 'delivery attempt failed; will retry');
+        await scheduleRetry(db.kysely, message, this.id, {
+          at: retryAt,
+          errorCode: error.code,
+          errorMessage: error.message,
+          notAttempted: error.notAttempted,
+        });
+        if (error.notAttempted) log.info({ code: error.code, retry_in_ms: retryAt - now }, 'handed back for another process to deliver');
+        else log.info({ code: error.code, retry_in_ms: retryAt - now }, 'delivery attempt failed; will retry');
       } else {
         await settleMessage(db.kysely, message, this.id, { status: 'failed', at: now, errorCode: error.code, errorMessage: error.message });
         log.info({ code: error.code }, 'delivery failed');

@@ -17,17 +17,23 @@ export type FailureCode =
 
 /**
  * A failed delivery attempt. `transient` ones are tried again later (after `retryAfterMs` when the
- * platform said so); the others settle the message as failed at once.
+ * platform said so); the others settle the message as failed at once. `notAttempted`: nothing reached
+ * the platform (the message belongs to another process, which will deliver it), so the try neither
+ * counts as an attempt nor moves the message up the backoff ladder.
  */
 export class DeliveryError extends Error {
+  readonly notAttempted: boolean;
+
   constructor(
     readonly code: FailureCode,
     message: string,
     readonly transient: boolean,
     readonly retryAfterMs?: number,
+    options: { notAttempted?: boolean } = {},
   ) {
     super(message);
     this.name = 'DeliveryError';
+    this.notAttempted = options.notAttempted === true;
   }
 }
 

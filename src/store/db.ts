@@ -6,6 +6,7 @@ import pg from 'pg';
 import type { Database } from './schema.js';
 import * as initial from './migrations/001_initial.js';
 import * as whatsappKeys from './migrations/002_whatsapp_keys.js';
+import * as messageRoute from './migrations/003_message_route.js';
 
 export type Dialect = 'sqlite' | 'postgres';
 
@@ -54,6 +55,7 @@ export async function openDb(options: OpenDbOptions): Promise<Db> {
 const MIGRATIONS: Record<string, Migration> = {
   '001_initial': initial,
   '002_whatsapp_keys': whatsappKeys,
+  '003_message_route': messageRoute,
 };
 
 const provider: MigrationProvider = { getMigrations: async () => MIGRATIONS };

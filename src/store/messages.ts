@@ -1,4 +1,4 @@
-import type { Kysely } from 'kysely';
+import type { ExpressionBuilder, Kysely } from 'kysely';
 import type { Dialect } from './db.js';
 import type { Database, MessagesTable } from './schema.js';
 import { recordOutcome } from './usage.js';
@@ -24,15 +24,39 @@ export async function findMessage(db: Kysely<Database>, owner: { accountId: stri
 }
 
 /**
+ * Not for this process: the message's WhatsApp session is held, under a live lease, by another process,
+ * and only the holder can send through the session's socket. A session nobody holds (or whose holder's
+ * lease ran out) does not count: whichever worker claims the message takes the session over.
+ */
+function heldByAnotherProcess(eb: ExpressionBuilder<Database, 'messages'>, holder: string | undefined, now: number) {
+  return eb.exists(
+    eb
+      .selectFrom('whatsapp_sessions')
+      .select('whatsapp_sessions.id')
+      .whereRef('whatsapp_sessions.id', '=', 'messages.whatsapp_session_id')
+      .where('whatsapp_sessions.holder', 'is not', null)
+      .$if(holder !== undefined, (qb) => qb.where('whatsapp_sessions.holder', '<>', holder!))
+      .where('whatsapp_sessions.holder_expires_at', '>', now),
+  );
+}
+
+export interface ClaimOptions {
+  limit: number;
+  leaseMs: number;
+  now?: number;
+  /**
+   * The id this process holds live WhatsApp sessions under (`LiveWhatsapp.holderId`): messages whose
+   * session another process holds are left to that process's worker. Without one, every held session
+   * counts as another's.
+   */
+  whatsappHolder?: string;
+}
+
+/**
  * Takes up to `limit` due messages for this worker with a lease. A lease that runs out (the worker died)
  * makes the message claimable again, so nothing accepted is lost.
  */
-export async function claimDueMessages(
-  db: Kysely<Database>,
-  dialect: Dialect,
-  workerId: string,
-  options: { limit: number; leaseMs: number; now?: number },
-): Promise<MessageRow[]> {
+export async function claimDueMessages(db: Kysely<Database>, dialect: Dialect, workerId: string, options: ClaimOptions): Promise<MessageRow[]> {
   const now = options.now ?? Date.now();
   let due = db
     .selectFrom('messages')
@@ -40,6 +64,7 @@ export async function claimDueMessages(
     .where('status', 'in', UNSETTLED)
     .where('next_attempt_at', '<=', now)
     .where((eb) => eb.or([eb('lease_expires_at', 'is', null), eb('lease_expires_at', '<', now)]))
+    .where((eb) => eb.not(heldByAnotherProcess(eb, options.whatsappHolder, now)))
     .orderBy('next_attempt_at')
     .limit(options.limit);
   if (dialect === 'postgres') due = due.forUpdate().skipLocked();
@@ -57,23 +82,27 @@ export async function claimDueMessages(
     .execute();
 }
 
-/** Puts a leased message back to wait for its next attempt, keeping the last error for the record. */
+/**
+ * Puts a leased message back to wait for its next attempt, keeping the last error for the record.
+ * `notAttempted`: the claim that counted this attempt reached no platform, so it is taken back.
+ */
 export async function scheduleRetry(
   db: Kysely<Database>,
   message: MessageRow,
   workerId: string,
-  retry: { at: number; errorCode: string; errorMessage: string },
+  retry: { at: number; errorCode: string; errorMessage: string; notAttempted?: boolean },
 ): Promise<boolean> {
   const result = await db
     .updateTable('messages')
-    .set({
+    .set((eb) => ({
+      ...(retry.notAttempted ? { attempts: eb('attempts', '-', 1) } : {}),
       next_attempt_at: retry.at,
       lease_owner: null,
       lease_expires_at: null,
       error_code: retry.errorCode,
       error_message: retry.errorMessage,
       updated_at: Date.now(),
-    })
+    }))
     .where('id', '=', message.id)
     .where('lease_owner', '=', workerId)
     .executeTakeFirst();
@@ -126,10 +155,16 @@ export async function extendLease(db: Kysely<Database>, id: string, workerId: st
   await db.updateTable('messages').set({ lease_expires_at: until }).where('id', '=', id).where('lease_owner', '=', workerId).execute();
 }
 
-/** When the next message falls due, to let the worker sleep until then (undefined: nothing waits). */
-export async function nextDueAt(db: Kysely<Database>): Promise<number | undefined> {
+/**
+ * When the next message this worker may claim falls due, to let it sleep until then (undefined: nothing
+ * waits). `whatsappHolder` as for claimDueMessages.
+ */
+export async function nextDueAt(db: Kysely<Database>, options: { whatsappHolder?: string; now?: number } = {}): Promise<number | undefined> {
+  const now = options.now ?? Date.now();
   // A message under a lease (in flight here or on another worker) is not due before the lease runs
   // out; counting it as due at next_attempt_at made idle workers poll every few ms during deliveries.
+  // Likewise a message routed to another process's WhatsApp session: it waits there, not here (if that
+  // process dies, the regular poll finds the message once the session's lease has run out).
   const row = await db
     .selectFrom('messages')
     .select((eb) =>
@@ -142,6 +177,7 @@ export async function nextDueAt(db: Kysely<Database>): Promise<number | undefine
         .as('due_at'),
     )
     .where('status', 'in', UNSETTLED)
+    .where((eb) => eb.not(heldByAnotherProcess(eb, options.whatsappHolder, now)))
     .orderBy('due_at')
     .limit(1)
     .executeTakeFirst();

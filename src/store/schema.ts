@@ -37,6 +37,8 @@ export interface MessagesTable {
   caption: string | null;
   /** The send's `session` object, sealed; null once the message is settled. */
   credentials: string | null;
+  /** The WhatsApp session (`ws_…`) of a whatsapp message, so a claim can route it to the session's holder; null otherwise. */
+  whatsapp_session_id: string | null;
   status: string;
   error_code: string | null;
   error_message: string | null;

@@ -8,9 +8,12 @@ import type { VoiceNoteContent } from './socket.js';
 
 const OGG_OPUS = 'audio/ogg; codecs=opus';
 
-// How soon a message comes back when its session's socket lives in another process: soon, and spread,
-// so that the next claim is a fair draw between workers rather than the same one winning each time.
-const handoverRetryMs = (): number => 300 + Math.round(Math.random() * 900);
+// How soon a message comes back when its session's socket lives in another process. Claims route a
+// message to its session's holder, so this happens only when the session changed hands between the
+// claim and now; from then on only the holder's worker claims the message. Soon, then, but not at once:
+// a little slack for the holder to be seen in the store, and no tight loop if something is amiss (the
+// bounce costs no attempt and no backoff step; the message's one-hour retry window still bounds it).
+const handoverRetryMs = (): number => 250 + Math.round(Math.random() * 500);
 
 const transient = (message: string): DeliveryError => new DeliveryError('platform_error', message, true);
 
@@ -42,7 +45,9 @@ export function createWhatsappAdapter(deps: { db: Kysely<Database>; live: LiveWh
         }
         // Another process holds the socket: give the message back soon, so a worker there can take it.
         if (acquired.reason === 'held_elsewhere') {
-          throw new DeliveryError('session_not_connected', 'the WhatsApp session is held by another process; will retry', true, handoverRetryMs());
+          throw new DeliveryError('session_not_connected', 'the WhatsApp session is held by another process; will retry', true, handoverRetryMs(), {
+            notAttempted: true,
+          });
         }
         // Reconnecting: back off as for any transient failure.
         throw new DeliveryError('session_not_connected', 'the WhatsApp session is not connected right now; will retry', true);
