@@ -64,8 +64,33 @@ export function registerSendRoute(app: FastifyInstance, services: Services): voi
 
       const now = Date.now();
       const scope = usageScope(caller, now);
+      const row: MessageRow = {
+        id: newMessageId(now),
+        account_id: caller.accountId,
+        env: caller.env,
+        platform,
+        recipient: body.recipient,
+        audio_url: body.audio_url,
+        duration: body.duration ?? null,
+        caption: body.caption ?? null,
+        credentials: services.secretBox.sealJson(session),
+        whatsapp_session_id: session.platform === 'whatsapp' ? session.session_id : null,
+        status: 'queued',
+        error_code: null,
+        error_message: null,
+        attempts: 0,
+        next_attempt_at: now,
+        lease_owner: null,
+        lease_expires_at: null,
+        period_start: scope.periodStart,
+        created_at: now,
+        updated_at: now,
+        delivered_at: null,
+      };
       const reserved = { sent: null as number | null };
       const outcome = await runIdempotent(services, request, reply, caller, async (trx) => {
+        await insertMessage(trx, row);
+        // Last before commit: the account's usage row stays locked from here to the end of the transaction.
         reserved.sent = await reserveSend(trx, scope, platform, caller.limits.monthlyQuota);
         if (reserved.sent === null) {
           throw new ApiError(
@@ -74,30 +99,6 @@ export function registerSendRoute(app: FastifyInstance, services: Services): voi
             { monthly_quota: caller.limits.monthlyQuota, period_end: iso(scope.periodEnd) },
           );
         }
-        const row: MessageRow = {
-          id: newMessageId(now),
-          account_id: caller.accountId,
-          env: caller.env,
-          platform,
-          recipient: body.recipient,
-          audio_url: body.audio_url,
-          duration: body.duration ?? null,
-          caption: body.caption ?? null,
-          credentials: services.secretBox.sealJson(session),
-          whatsapp_session_id: session.platform === 'whatsapp' ? session.session_id : null,
-          status: 'queued',
-          error_code: null,
-          error_message: null,
-          attempts: 0,
-          next_attempt_at: now,
-          lease_owner: null,
-          lease_expires_at: null,
-          period_start: scope.periodStart,
-          created_at: now,
-          updated_at: now,
-          delivered_at: null,
-        };
-        await insertMessage(trx, row);
         return { statusCode: 202, body: sentMessageView(row) };
       });
       // A replay (even one that lost a race after reserving, rolled back) spent nothing: keep the headers auth set.
