@@ -63,23 +63,6 @@ export async function findOrphanedSessions(db: Kysely<Database>, now: number, li
   return rows.map((r) => r.id);
 }
 
-/** Moves a session between statuses (compare-and-set on `from`), with the columns that go with it. */
-export async function updateLiveSession(
-  db: Kysely<Database>,
-  id: string,
-  from: WhatsappSessionStatus[],
-  change: Partial<Pick<WhatsappSessionRow, 'status' | 'phone_number' | 'last_connected_at' | 'qr_expires_at' | 'auth_state'>>,
-  now: number,
-): Promise<boolean> {
-  const result = await db
-    .updateTable('whatsapp_sessions')
-    .set({ ...change, updated_at: now })
-    .where('id', '=', id)
-    .where('status', 'in', from)
-    .executeTakeFirst();
-  return Number(result.numUpdatedRows) > 0;
-}
-
 /** Writes the sealed creds, only while `holder` holds the session. */
 export async function saveSealedCreds(db: Kysely<Database>, id: string, holder: string, sealed: string): Promise<boolean> {
   const result = await db

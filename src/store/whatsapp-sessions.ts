@@ -40,7 +40,7 @@ export async function transitionWhatsappSession(
   db: Kysely<Database>,
   id: string,
   from: WhatsappSessionStatus[],
-  change: Partial<Pick<WhatsappSessionRow, 'status' | 'phone_number' | 'last_connected_at' | 'qr_expires_at' | 'auto_connect_at'>>,
+  change: Partial<Pick<WhatsappSessionRow, 'status' | 'phone_number' | 'last_connected_at' | 'qr_expires_at' | 'auto_connect_at' | 'auth_state'>>,
   now = Date.now(),
 ): Promise<boolean> {
   const result = await db

@@ -13,9 +13,8 @@ import {
   findSessionById,
   releaseLease,
   renewLeases,
-  updateLiveSession,
 } from '../../store/whatsapp-live.js';
-import { findWhatsappSession, insertWhatsappSession, type Owner, type WhatsappSessionRow } from '../../store/whatsapp-sessions.js';
+import { findWhatsappSession, insertWhatsappSession, transitionWhatsappSession, type Owner, type WhatsappSessionRow } from '../../store/whatsapp-sessions.js';
 import { createStoredAuthState, newAuthCreds, openAuthValue, sealAuthValue, type StoredAuthState } from './auth-state.js';
 import {
   DISCONNECT,
@@ -289,7 +288,7 @@ export function createLiveWhatsapp(options: LiveWhatsappOptions): LiveWhatsapp {
     link.attempts = 0;
     const at = now();
     const phone = phoneOfJid(socket.user?.id ?? link.auth.creds.me?.id);
-    const moved = await updateLiveSession(
+    const moved = await transitionWhatsappSession(
       db,
       link.id,
       ['qr_pending', 'connected'],
@@ -325,7 +324,7 @@ export function createLiveWhatsapp(options: LiveWhatsappOptions): LiveWhatsapp {
       clearTimeout(link.qrTimer);
       link.qrTimer = undefined;
       void (async () => {
-        await updateLiveSession(db, id, ['qr_pending'], { qr_expires_at: null }, now()).catch(() => false);
+        await transitionWhatsappSession(db, id, ['qr_pending'], { qr_expires_at: null }, now()).catch(() => false);
         await link.auth.flush();
         await connect(link);
       })();
