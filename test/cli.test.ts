@@ -6,8 +6,8 @@ import net from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { fileURLToPath } from 'node:url';
 import pg from 'pg';
+import { BIN, childEnv, ROOT, runCli, type Run } from './fixtures/cli-process.js';
 import { closeSharedAudio, STORAGE_LABEL, startTestApp, TELEGRAM_TOKEN, TEST_DATABASE_URL, TEST_REDIS_URL } from './fixtures/app-harness.js';
 
 /*
@@ -15,25 +15,6 @@ import { closeSharedAudio, STORAGE_LABEL, startTestApp, TELEGRAM_TOKEN, TEST_DAT
  * `npm run build` first), against SQLite in a temp DATA_DIR or, with TEST_DATABASE_URL, a PostgreSQL
  * schema of this file's own (selected through the connection URL's `options=-c search_path=…`).
  */
-
-const ROOT = fileURLToPath(new URL('..', import.meta.url));
-const BIN = path.join(ROOT, 'bin', 'voicenote.js');
-
-const CONFIG_VARIABLES = [
-  'PORT',
-  'HOST',
-  'DATA_DIR',
-  'DATABASE_URL',
-  'REDIS_URL',
-  'SECRET_KEY',
-  'TELEGRAM_API_ROOT',
-  'LINKEDIN_API_ROOT',
-  'AUDIO_ALLOW_PRIVATE_URLS',
-  'FFMPEG_PATH',
-  'LOG_LEVEL',
-  'SANDBOX_LATENCY_MS',
-  'SANDBOX_AUTO_SCAN_SECONDS',
-];
 
 const SECRET = /^sk_(test|live)_[0-9A-Za-z]{32}$/;
 const KEY_ID = /^key_[0-9A-Za-z]+$/;
@@ -92,34 +73,6 @@ async function freshStorage(label: string, options: { secretKey?: boolean } = {}
       await rm(dataDir, { recursive: true, force: true });
     },
   };
-}
-
-function childEnv(env: Record<string, string>): NodeJS.ProcessEnv {
-  const base = { ...process.env };
-  for (const name of CONFIG_VARIABLES) delete base[name];
-  return { ...base, ...env };
-}
-
-interface Run {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
-
-function runCli(args: string[], env: Record<string, string>): Promise<Run> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [BIN, ...args], { cwd: ROOT, env: childEnv(env), stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
-    child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
-    const timer = setTimeout(() => child.kill('SIGKILL'), 30_000);
-    child.on('error', reject);
-    child.on('close', (code) => {
-      clearTimeout(timer);
-      resolve({ code, stdout, stderr });
-    });
-  });
 }
 
 /** A command that must succeed: exit 0, nothing on stderr. */

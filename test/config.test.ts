@@ -1,32 +1,11 @@
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtemp, readdir, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { fileURLToPath } from 'node:url';
 import { ConfigError, loadConfig } from '../src/config.js';
-
-const ROOT = fileURLToPath(new URL('..', import.meta.url));
-const BIN = path.join(ROOT, 'bin', 'voicenote.js');
-
-/** Variables of PRODUCT.md's configuration table: the child gets none of them from the test's own environment. */
-const CONFIG_VARIABLES = [
-  'PORT',
-  'HOST',
-  'DATA_DIR',
-  'DATABASE_URL',
-  'REDIS_URL',
-  'SECRET_KEY',
-  'TELEGRAM_API_ROOT',
-  'LINKEDIN_API_ROOT',
-  'AUDIO_ALLOW_PRIVATE_URLS',
-  'FFMPEG_PATH',
-  'LOG_LEVEL',
-  'SANDBOX_LATENCY_MS',
-  'SANDBOX_AUTO_SCAN_SECONDS',
-];
+import { CONFIG_VARIABLES, runCli } from './fixtures/cli-process.js';
 
 const HEX_KEY = randomBytes(32).toString('hex');
 const BASE64_KEY = randomBytes(32).toString('base64');
@@ -142,30 +121,6 @@ describe('loadConfig: a bad value is one line naming the variable', () => {
     });
   }
 });
-
-interface Run {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
-
-function runCli(args: string[], env: Record<string, string>): Promise<Run> {
-  const base = { ...process.env };
-  for (const name of CONFIG_VARIABLES) delete base[name];
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [BIN, ...args], { cwd: ROOT, env: { ...base, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
-    child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
-    const timer = setTimeout(() => child.kill('SIGKILL'), 30_000);
-    child.on('error', reject);
-    child.on('close', (code) => {
-      clearTimeout(timer);
-      resolve({ code, stdout, stderr });
-    });
-  });
-}
 
 describe('the process refuses to start on a bad value', () => {
   let dataDir: string;
