@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { after, before, describe, it } from 'node:test';
 import { claimDueMessages } from '../src/store/messages.js';
@@ -274,6 +275,31 @@ describe(`the worker (${STORAGE_LABEL})`, () => {
         assertDelivered(message);
         // The live worker left the lease alone while it lasted.
         assert.ok(Date.parse(message.delivered_at) > leaseExpiresAt!, `delivered at ${message.delivered_at}, lease ran to ${new Date(leaseExpiresAt!).toISOString()}`);
+        assert.equal(await credentialsOf(second, id!), null);
+      } finally {
+        await second.close();
+      }
+    });
+  });
+});
+
+describe(`a changed SECRET_KEY (${STORAGE_LABEL})`, () => {
+  it('fails a message whose credentials were sealed under another key with invalid_session, at once', async () => {
+    await withRestartableStorage(async (reuse) => {
+      const first = await startTestApp({ worker: false, reuse });
+      let account: TestAccount;
+      let id: string;
+      try {
+        account = await first.createAccount();
+        id = await accepted(first, account.testKey, defaultSendBody('telegram', first.voiceUrl));
+      } finally {
+        await first.close();
+      }
+      const second = await startTestApp({ reuse: { ...reuse, secretKey: randomBytes(32).toString('base64') } });
+      try {
+        const message = await second.waitForStatus(account!.testKey, id!, ['delivered', 'failed'], 10_000);
+        assertFailed(message, 'invalid_session');
+        assert.match(message.error.message, /SECRET_KEY/);
         assert.equal(await credentialsOf(second, id!), null);
       } finally {
         await second.close();

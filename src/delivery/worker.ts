@@ -47,6 +47,15 @@ function asDeliveryError(error: unknown): DeliveryError {
   return new DeliveryError('platform_error', 'internal error during delivery', true);
 }
 
+/** A message's sealed `session`; one sealed under another SECRET_KEY can never be opened, so that is final. */
+function openCredentials(secretBox: SecretBox, sealed: string): PlatformSession {
+  try {
+    return secretBox.openJson<PlatformSession>(sealed);
+  } catch {
+    throw new DeliveryError('invalid_session', 'the stored credentials cannot be decrypted (was SECRET_KEY changed since the message was accepted?)', false);
+  }
+}
+
 /**
  * Claims due messages from the store, hands each to its platform and settles it. Runs inside `serve`
  * or alone as `voicenote worker`; any number of workers may share one database.
@@ -184,7 +193,7 @@ export class DeliveryWorker {
     const { secretBox, audio, adapterFor } = this.#options;
     if (!isPlatform(message.platform)) throw new DeliveryError('platform_error', `unknown platform ${message.platform}`, false);
     if (message.credentials === null) throw new DeliveryError('invalid_session', 'the session credentials are gone', false);
-    const session = secretBox.openJson<PlatformSession>(message.credentials);
+    const session = openCredentials(secretBox, message.credentials);
     const voice = await audio.prepare({
       url: message.audio_url,
       platform: message.platform,
