@@ -96,7 +96,8 @@ export function buildProgram(): Command {
     .configureOutput({
       writeErr: (text) => process.stderr.write(text),
       // A failing command prints one line: commander puts "(Did you mean …?)" on a line of its own.
-      outputError: (text, write) => write(`${text.trimEnd().replace(/\s*\n\s*/g, ' ')}\n`),
+      // Same prefix as the CLI's own errors, so scripts can match one pattern.
+      outputError: (text, write) => write(`voicenote: ${text.trimEnd().replace(/^error: /, '').replace(/\s*\n\s*/g, ' ')}\n`),
     });
   const config = (): Config => loadConfig();
 

@@ -100,7 +100,7 @@ async function fails(args: string[], env: Record<string, string>): Promise<strin
   assert.ok(run.stderr.endsWith('\n'), `stderr ends its line: ${JSON.stringify(run.stderr)}`);
   const lines = run.stderr.split('\n').slice(0, -1);
   assert.equal(lines.length, 1, `exactly one stderr line, got: ${JSON.stringify(run.stderr)}`);
-  assert.ok(lines[0]!.trim().length > 0, 'the line says something');
+  assert.match(lines[0]!, /^voicenote: \S/, 'one prefix for every failure, then what went wrong');
   assert.equal(run.stdout, '', 'nothing on stdout');
   return lines[0]!;
 }
