@@ -8,6 +8,8 @@ import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import pg from 'pg';
 import { BIN, childEnv, ROOT, runCli, type Run } from './fixtures/cli-process.js';
+import { startAudioServer, type AudioServer } from './fakes/audio-server.js';
+import { sharedFixtures, testFfmpegPath } from './fixtures/audio-fixtures.js';
 import { closeSharedAudio, STORAGE_LABEL, startTestApp, TELEGRAM_TOKEN, TEST_DATABASE_URL, TEST_REDIS_URL } from './fixtures/app-harness.js';
 
 /*
@@ -336,15 +338,25 @@ interface Served {
 
 const running = new Set<ChildProcessWithoutNullStreams>();
 
-async function serve(storage: Storage, args: string[] = []): Promise<Served> {
+async function serve(storage: Storage, args: string[] = [], extraEnv: Record<string, string> = {}): Promise<Served> {
+  const watched = spawnWatched(storage, ['serve', ...args], extraEnv);
+  const listening = await watched.waitFor('stdout', /^.*"voicenote is listening".*$/m);
+  const address = (JSON.parse(listening) as { address?: string }).address;
+  assert.match(String(address), /^http:\/\/127\.0\.0\.1:\d+$/, 'the log line gives the address');
+  return { ...watched, url: address!, banner: watched.stdout().slice(0, watched.stdout().indexOf(listening)) };
+}
+
+/** A `voicenote` child process whose output can be awaited. */
+function spawnWatched(storage: Storage, args: string[], extraEnv: Record<string, string>): Omit<Served, 'url' | 'banner'> {
   const env = {
     ...storage.env,
     PORT: '0',
     HOST: '127.0.0.1',
     SANDBOX_LATENCY_MS: '0',
     ...(TEST_REDIS_URL ? { REDIS_URL: TEST_REDIS_URL } : {}),
+    ...extraEnv,
   };
-  const child = spawn(process.execPath, [BIN, 'serve', ...args], { cwd: ROOT, env: childEnv(env), stdio: ['pipe', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [BIN, ...args], { cwd: ROOT, env: childEnv(env), stdio: ['pipe', 'pipe', 'pipe'] });
   running.add(child);
   let stdout = '';
   let stderr = '';
@@ -379,7 +391,7 @@ async function serve(storage: Storage, args: string[] = []): Promise<Served> {
           resolve(match[0]);
         } else if (child.exitCode !== null || child.signalCode !== null) {
           finish();
-          reject(new Error(`serve exited (${child.exitCode ?? child.signalCode}) before ${pattern} on ${stream}; stdout: ${stdout}; stderr: ${stderr}`));
+          reject(new Error(`${args[0]} exited (${child.exitCode ?? child.signalCode}) before ${pattern} on ${stream}; stdout: ${stdout}; stderr: ${stderr}`));
         }
       };
       const timer = setTimeout(() => {
@@ -395,13 +407,8 @@ async function serve(storage: Storage, args: string[] = []): Promise<Served> {
       check();
     });
 
-  const listening = await waitFor('stdout', /^.*"voicenote is listening".*$/m);
-  const address = (JSON.parse(listening) as { address?: string }).address;
-  assert.match(String(address), /^http:\/\/127\.0\.0\.1:\d+$/, 'the log line gives the address');
   return {
     child,
-    url: address!,
-    banner: stdout.slice(0, stdout.indexOf(listening)),
     stdout: () => stdout,
     stderr: () => stderr,
     exited,
@@ -410,7 +417,7 @@ async function serve(storage: Storage, args: string[] = []): Promise<Served> {
 }
 
 /** SIGTERM, then the exit; a generous bound only so a hang fails the test instead of the run. */
-async function terminate(served: Served): Promise<{ code: number | null; signal: NodeJS.Signals | null }> {
+async function terminate(served: Pick<Served, 'child' | 'exited' | 'stderr'>): Promise<{ code: number | null; signal: NodeJS.Signals | null }> {
   served.child.kill('SIGTERM');
   const timeout = new Promise<never>((_, reject) => setTimeout(() => reject(new Error(`serve did not exit after SIGTERM; stderr: ${served.stderr()}`)), 20_000).unref());
   return Promise.race([served.exited, timeout]);
@@ -536,5 +543,55 @@ describe(`voicenote serve (${STORAGE_LABEL})`, () => {
     assert.deepEqual(exit, { code: 0, signal: null }, `exits 0; stderr: ${served.stderr()}`);
     // New connections are refused once it has gone.
     await assert.rejects(fetch(`${served.url}/healthz`));
+  });
+});
+
+describe(`split mode: serve --no-worker and voicenote worker (${STORAGE_LABEL})`, () => {
+  let storage: Storage;
+  let audio: AudioServer;
+  before(async () => {
+    storage = await freshStorage('split');
+    audio = await startAudioServer();
+    const fixtures = await sharedFixtures(await testFfmpegPath());
+    audio.route('/voice.ogg', { kind: 'file', path: fixtures['voice.ogg'], contentType: 'audio/ogg' });
+  });
+  after(async () => {
+    await audio.close();
+    await storage.cleanup();
+  });
+
+  test('the API process only queues; a separate worker process delivers; both stop on SIGTERM with exit 0', async () => {
+    const created = await okJson(['accounts', 'create', '--name', 'Split', '--json'], storage.env);
+    const key = created.keys.test.secret as string;
+    const served = await serve(storage, ['--no-worker'], { AUDIO_ALLOW_PRIVATE_URLS: 'true' });
+    const auth = { authorization: `Bearer ${key}` };
+    const sent = await fetch(`${served.url}/api/v1/send`, {
+      method: 'POST',
+      headers: { ...auth, 'content-type': 'application/json' },
+      body: JSON.stringify({ platform: 'telegram', recipient: '123456789', audio_url: audio.url('/voice.ogg'), session: { bot_token: TELEGRAM_TOKEN } }),
+    });
+    assert.equal(sent.status, 202);
+    const id = ((await sent.json()) as { id: string }).id;
+    const statusOf = async (): Promise<{ status: string; error: unknown }> =>
+      (await (await fetch(`${served.url}/api/v1/status/${id}`, { headers: auth })).json()) as { status: string; error: unknown };
+
+    await new Promise((resolve) => setTimeout(resolve, 1_500));
+    assert.equal((await statusOf()).status, 'queued', 'serve --no-worker delivers nothing');
+    assert.equal(audio.requests.length, 0, 'nor fetches audio');
+
+    const worker = spawnWatched(storage, ['worker'], { AUDIO_ALLOW_PRIVATE_URLS: 'true' });
+    try {
+      await worker.waitFor('stdout', /"voicenote worker started"/);
+      const deadline = Date.now() + 20_000;
+      let last = await statusOf();
+      while (last.status !== 'delivered' && last.status !== 'failed' && Date.now() < deadline) {
+        await new Promise((resolve) => setTimeout(resolve, 100));
+        last = await statusOf();
+      }
+      assert.equal(last.status, 'delivered', `delivered by the worker process: ${JSON.stringify(last)}; worker stderr: ${worker.stderr()}`);
+    } finally {
+      assert.deepEqual(await terminate(worker), { code: 0, signal: null }, `worker exits 0; stderr: ${worker.stderr()}`);
+      assert.deepEqual(await terminate(served), { code: 0, signal: null });
+    }
   });
 });
