@@ -67,7 +67,9 @@ export async function openDb(options: OpenDbOptions): Promise<Db> {
   const file = path.join(options.dataDir, options.sqliteFile ?? 'voicenote.db');
   const database = new SqliteDatabase(file);
   database.pragma('journal_mode = WAL');
-  database.pragma('synchronous = NORMAL');
+  // A 202 is a promise: with FULL, a commit is on disk before the answer goes out, even across a power
+  // cut (NORMAL in WAL mode may lose the last commits). Measured cost in BENCHMARKS.md.
+  database.pragma('synchronous = FULL');
   database.pragma('busy_timeout = 5000');
   database.pragma('foreign_keys = ON');
   const kysely = new Kysely<Database>({ dialect: new SqliteDialect({ database: withStatementCache(database) }) });
