@@ -219,6 +219,17 @@ describe(`Idempotency-Key (${STORAGE_LABEL})`, () => {
     assert.equal(await totalSent(a.testKey), 2);
   });
 
+  it('treats a field sent as null like one left out: the same request, replayed', async () => {
+    const a = await t.createAccount();
+    const key = newKey();
+    const first = await sendWithKey(a.testKey, key, body({ caption: null }));
+    assert.equal(first.statusCode, 202, first.body);
+    const again = await sendWithKey(a.testKey, key, body());
+    assert.equal(again.statusCode, 202, again.body);
+    assert.equal(replayed(again), 'true');
+    assert.equal(again.json().id, first.json().id);
+  });
+
   it('looks the key up before judging the body: a reused key with an invalid body is a 409, not a 422', async () => {
     const a = await t.createAccount();
     const key = newKey();

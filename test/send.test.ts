@@ -124,6 +124,12 @@ describe(`POST /send and GET /status (${STORAGE_LABEL})`, () => {
       assertAccepted(await t.send(account.testKey, body('whatsapp', { duration: 61 })), { platform: 'whatsapp', recipient: '14155550100' });
     });
 
+    it('reads null for duration or caption as "not given", on every platform', async () => {
+      assertAccepted(await t.send(account.testKey, body('telegram', { caption: null, duration: null })), { platform: 'telegram', recipient: '123456789' });
+      assertAccepted(await t.send(account.testKey, body('linkedin', { caption: null, duration: null })), { platform: 'linkedin', recipient: 'jane-smith-a1b2c3' });
+      assertAccepted(await t.send(account.testKey, body('whatsapp', { caption: null })), { platform: 'whatsapp', recipient: '14155550100' });
+    });
+
     it('accepts an audio_url of exactly 2,048 characters', async () => {
       const base = `${t.voiceUrl}?pad=`;
       const url = base + 'a'.repeat(2048 - base.length);

@@ -14,12 +14,13 @@ export interface Outcome {
   replayed?: boolean;
 }
 
-// Key order must not make two equal bodies look different.
+// Key order must not make two equal bodies look different, nor a field sent as null (the API reads
+// null as "not given") differ from one left out.
 function canonicalJson(value: unknown): string {
   if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
   if (value !== null && typeof value === 'object') {
     const entries = Object.entries(value as Record<string, unknown>)
-      .filter(([, v]) => v !== undefined)
+      .filter(([, v]) => v !== undefined && v !== null)
       .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
     return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonicalJson(v)}`).join(',')}}`;
   }

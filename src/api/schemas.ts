@@ -20,8 +20,9 @@ export const SendBody = Type.Object({
   recipient: Type.String({ description: 'Platform-specific recipient identifier' }),
   audio_url: Type.String({ description: 'Public http(s) URL of the audio file' }),
   session: Type.Object({}, { additionalProperties: true, description: 'Platform credentials: li_at + csrf_token, bot_token, or session_id' }),
-  duration: Type.Optional(Type.Number({ description: 'Seconds; detected when omitted' })),
-  caption: Type.Optional(Type.String({ description: 'Telegram only' })),
+  // null means "not given": many clients serialise an unset optional field that way.
+  duration: Type.Optional(Type.Union([Type.Number(), Type.Null()], { description: 'Seconds; detected when omitted or null' })),
+  caption: Type.Optional(Type.Union([Type.String(), Type.Null()], { description: 'Telegram only; null is the same as omitted' })),
 });
 export type SendBody = Static<typeof SendBody>;
 

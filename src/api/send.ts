@@ -43,11 +43,11 @@ export function registerSendRoute(app: FastifyInstance, services: Services): voi
       if ('field' in session) throw fail(session);
       const urlProblem = checkAudioUrl(body.audio_url, { allowPrivate: services.config.audioAllowPrivateUrls });
       if (urlProblem) throw invalidParameter('audio_url', urlProblem);
-      if (body.duration !== undefined) {
+      if (body.duration != null) {
         const durationProblem = checkDuration(platform, body.duration);
         if (durationProblem) throw fail(durationProblem);
       }
-      if (body.caption !== undefined) {
+      if (body.caption != null) {
         const captionProblem = checkCaption(platform, body.caption);
         if (captionProblem) throw fail(captionProblem);
       }

@@ -111,7 +111,7 @@ export function registerWhatsappSessionRoutes(app: FastifyInstance, services: Se
       const caller = request.caller!;
       const id = request.params.session_id;
       // Live sessions are real devices: there is nothing to simulate, and the route does not exist for them.
-      if (caller.env !== 'test') throw notFound(`no route POST ${request.url.split('?')[0]}`);
+      if (caller.env !== 'test') throw new ApiError('not_found', `no route POST ${request.url.split('?')[0]}`);
       const event = request.body.event;
       if (!isSimulatedEvent(event)) throw invalidParameter('event', `event must be one of ${SIMULATED_EVENTS.join(', ')}`);
       try {
