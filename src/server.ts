@@ -1,8 +1,8 @@
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
-import { authenticate } from './api/auth.js';
-import { ApiError, registerErrorHandling, sendError } from './api/errors.js';
+import { authenticate, limitByIp } from './api/auth.js';
+import { ApiError, invalidRequest, registerErrorHandling, sendError } from './api/errors.js';
 import { registerHealthRoutes } from './api/health.js';
 import { ErrorEnvelope } from './api/schemas.js';
 import { ping } from './store/db.js';
@@ -28,6 +28,12 @@ export async function buildServer(services: Services): Promise<Server> {
     loggerInstance: services.logger as FastifyBaseLogger,
     bodyLimit: BODY_LIMIT_BYTES,
     return503OnClosing: false,
+    // `/api/v1/usage/` is the same resource; ids longer than any real one still reach the route (and get a 404 there).
+    routerOptions: { ignoreTrailingSlash: true, maxParamLength: 500 },
+    // Errors the router raises before any route runs (a malformed percent-encoding) get the envelope too.
+    frameworkErrors: (error, _request, reply) => {
+      sendError(reply, error.code === 'FST_ERR_BAD_URL' ? invalidRequest(null, 'the URL is not valid (bad percent-encoding)') : new ApiError('not_found', 'no such route'));
+    },
     // A mistyped field is the caller's error to see, not something to guess around.
     ajv: { customOptions: { coerceTypes: false, removeAdditional: true, allErrors: false } },
   });
@@ -73,7 +79,7 @@ export async function buildServer(services: Services): Promise<Server> {
   });
   await app.register(swaggerUi, { routePrefix: '/docs' });
 
-  app.get(`${API_PREFIX}/openapi.json`, { schema: { hide: true } }, async () => app.swagger());
+  app.get(`${API_PREFIX}/openapi.json`, { schema: { hide: true }, onRequest: limitByIp(services) }, async () => app.swagger());
   registerHealthRoutes(app, services, () => draining);
 
   await app.register(

@@ -148,6 +148,39 @@ describe(`unknown routes (${STORAGE_LABEL})`, () => {
     }
   });
 
+  test('odd URLs still get the envelope: an over-long id is a 404, bad percent-encoding a 400; a trailing slash is the same route', async (t) => {
+    const app = await appFor(t);
+    const account = await app.createAccount();
+    const envelope = (res: { json(): any }, code: string): void => {
+      const body = res.json();
+      assert.deepEqual(Object.keys(body), ['error']);
+      assert.deepEqual(Object.keys(body.error).sort(), ['code', 'details', 'message']);
+      assert.equal(body.error.code, code);
+    };
+    const long = await app.request({ method: 'GET', url: `/api/v1/status/msg_${'a'.repeat(200)}`, key: account.testKey });
+    assert.equal(long.statusCode, 404, long.body);
+    envelope(long, 'not_found');
+    const badSession = await app.request({ method: 'GET', url: `/api/v1/whatsapp/sessions/ws_${'b'.repeat(200)}`, key: account.testKey });
+    assert.equal(badSession.statusCode, 404, badSession.body);
+    envelope(badSession, 'not_found');
+    const badEncoding = await app.request({ method: 'GET', url: '/api/v1/status/%zz', key: account.testKey });
+    assert.equal(badEncoding.statusCode, 400, badEncoding.body);
+    envelope(badEncoding, 'invalid_request');
+    const slash = await app.request({ method: 'GET', url: '/api/v1/usage/', key: account.testKey });
+    assert.equal(slash.statusCode, 200, slash.body);
+    assert.ok('limits' in slash.json());
+  });
+
+  test('the OpenAPI document, which needs no key, carries the rate-limit headers of the caller IP\'s bucket', async (t) => {
+    const app = await appFor(t);
+    const res = await app.request({ method: 'GET', url: '/api/v1/openapi.json' });
+    assert.equal(res.statusCode, 200);
+    assert.equal(res.headers['x-ratelimit-limit'], '300');
+    assert.match(String(res.headers['x-ratelimit-remaining']), /^\d+$/);
+    assert.match(String(res.headers['x-ratelimit-reset']), /^\d+$/);
+    assert.equal(res.headers['x-usage-limit'], undefined, 'no key, no usage headers');
+  });
+
   test('an unknown route under /api/v1 without a key is 401, not a map of the routes', async (t) => {
     const app = await appFor(t);
     const res = await app.request({ method: 'GET', url: '/api/v1/nope' });

@@ -42,6 +42,18 @@ function rateLimited(decision: RateDecision): ApiError {
   );
 }
 
+/** One request without a valid key, from the caller IP's bucket (a brute-force guard): headers set, the 429 when spent. */
+async function drawFromIpBucket(services: Services, request: FastifyRequest, reply: FastifyReply, now: number): Promise<FastifyReply | undefined> {
+  const decision = await services.rateLimiter.consume('ip', request.ip, UNAUTHENTICATED_REQUESTS_PER_MINUTE, now);
+  reply.headers(rateHeaders(decision));
+  return decision.allowed ? undefined : sendError(reply, rateLimited(decision));
+}
+
+/** For /api/v1 routes that need no key (the OpenAPI document): limited and labelled like any keyless request. */
+export function limitByIp(services: Services) {
+  return (request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply | undefined> => drawFromIpBucket(services, request, reply, Date.now());
+}
+
 /**
  * The gate in front of every /api/v1 route: resolves the key, draws from the right rate-limit bucket
  * and puts the five limit headers on the reply, whatever the answer turns out to be.
@@ -56,9 +68,8 @@ export function authenticate(services: Services) {
     const found = match ? await authenticateSecret(services.db.kysely, match[1]!, now) : undefined;
 
     if (!found) {
-      const decision = await services.rateLimiter.consume('ip', request.ip, UNAUTHENTICATED_REQUESTS_PER_MINUTE, now);
-      reply.headers(rateHeaders(decision));
-      if (!decision.allowed) return sendError(reply, rateLimited(decision));
+      const limited = await drawFromIpBucket(services, request, reply, now);
+      if (limited) return limited;
       const message = match ? 'invalid, revoked or expired API key' : 'missing API key: send Authorization: Bearer <API_KEY>';
       return sendError(reply, new ApiError('unauthorized', message));
     }
