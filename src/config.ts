@@ -1,3 +1,4 @@
+import fs from 'node:fs';
 import path from 'node:path';
 
 /** Everything the service reads from its environment, typed and validated once at start-up. */
@@ -66,6 +67,24 @@ function httpRoot(env: Env, name: string, fallback: string): string {
   return raw.replace(/\/+$/, '');
 }
 
+// A transcoder that is not there would fail every delivery for an hour of retries: refuse it at start.
+function executable(env: Env, name: string): string | undefined {
+  const raw = text(env, name);
+  if (raw === undefined) return undefined;
+  // A bare name ("ffmpeg") is looked up on PATH, as a shell would.
+  const candidates = raw.includes('/') ? [raw] : (env.PATH ?? '').split(path.delimiter).filter(Boolean).map((dir) => path.join(dir, raw));
+  const found = candidates.find((candidate) => {
+    try {
+      fs.accessSync(candidate, fs.constants.X_OK);
+      return fs.statSync(candidate).isFile();
+    } catch {
+      return false;
+    }
+  });
+  if (found === undefined) throw new ConfigError(name, `not an executable file: "${raw}"`);
+  return raw;
+}
+
 /** Accepts 32 bytes written as 64 hex characters or as base64. */
 export function parseSecretKey(raw: string, name = 'SECRET_KEY'): Buffer {
   const value = raw.trim();
@@ -104,7 +123,7 @@ export function loadConfig(env: Env = process.env): Config {
     telegramApiRoot: httpRoot(env, 'TELEGRAM_API_ROOT', 'https://api.telegram.org'),
     linkedinApiRoot: httpRoot(env, 'LINKEDIN_API_ROOT', 'https://www.linkedin.com'),
     audioAllowPrivateUrls: boolean(env, 'AUDIO_ALLOW_PRIVATE_URLS', false),
-    ffmpegPath: text(env, 'FFMPEG_PATH'),
+    ffmpegPath: executable(env, 'FFMPEG_PATH'),
     logLevel,
     sandboxLatencyMs: integer(env, 'SANDBOX_LATENCY_MS', 300, 0, 600_000),
     sandboxAutoScanSeconds: integer(env, 'SANDBOX_AUTO_SCAN_SECONDS', 3, 0, 86_400),

@@ -48,7 +48,7 @@ describe('loadConfig: values are read and typed', () => {
       TELEGRAM_API_ROOT: 'http://127.0.0.1:8081/',
       LINKEDIN_API_ROOT: 'https://linkedin.example',
       AUDIO_ALLOW_PRIVATE_URLS: 'true',
-      FFMPEG_PATH: '/opt/ffmpeg/bin/ffmpeg',
+      FFMPEG_PATH: process.execPath,
       LOG_LEVEL: 'debug',
       SANDBOX_LATENCY_MS: '0',
       SANDBOX_AUTO_SCAN_SECONDS: '0',
@@ -62,7 +62,7 @@ describe('loadConfig: values are read and typed', () => {
     assert.equal(config.telegramApiRoot, 'http://127.0.0.1:8081', 'a trailing slash is dropped so paths can be appended');
     assert.equal(config.linkedinApiRoot, 'https://linkedin.example');
     assert.equal(config.audioAllowPrivateUrls, true);
-    assert.equal(config.ffmpegPath, '/opt/ffmpeg/bin/ffmpeg');
+    assert.equal(config.ffmpegPath, process.execPath);
     assert.equal(config.logLevel, 'debug');
     assert.equal(config.sandboxLatencyMs, 0);
     assert.equal(config.sandboxAutoScanSeconds, 0, '0 turns sandbox auto-scan off');
@@ -102,6 +102,8 @@ const BAD_VALUES: Array<{ env: Record<string, string>; variable: string }> = [
   { env: { TELEGRAM_API_ROOT: 'not a url' }, variable: 'TELEGRAM_API_ROOT' },
   { env: { LINKEDIN_API_ROOT: 'file:///etc/passwd' }, variable: 'LINKEDIN_API_ROOT' },
   { env: { DATABASE_URL: 'postgres://db/voicenote' }, variable: 'SECRET_KEY' },
+  { env: { FFMPEG_PATH: '/nonexistent/ffmpeg' }, variable: 'FFMPEG_PATH' },
+  { env: { FFMPEG_PATH: '/tmp' }, variable: 'FFMPEG_PATH' },
 ];
 
 describe('loadConfig: a bad value is one line naming the variable', () => {
