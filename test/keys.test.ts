@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { createHash, randomBytes } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { after, before, describe, it } from 'node:test';
+import { bootstrapOwner } from '../src/admin/accounts.js';
 import { newMessageId, newWhatsappSessionId } from '../src/core/ids.js';
 import { findKey, issueKey, revokeKey, rollKey } from '../src/store/keys.js';
 import {
@@ -324,6 +325,22 @@ describe(`API keys: stored hashed (${STORAGE_LABEL})`, () => {
       assert.ok(row, 'the key is found by its SHA-256');
       assert.ok(secret.startsWith(row.prefix), `prefix ${row.prefix} is the start of the key`);
       assert.ok(row.prefix.length <= 12, `prefix ${row.prefix} is short`);
+    }
+  });
+});
+
+describe(`the owner account (${STORAGE_LABEL})`, () => {
+  it('is created once even when several processes start at the same moment on an empty database', async () => {
+    const t = await startTestApp({ worker: false });
+    try {
+      const db = t.app.services.db.kysely;
+      const results = await Promise.all([bootstrapOwner(db), bootstrapOwner(db), bootstrapOwner(db)]);
+      assert.equal(results.filter((r) => r !== undefined).length, 1, 'exactly one start prints owner keys');
+      const owners = await db.selectFrom('accounts').select('id').where('is_owner', '=', 1).execute();
+      assert.equal(owners.length, 1);
+      assert.equal(await bootstrapOwner(db), undefined, 'a later start creates nothing');
+    } finally {
+      await t.close();
     }
   });
 });

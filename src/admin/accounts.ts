@@ -30,6 +30,12 @@ export async function createAccountWithKeys(
 export async function bootstrapOwner(db: Kysely<Database>): Promise<CreatedAccount | undefined> {
   if ((await countAccounts(db)) > 0) return undefined;
   const password = randomBytes(12).toString('base64url');
-  const created = await createAccountWithKeys(db, { name: 'owner', email: 'owner@localhost', plan: 'scale', password, isOwner: true });
-  return { ...created, generatedPassword: password };
+  try {
+    const created = await createAccountWithKeys(db, { name: 'owner', email: 'owner@localhost', plan: 'scale', password, isOwner: true });
+    return { ...created, generatedPassword: password };
+  } catch (error) {
+    // Another process created the owner between our count and our insert (the one-owner index said no).
+    if ((await countAccounts(db)) > 0) return undefined;
+    throw error;
+  }
 }

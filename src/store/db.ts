@@ -7,6 +7,7 @@ import type { Database } from './schema.js';
 import * as initial from './migrations/001_initial.js';
 import * as whatsappKeys from './migrations/002_whatsapp_keys.js';
 import * as messageRoute from './migrations/003_message_route.js';
+import * as oneOwner from './migrations/004_one_owner.js';
 
 export type Dialect = 'sqlite' | 'postgres';
 
@@ -80,6 +81,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '001_initial': initial,
   '002_whatsapp_keys': whatsappKeys,
   '003_message_route': messageRoute,
+  '004_one_owner': oneOwner,
 };
 
 const provider: MigrationProvider = { getMigrations: async () => MIGRATIONS };
