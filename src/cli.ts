@@ -38,10 +38,14 @@ function parsePositiveInt(value: string): number {
 }
 
 const DURATION_UNITS: Record<string, number> = { s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 };
+const MAX_GRACE_MS = 365 * 86_400_000;
 function parseDuration(value: string): number {
   const match = /^(\d+)([smhd])$/.exec(value.trim());
   if (!match) throw new InvalidArgumentError('expected a duration such as 30m, 24h or 7d');
-  return Number(match[1]) * DURATION_UNITS[match[2]!]!;
+  const ms = Number(match[1]) * DURATION_UNITS[match[2]!]!;
+  // A grace period is for switching callers over, not for keeping an old key alive for ever.
+  if (ms < 1_000 || ms > MAX_GRACE_MS) throw new InvalidArgumentError('must be between 1s and 365d');
+  return ms;
 }
 
 function printCreatedAccount(created: CreatedAccount, asJson: boolean): void {
@@ -178,11 +182,8 @@ export function buildProgram(): Command {
     .action(async (accountId: string, options: { plan: PlanName; rateLimit?: number; quota?: number; json?: boolean }) => {
       const account = await withDb(config(), async (db) => {
         if (!(await findAccount(db.kysely, accountId))) throw new CliError(`no account ${accountId}`);
-        return updatePlan(db.kysely, accountId, {
-          plan: options.plan,
-          ...(options.rateLimit !== undefined ? { rateLimit: options.rateLimit } : {}),
-          ...(options.quota !== undefined ? { quota: options.quota } : {}),
-        });
+        // The plan's own limits apply unless this command sets others: a plan change never keeps stale overrides.
+        return updatePlan(db.kysely, accountId, { plan: options.plan, rateLimit: options.rateLimit ?? null, quota: options.quota ?? null });
       });
       if (!account) throw new CliError(`no account ${accountId}`);
       if (options.json) json({ account_id: account.id, plan: account.plan, rate_limit: account.rate_limit, quota: account.quota });

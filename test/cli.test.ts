@@ -305,6 +305,7 @@ describe(`voicenote accounts / keys / migrate (${STORAGE_LABEL})`, () => {
       assert.match(await fails(['accounts', 'set-plan', accountId, '--plan', 'growth', '--rate-limit', '0'], env), /rate-limit/);
       assert.match(await fails(['accounts', 'set-plan', accountId, '--plan', 'growth', '--quota', 'lots'], env), /quota/);
       assert.match(await fails(['keys', 'roll', extraKey.id, '--expires-in', 'tomorrow'], env), /expires-in/);
+      assert.match(await fails(['keys', 'roll', extraKey.id, '--expires-in', '99999999999d'], env), /expires-in/);
     });
     test('a missing --name', async () => {
       assert.match(await fails(['accounts', 'create', '--json'], env), /name/);
@@ -320,6 +321,20 @@ describe(`voicenote accounts / keys / migrate (${STORAGE_LABEL})`, () => {
     assert.equal(listed.keys.length, 6, 'four keys plus the two roll successors');
     const extra = listed.keys.find((k: any) => k.id === extraKey.id);
     assert.equal(extra.expires_at, null, 'the failed roll did not touch the key');
+  });
+
+  test('set-plan without --rate-limit or --quota puts the account back on the plan\'s own limits', async () => {
+    await ok(['accounts', 'set-plan', accountId, '--plan', 'growth'], env);
+    const app = await startTestApp({ worker: false, reuse: storage.reuse });
+    try {
+      const res = await app.request({ method: 'GET', url: '/api/v1/usage', key: testKey.secret });
+      assert.equal(res.statusCode, 200, res.body);
+      assert.equal(res.json().plan, 'growth');
+      assert.equal(res.json().limits.rate_limit_per_minute, 500, 'no stale override of 7');
+      assert.equal(res.json().limits.monthly_quota, 2000, 'no stale override of 9');
+    } finally {
+      await app.close();
+    }
   });
 });
 
