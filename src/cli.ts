@@ -75,6 +75,15 @@ const keyView = (key: KeyRow) => ({
   last_used_at: key.last_used_at === null ? null : iso(key.last_used_at),
 });
 
+const messageOf = (error: unknown): string => (error instanceof Error ? error.message : String(error));
+
+/** Storage that cannot be opened at start-up, said in terms of the variable that chose it. */
+function storageFailure(cfg: Config, error: unknown): CliError {
+  return cfg.databaseUrl
+    ? new CliError(`DATABASE_URL: cannot open the database: ${messageOf(error)}`)
+    : new CliError(`DATA_DIR: cannot open the database in ${cfg.dataDir}: ${messageOf(error)}`);
+}
+
 function onSignals(stop: () => Promise<void>): void {
   let stopping = false;
   const handler = (signal: string): void => {
@@ -113,15 +122,24 @@ export function buildProgram(): Command {
       const cfg = config();
       const logger = createLogger(cfg.logLevel);
       const { createApp } = await import('./app.js');
-      const app = await createApp(cfg, { worker: options.worker, logger });
+      const app = await createApp(cfg, { worker: options.worker, logger }).catch((error: unknown) => {
+        throw storageFailure(cfg, error);
+      });
+      onSignals(() => app.close());
+      let address: string;
+      try {
+        address = await app.server.app.listen({ port: cfg.port, host: cfg.host });
+      } catch (error) {
+        await app.close().catch(() => undefined);
+        throw new CliError(`PORT/HOST: cannot listen on ${cfg.host}:${cfg.port}: ${messageOf(error)}`);
+      }
+      // Only once the service is up: keys printed by a start that then failed would never be shown again.
       const owner = await bootstrapOwner(app.services.db.kysely);
       if (owner) {
         out('First start: created the owner account. These are shown once:');
         printCreatedAccount(owner, false);
         out(`dashboard login  ${owner.account.email}  password ${owner.generatedPassword}`);
       }
-      onSignals(() => app.close());
-      const address = await app.server.app.listen({ port: cfg.port, host: cfg.host });
       logger.info({ address, worker: options.worker, storage: app.services.db.dialect }, 'voicenote is listening');
     });
 
@@ -131,7 +149,9 @@ export function buildProgram(): Command {
     .action(async () => {
       const cfg = config();
       const { openServices, startWorker } = await import('./app.js');
-      const opened = await openServices(cfg, { logger: createLogger(cfg.logLevel) });
+      const opened = await openServices(cfg, { logger: createLogger(cfg.logLevel) }).catch((error: unknown) => {
+        throw storageFailure(cfg, error);
+      });
       const running = startWorker(opened.services);
       opened.attachWorker(running.worker);
       opened.services.logger.info({ storage: opened.services.db.dialect }, 'voicenote worker started');

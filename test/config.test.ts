@@ -4,6 +4,8 @@ import { mkdtemp, readdir, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
+import { createServer, type Server } from 'node:net';
+import type { AddressInfo } from 'node:net';
 import { ConfigError, loadConfig } from '../src/config.js';
 import { CONFIG_VARIABLES, runCli } from './fixtures/cli-process.js';
 
@@ -149,6 +151,39 @@ describe('the process refuses to start on a bad value', () => {
       assert.doesNotMatch(run.stdout, /listening/, 'never started listening');
       // Nothing was created on disk: start-up stopped before storage was touched.
       assert.deepEqual(await readdir(dataDir), []);
+    });
+  }
+
+  // Values that parse but do not work: found while starting, still said in terms of the variable, and no owner keys
+  // are printed by a start that did not come up (they would never be shown again).
+  const unusable: Array<{ label: string; env: () => Record<string, string>; variable: RegExp }> = [
+    { label: 'DATA_DIR under a file', env: () => ({ DATA_DIR: '/dev/null/voicenote' }), variable: /\bDATA_DIR\b/ },
+    {
+      label: 'an unreachable DATABASE_URL',
+      env: () => ({ DATA_DIR: dataDir, DATABASE_URL: 'postgres://127.0.0.1:1/none', SECRET_KEY: randomBytes(32).toString('base64') }),
+      variable: /\bDATABASE_URL\b/,
+    },
+    { label: 'a port that is taken', env: () => ({ DATA_DIR: dataDir, PORT: String(takenPort) }), variable: /\bPORT\b/ },
+  ];
+  let takenPort = 0;
+  let blocker: Server | undefined;
+  before(async () => {
+    blocker = createServer();
+    await new Promise<void>((resolve) => blocker!.listen(0, '127.0.0.1', resolve));
+    takenPort = (blocker.address() as AddressInfo).port;
+  });
+  after(async () => {
+    await new Promise((resolve) => blocker?.close(resolve));
+  });
+  for (const { label, env, variable } of unusable) {
+    test(`serve with ${label} exits non-zero with one stderr line naming the variable, printing no keys`, async () => {
+      const run = await runCli(['serve'], { PORT: '0', HOST: '127.0.0.1', ...env() });
+      assert.notEqual(run.code, 0);
+      assert.notEqual(run.code, null, 'exited by itself');
+      const lines = run.stderr.split('\n').filter((line) => line !== '');
+      assert.equal(lines.length, 1, `exactly one stderr line, got: ${run.stderr}`);
+      assert.match(lines[0]!, variable);
+      assert.doesNotMatch(run.stdout, /sk_(test|live)_|First start/);
     });
   }
 });
