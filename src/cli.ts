@@ -37,6 +37,21 @@ function parsePositiveInt(value: string): number {
   return Number(value);
 }
 
+function parseName(value: string): string {
+  if (value.trim() === '') throw new InvalidArgumentError('must not be empty');
+  return value.trim();
+}
+
+function parseEmail(value: string): string {
+  if (!/^[^\s@]+@[^\s@]+$/.test(value)) throw new InvalidArgumentError('must be an email address');
+  return value;
+}
+
+function parsePassword(value: string): string {
+  if (value.length < 8) throw new InvalidArgumentError('must be at least 8 characters');
+  return value;
+}
+
 const DURATION_UNITS: Record<string, number> = { s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 };
 const MAX_GRACE_MS = 365 * 86_400_000;
 function parseDuration(value: string): number {
@@ -181,10 +196,10 @@ export function buildProgram(): Command {
   accounts
     .command('create')
     .description('create an account with one sandbox and one live key')
-    .requiredOption('--name <name>', 'account name')
-    .option('--email <email>', 'contact and dashboard login')
+    .addOption(new Option('--name <name>', 'account name').argParser(parseName).makeOptionMandatory())
+    .addOption(new Option('--email <email>', 'contact and dashboard login').argParser(parseEmail))
     .addOption(new Option('--plan <plan>', 'starter, growth, scale or enterprise').argParser(parsePlan).default('starter'))
-    .option('--password <password>', 'dashboard password')
+    .addOption(new Option('--password <password>', 'dashboard password, at least 8 characters').argParser(parsePassword))
     .option('--json', 'print one JSON object')
     .action(async (options: { name: string; email?: string; plan: PlanName; password?: string; json?: boolean }) => {
       const created = await withDb(config(), (db) =>

@@ -309,6 +309,9 @@ describe(`voicenote accounts / keys / migrate (${STORAGE_LABEL})`, () => {
     });
     test('a missing --name', async () => {
       assert.match(await fails(['accounts', 'create', '--json'], env), /name/);
+      assert.match(await fails(['accounts', 'create', '--name', '', '--json'], env), /name/);
+      assert.match(await fails(['accounts', 'create', '--name', 'A', '--email', 'not-an-email'], env), /email/);
+      assert.match(await fails(['accounts', 'create', '--name', 'A', '--password', 'short'], env), /password/);
     });
     test('an unknown command, even a near miss', async () => {
       assert.match(await fails(['bogus'], env), /bogus/);
