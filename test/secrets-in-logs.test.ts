@@ -10,6 +10,7 @@ import { createLogger } from '../src/logger.js';
 import type { AuthState, KeyData, WhatsappSocketFactory } from '../src/platforms/whatsapp/socket.js';
 import {
   closeSharedAudio,
+  FAST_WHATSAPP,
   STORAGE_LABEL,
   startTestApp,
   TEST_REDIS_URL,
@@ -211,17 +212,7 @@ describe(`no secret in logs or in plain text at rest (${STORAGE_LABEL})`, () => 
       redisKeyPrefix,
       linkedinPace: { minMs: 30, maxMs: 60 },
       whatsappSocketFactory: factory,
-      whatsappLive: {
-        sendGapMs: 20,
-        sendJitterMs: 20,
-        leaseMs: 1_500,
-        renewMs: 300,
-        takeoverScanMs: 200,
-        reconnectFirstDelayMs: 50,
-        qrWaitMs: 3_000,
-        connectWaitMs: 3_000,
-        logoutTimeoutMs: 2_000,
-      },
+      whatsappLive: FAST_WHATSAPP,
     });
     const db = t.app.services.db.kysely;
 

@@ -2,9 +2,10 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import jsQRModule from 'jsqr';
 import { PNG } from 'pngjs';
-import type { Acquired, LiveTuning } from '../src/platforms/whatsapp/live.js';
+import type { Acquired } from '../src/platforms/whatsapp/live.js';
 import {
   closeSharedAudio,
+  FAST_WHATSAPP,
   startTestApp,
   STORAGE_LABEL,
   withRestartableStorage,
@@ -26,18 +27,7 @@ const jsQR = ((jsQRModule as unknown as { default?: typeof jsQRModule }).default
   height: number,
 ) => { data: string } | null;
 
-// Fast timings: pacing, leases and scans in tens or hundreds of milliseconds instead of seconds.
-const FAST: LiveTuning = {
-  sendGapMs: 20,
-  sendJitterMs: 20,
-  leaseMs: 1_500,
-  renewMs: 300,
-  takeoverScanMs: 200,
-  reconnectFirstDelayMs: 50,
-  qrWaitMs: 3_000,
-  connectWaitMs: 3_000,
-  logoutTimeoutMs: 2_000,
-};
+const FAST = FAST_WHATSAPP;
 
 function liveApp(world: FakeWhatsapp, instance: string, extra: TestAppOptions = {}): Promise<TestApp> {
   return startTestApp({
