@@ -13,6 +13,7 @@ import {
   withRestartableStorage,
   type TestAccount,
   type TestApp,
+  connectedSandboxSession,
 } from './fixtures/app-harness.js';
 
 /**
@@ -40,17 +41,6 @@ async function status(t: TestApp, key: string, id: string): Promise<any> {
   const res = await t.request({ method: 'GET', url: `/api/v1/status/${id}`, key });
   assert.equal(res.statusCode, 200, res.body);
   return res.json();
-}
-
-/** A connected sandbox WhatsApp session of the key's account. */
-async function connectedWhatsappSession(t: TestApp, key: string): Promise<string> {
-  const created = await t.request({ method: 'POST', url: '/api/v1/whatsapp/sessions', key });
-  assert.equal(created.statusCode, 201, created.body);
-  const id = created.json().session_id as string;
-  const scanned = await t.request({ method: 'POST', url: `/api/v1/whatsapp/sessions/${id}/simulate`, key, body: { event: 'scan' } });
-  assert.equal(scanned.statusCode, 200, scanned.body);
-  assert.equal(scanned.json().status, 'connected');
-  return id;
 }
 
 async function credentialsOf(t: TestApp, id: string): Promise<string | null> {
@@ -84,7 +74,7 @@ describe(`sandbox outcomes (${STORAGE_LABEL})`, () => {
   before(async () => {
     t = await startTestApp();
     account = await t.createAccount({ rateLimit: 10_000, quota: 10_000 });
-    whatsappSession = await connectedWhatsappSession(t, account.testKey);
+    whatsappSession = await connectedSandboxSession(t, account.testKey);
   });
 
   after(async () => {
@@ -204,13 +194,13 @@ describe(`the worker (${STORAGE_LABEL})`, () => {
       let orphan: string;
       try {
         account = await first.createAccount();
-        const session = await connectedWhatsappSession(first, account.testKey);
+        const session = await connectedSandboxSession(first, account.testKey);
         ids.push(await accepted(first, account.testKey, defaultSendBody('telegram', first.voiceUrl)));
         ids.push(await accepted(first, account.testKey, defaultSendBody('linkedin', first.mp3Url)));
         ids.push(await accepted(first, account.testKey, defaultSendBody('whatsapp', first.voiceUrl, session)));
         failing = await accepted(first, account.testKey, { ...defaultSendBody('telegram', first.voiceUrl), recipient: '10000000002' });
         // A WhatsApp session that disconnects between acceptance and delivery fails its message.
-        const dropped = await connectedWhatsappSession(first, account.testKey);
+        const dropped = await connectedSandboxSession(first, account.testKey);
         orphan = await accepted(first, account.testKey, defaultSendBody('whatsapp', first.voiceUrl, dropped));
         const res = await first.request({ method: 'POST', url: `/api/v1/whatsapp/sessions/${dropped}/simulate`, key: account.testKey, body: { event: 'disconnect' } });
         assert.equal(res.statusCode, 200, res.body);

@@ -2,7 +2,15 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import { updatePlan } from '../src/store/accounts.js';
-import { STORAGE_LABEL, closeSharedAudio, defaultSendBody, startTestApp, type InjectResult, type TestApp } from './fixtures/app-harness.js';
+import {
+  STORAGE_LABEL,
+  closeSharedAudio,
+  defaultSendBody,
+  startTestApp,
+  type InjectResult,
+  type TestApp,
+  connectedSandboxSession,
+} from './fixtures/app-harness.js';
 
 const HOUR_MS = 60 * 60 * 1000;
 
@@ -239,10 +247,7 @@ describe(`Idempotency-Key (${STORAGE_LABEL})`, () => {
 
   it('replays an accepted WhatsApp send even after its session has disconnected', async () => {
     const a = await t.createAccount();
-    const created = await createSession(a.testKey);
-    const sessionId = created.json().session_id as string;
-    const scan = await t.request({ method: 'POST', url: `/api/v1/whatsapp/sessions/${sessionId}/simulate`, key: a.testKey, body: { event: 'scan' } });
-    assert.equal(scan.statusCode, 200, scan.body);
+    const sessionId = await connectedSandboxSession(t, a.testKey);
     const payload = defaultSendBody('whatsapp', t.voiceUrl, sessionId);
     const key = newKey();
     const first = await sendWithKey(a.testKey, key, payload);

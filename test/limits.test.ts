@@ -10,6 +10,7 @@ import {
   withRestartableStorage,
   type InjectResult,
   type TestApp,
+  assertErrorEnvelope,
 } from './fixtures/app-harness.js';
 
 // PRODUCT.md, "Plans and limits": per-key send bucket by plan, a read bucket of 1,000, a per-IP bucket
@@ -45,18 +46,6 @@ function assertUsageHeaders(res: InjectResult, limit: number, remaining?: number
   assert.equal(intHeader(res, 'X-Usage-Limit'), limit, `X-Usage-Limit (status ${res.statusCode})`);
   const left = intHeader(res, 'X-Usage-Remaining');
   if (remaining !== undefined) assert.equal(left, remaining, `X-Usage-Remaining (status ${res.statusCode})`);
-}
-
-function assertErrorEnvelope(res: InjectResult, status: number, code: string): { code: string; message: string; details: any } {
-  assert.equal(res.statusCode, status, res.body);
-  assert.match(String(res.headers['content-type']), /^application\/json/);
-  const body = res.json();
-  assert.deepEqual(Object.keys(body), ['error']);
-  assert.deepEqual(Object.keys(body.error).sort(), ['code', 'details', 'message']);
-  assert.equal(body.error.code, code);
-  assert.equal(typeof body.error.message, 'string');
-  assert.ok(body.error.message.length > 0);
-  return body.error;
 }
 
 function assertRateLimited(res: InjectResult, limit: number): void {

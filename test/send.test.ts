@@ -10,6 +10,7 @@ import {
   type InjectResult,
   type TestAccount,
   type TestApp,
+  assertErrorEnvelope,
 } from './fixtures/app-harness.js';
 
 /**
@@ -25,20 +26,12 @@ const STATUS_FIELDS = ['created_at', 'delivered_at', 'error', 'id', 'platform', 
 
 /** Asserts the PRODUCT.md error envelope, its status and code, and (when given) details.field. */
 function assertError(res: InjectResult, status: number, code: string, field?: string | null): Record<string, any> {
-  assert.equal(res.statusCode, status, `expected ${status} ${code}, got ${res.statusCode}: ${res.body}`);
-  assert.match(String(res.headers['content-type']), /^application\/json/);
-  const body = res.json();
-  assert.deepEqual(Object.keys(body), ['error']);
-  assert.deepEqual(Object.keys(body.error).sort(), ['code', 'details', 'message']);
-  assert.equal(body.error.code, code, res.body);
-  assert.equal(typeof body.error.message, 'string');
-  assert.ok(body.error.message.length > 0);
-  assert.ok(body.error.details === null || (typeof body.error.details === 'object' && !Array.isArray(body.error.details)));
+  const error = assertErrorEnvelope(res, status, code);
   if (field !== undefined) {
-    if (field === null) assert.ok(body.error.details === null || body.error.details.field === undefined, res.body);
-    else assert.equal(body.error.details?.field, field, res.body);
+    if (field === null) assert.ok(error.details === null || error.details.field === undefined, res.body);
+    else assert.equal(error.details?.field, field, res.body);
   }
-  return body.error;
+  return error;
 }
 
 function assertAccepted(res: InjectResult, expected: { platform: string; recipient: string }): Record<string, any> {

@@ -9,6 +9,7 @@ import {
   startTestApp,
   type InjectResult,
   type TestApp,
+  connectedSandboxSession,
 } from './fixtures/app-harness.js';
 
 const DAY_MS = 24 * 60 * 60 * 1000;
@@ -169,16 +170,6 @@ describe(`usage and quotas over HTTP (${STORAGE_LABEL})`, () => {
     return body;
   }
 
-  async function connectedWhatsappSession(key: string): Promise<string> {
-    const created = await t.request({ method: 'POST', url: '/api/v1/whatsapp/sessions', key });
-    assert.equal(created.statusCode, 201, created.body);
-    const id = created.json().session_id as string;
-    const scanned = await t.request({ method: 'POST', url: `/api/v1/whatsapp/sessions/${id}/simulate`, key, body: { event: 'scan' } });
-    assert.equal(scanned.statusCode, 200, scanned.body);
-    assert.equal(scanned.json().status, 'connected');
-    return id;
-  }
-
   it('reports the exact shape, all three platforms with zeros, for a new account', async () => {
     const before = Date.now();
     const a = await t.createAccount();
@@ -217,7 +208,7 @@ describe(`usage and quotas over HTTP (${STORAGE_LABEL})`, () => {
 
   it('counts accepted sends by platform, and X-Usage-Remaining goes down with each', async () => {
     const a = await t.createAccount({ plan: 'growth' });
-    const sessionId = await connectedWhatsappSession(a.testKey);
+    const sessionId = await connectedSandboxSession(t, a.testKey);
     const remaining: number[] = [];
     for (const platform of ['telegram', 'linkedin', 'telegram', 'whatsapp']) {
       const res = await t.send(a.testKey, defaultSendBody(platform, t.voiceUrl, sessionId));

@@ -13,6 +13,7 @@ import {
   type TestAccount,
   type TestApp,
   type TestAppOptions,
+  assertErrorEnvelope,
 } from './fixtures/app-harness.js';
 import { eventually, FakeWhatsapp } from './fakes/whatsapp-socket.js';
 
@@ -35,16 +36,6 @@ function liveApp(world: FakeWhatsapp, instance: string, extra: TestAppOptions = 
     whatsappSocketFactory: world.factory(instance),
     whatsappLive: { ...FAST, ...extra.whatsappLive },
   });
-}
-
-function assertError(res: InjectResult, status: number, code: string): { code: string; message: string; details: Record<string, unknown> | null } {
-  assert.equal(res.statusCode, status, res.body);
-  const body = res.json();
-  assert.deepEqual(Object.keys(body), ['error']);
-  assert.deepEqual(Object.keys(body.error).sort(), ['code', 'details', 'message']);
-  assert.equal(body.error.code, code);
-  assert.ok(typeof body.error.message === 'string' && body.error.message.length > 0);
-  return body.error;
 }
 
 /** The text inside a PNG data URI QR code. */
@@ -163,7 +154,7 @@ describe(`WhatsApp live sessions: linking and delivery (${STORAGE_LABEL})`, () =
 
     const got = (await getSession(t, a.liveKey, sessionId)).json();
     assert.deepEqual(got, { session_id: sessionId, status: 'qr_pending', phone_number: null, created_at: got.created_at, last_connected_at: null });
-    assertError(await getSession(t, a.testKey, sessionId), 404, 'not_found');
+    assertErrorEnvelope(await getSession(t, a.testKey, sessionId), 404, 'not_found');
   });
 
   it('scan → WhatsApp restarts the connection (515) → the service reconnects with the saved creds → connected with the phone number', async () => {
@@ -276,7 +267,7 @@ describe(`WhatsApp live sessions: linking and delivery (${STORAGE_LABEL})`, () =
       return rows.authState === null && rows.keys.length === 0;
     }, 'the creds of a logged-out device to be erased');
     const res = await t.send(a.liveKey, { platform: 'whatsapp', recipient: RECIPIENT, audio_url: t.voiceUrl, session: { session_id: other } });
-    const error = assertError(res, 422, 'session_not_connected');
+    const error = assertErrorEnvelope(res, 422, 'session_not_connected');
     assert.equal(error.details?.status, 'disconnected');
     assert.equal(world.socketsOf(other).filter((s) => !s.ended).length, 0, 'no socket left open');
   });
@@ -291,8 +282,8 @@ describe(`WhatsApp live sessions: linking and delivery (${STORAGE_LABEL})`, () =
     const rows = await authRows(t, other);
     assert.equal(rows.authState, undefined, 'no session row');
     assert.deepEqual(rows.keys, [], 'no key rows');
-    assertError(await getSession(t, a.liveKey, other), 404, 'not_found');
-    assertError(await deleteSession(t, a.liveKey, other), 404, 'not_found');
+    assertErrorEnvelope(await getSession(t, a.liveKey, other), 404, 'not_found');
+    assertErrorEnvelope(await deleteSession(t, a.liveKey, other), 404, 'not_found');
     assert.ok(!(await listSessions(t, a.liveKey)).json().sessions.some((s: { id: string }) => s.id === other));
   });
 
@@ -331,7 +322,7 @@ describe(`WhatsApp live sessions: no QR code, QR expiry (${STORAGE_LABEL})`, () 
     world.qrMode = 'silent';
     try {
       const res = await t.request({ method: 'POST', url: `${API}/whatsapp/sessions`, key: a.liveKey });
-      const error = assertError(res, 502, 'platform_error');
+      const error = assertErrorEnvelope(res, 502, 'platform_error');
       assert.equal(error.details, null);
       assert.deepEqual((await listSessions(t, a.liveKey)).json(), { sessions: [] });
       assert.ok(world.sockets.every((s) => s.ended), 'the socket was closed');
@@ -346,7 +337,7 @@ describe(`WhatsApp live sessions: no QR code, QR expiry (${STORAGE_LABEL})`, () 
     world.qrMode = 'fail';
     try {
       const started = Date.now();
-      assertError(await t.request({ method: 'POST', url: `${API}/whatsapp/sessions`, key: a.liveKey }), 502, 'platform_error');
+      assertErrorEnvelope(await t.request({ method: 'POST', url: `${API}/whatsapp/sessions`, key: a.liveKey }), 502, 'platform_error');
       assert.ok(Date.now() - started < 400, 'no waiting for the QR deadline when the connection failed');
       assert.deepEqual((await listSessions(t, a.liveKey)).json(), { sessions: [] });
     } finally {
@@ -364,7 +355,7 @@ describe(`WhatsApp live sessions: no QR code, QR expiry (${STORAGE_LABEL})`, () 
     assert.equal(rows.authState, null);
     assert.deepEqual(rows.keys, []);
     const res = await t.send(a.liveKey, { platform: 'whatsapp', recipient: RECIPIENT, audio_url: t.voiceUrl, session: { session_id } });
-    assert.equal(assertError(res, 422, 'session_not_connected').details?.status, 'qr_expired');
+    assert.equal(assertErrorEnvelope(res, 422, 'session_not_connected').details?.status, 'qr_expired');
   });
 });
 
@@ -388,7 +379,7 @@ describe(`WhatsApp live sessions: a connection that cannot be restored (${STORAG
     assert.equal(got.phone_number, LINKED_PHONE);
     assert.equal(world.socketsOf(id).length, 2 + 3, 'the pairing socket, the open one, then three reconnects');
     assert.deepEqual(await authRows(t, id), { authState: null, keys: [] });
-    assertError(
+    assertErrorEnvelope(
       await t.send(liveKey, { platform: 'whatsapp', recipient: RECIPIENT, audio_url: t.voiceUrl, session: { session_id: id } }),
       422,
       'session_not_connected',

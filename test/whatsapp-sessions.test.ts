@@ -13,6 +13,7 @@ import {
   type TestAccount,
   type TestApp,
   unreachableWhatsapp,
+  assertErrorEnvelope,
 } from './fixtures/app-harness.js';
 
 const API = '/api/v1';
@@ -39,17 +40,6 @@ function fakeClock(): { now: () => number; advance(ms: number): number } {
 }
 
 const iso = (ms: number): string => new Date(ms).toISOString();
-
-function assertError(res: InjectResult, status: number, code: string): { code: string; message: string; details: Record<string, unknown> | null } {
-  assert.equal(res.statusCode, status, res.body);
-  const body = res.json();
-  assert.deepEqual(Object.keys(body), ['error']);
-  assert.deepEqual(Object.keys(body.error).sort(), ['code', 'details', 'message']);
-  assert.equal(body.error.code, code);
-  assert.equal(typeof body.error.message, 'string');
-  assert.ok(body.error.message.length > 0);
-  return body.error;
-}
 
 interface Created {
   session_id: string;
@@ -150,7 +140,7 @@ describe(`WhatsApp sandbox sessions: create, read, list, delete (${STORAGE_LABEL
 
   it('...while POST /send with Content-Type: application/json and an empty body stays 400 invalid_request', async () => {
     const res = await t.request({ method: 'POST', url: `${API}/send`, key: a.testKey, payload: '', headers: { 'content-type': 'application/json' } });
-    assertError(res, 400, 'invalid_request');
+    assertErrorEnvelope(res, 400, 'invalid_request');
   });
 
   it('GET /whatsapp/sessions/:id → exactly session_id, status, phone_number, created_at, last_connected_at', async () => {
@@ -200,25 +190,25 @@ describe(`WhatsApp sandbox sessions: create, read, list, delete (${STORAGE_LABEL
     assert.equal(res.statusCode, 200, res.body);
     assert.deepEqual(res.json(), { deleted: true });
 
-    assertError(await getSession(t, a.testKey, session_id), 404, 'not_found');
-    assertError(await deleteSession(t, a.testKey, session_id), 404, 'not_found');
-    assertError(await simulate(t, a.testKey, session_id, { event: 'scan' }), 404, 'not_found');
+    assertErrorEnvelope(await getSession(t, a.testKey, session_id), 404, 'not_found');
+    assertErrorEnvelope(await deleteSession(t, a.testKey, session_id), 404, 'not_found');
+    assertErrorEnvelope(await simulate(t, a.testKey, session_id, { event: 'scan' }), 404, 'not_found');
     const ids = (await listSessions(t, a.testKey)).json().sessions.map((s: { id: string }) => s.id);
     assert.ok(!ids.includes(session_id));
   });
 
   it('unknown session ids → 404 not_found on GET and DELETE', async () => {
-    assertError(await getSession(t, a.testKey, newWhatsappSessionId()), 404, 'not_found');
-    assertError(await deleteSession(t, a.testKey, newWhatsappSessionId()), 404, 'not_found');
-    assertError(await getSession(t, a.testKey, 'not-a-session'), 404, 'not_found');
+    assertErrorEnvelope(await getSession(t, a.testKey, newWhatsappSessionId()), 404, 'not_found');
+    assertErrorEnvelope(await deleteSession(t, a.testKey, newWhatsappSessionId()), 404, 'not_found');
+    assertErrorEnvelope(await getSession(t, a.testKey, 'not-a-session'), 404, 'not_found');
   });
 
   it('another account’s session, or the other environment’s, is 404 for GET, DELETE and simulate, and stays untouched', async () => {
     const { session_id } = await createSession(t, a.testKey);
     for (const key of [b.testKey, b.liveKey, a.liveKey]) {
-      assertError(await getSession(t, key, session_id), 404, 'not_found');
-      assertError(await deleteSession(t, key, session_id), 404, 'not_found');
-      assertError(await simulate(t, key, session_id, { event: 'scan' }), 404, 'not_found');
+      assertErrorEnvelope(await getSession(t, key, session_id), 404, 'not_found');
+      assertErrorEnvelope(await deleteSession(t, key, session_id), 404, 'not_found');
+      assertErrorEnvelope(await simulate(t, key, session_id, { event: 'scan' }), 404, 'not_found');
     }
     assert.equal(await statusOf(t, a.testKey, session_id), 'qr_pending', 'neither deleted nor scanned by the others');
   });
@@ -249,20 +239,20 @@ describe(`WhatsApp sandbox sessions: create, read, list, delete (${STORAGE_LABEL
       [id],
     );
     for (const key of [a.testKey, b.liveKey, b.testKey]) {
-      assertError(await getSession(t, key, id), 404, 'not_found');
-      assertError(await deleteSession(t, key, id), 404, 'not_found');
+      assertErrorEnvelope(await getSession(t, key, id), 404, 'not_found');
+      assertErrorEnvelope(await deleteSession(t, key, id), 404, 'not_found');
       const ids = (await listSessions(t, key)).json().sessions.map((s: { id: string }) => s.id);
       assert.ok(!ids.includes(id));
     }
     // Live sessions are real devices: simulate does not exist for live keys, even on their own session.
-    assertError(await simulate(t, a.liveKey, id, { event: 'disconnect' }), 404, 'not_found');
+    assertErrorEnvelope(await simulate(t, a.liveKey, id, { event: 'disconnect' }), 404, 'not_found');
     assert.equal((await getSession(t, a.liveKey, id)).json().status, 'connected');
   });
 
   it('a live key POST /whatsapp/sessions while WhatsApp cannot be reached → 502 platform_error in the error envelope, nothing left behind', async () => {
     const before = (await listSessions(t, b.liveKey)).json();
     const res = await t.request({ method: 'POST', url: `${API}/whatsapp/sessions`, key: b.liveKey });
-    const error = assertError(res, 502, 'platform_error');
+    const error = assertErrorEnvelope(res, 502, 'platform_error');
     assert.equal(error.details, null);
     assert.deepEqual((await listSessions(t, b.liveKey)).json(), before);
   });
@@ -296,7 +286,7 @@ describe(`WhatsApp sandbox sessions: QR expiry and simulated events (${STORAGE_L
       last_connected_at: null,
     });
     // An expired QR cannot be scanned any more.
-    const error = assertError(await simulate(t, a.testKey, session_id, { event: 'scan' }), 422, 'invalid_parameter');
+    const error = assertErrorEnvelope(await simulate(t, a.testKey, session_id, { event: 'scan' }), 422, 'invalid_parameter');
     assert.equal(error.details?.field, 'event');
     assert.equal(await statusOf(t, a.testKey, session_id), 'qr_expired');
   });
@@ -366,7 +356,7 @@ describe(`WhatsApp sandbox sessions: QR expiry and simulated events (${STORAGE_L
       [expired, 'disconnect', 'qr_expired'],
     ];
     for (const [id, event, status] of refused) {
-      const error = assertError(await simulate(t, a.testKey, id, { event }), 422, 'invalid_parameter');
+      const error = assertErrorEnvelope(await simulate(t, a.testKey, id, { event }), 422, 'invalid_parameter');
       assert.equal(error.details?.field, 'event', `${event} on ${status}`);
       assert.equal(await statusOf(t, a.testKey, id), status, `${event} on ${status} leaves it ${status}`);
     }
@@ -375,22 +365,22 @@ describe(`WhatsApp sandbox sessions: QR expiry and simulated events (${STORAGE_L
   it('an unknown event → 422 invalid_parameter; a missing body or event, or a non-string event → 400 invalid_request', async () => {
     const { session_id } = await createSession(t, a.testKey);
     for (const event of ['explode', 'SCAN', '']) {
-      const error = assertError(await simulate(t, a.testKey, session_id, { event }), 422, 'invalid_parameter');
+      const error = assertErrorEnvelope(await simulate(t, a.testKey, session_id, { event }), 422, 'invalid_parameter');
       assert.equal(error.details?.field, 'event');
     }
-    assertError(await simulate(t, a.testKey, session_id, undefined), 400, 'invalid_request');
-    const missing = assertError(await simulate(t, a.testKey, session_id, {}), 400, 'invalid_request');
+    assertErrorEnvelope(await simulate(t, a.testKey, session_id, undefined), 400, 'invalid_request');
+    const missing = assertErrorEnvelope(await simulate(t, a.testKey, session_id, {}), 400, 'invalid_request');
     assert.equal(missing.details?.field, 'event');
-    assertError(await simulate(t, a.testKey, session_id, { event: 1 }), 400, 'invalid_request');
-    assertError(await simulate(t, a.testKey, session_id, ['scan']), 400, 'invalid_request');
+    assertErrorEnvelope(await simulate(t, a.testKey, session_id, { event: 1 }), 400, 'invalid_request');
+    assertErrorEnvelope(await simulate(t, a.testKey, session_id, ['scan']), 400, 'invalid_request');
     assert.equal(await statusOf(t, a.testKey, session_id), 'qr_pending');
   });
 
   it('simulate on an unknown session → 404; with a live key → 404, even on a sandbox session id', async () => {
-    assertError(await simulate(t, a.testKey, newWhatsappSessionId(), { event: 'scan' }), 404, 'not_found');
+    assertErrorEnvelope(await simulate(t, a.testKey, newWhatsappSessionId(), { event: 'scan' }), 404, 'not_found');
     const { session_id } = await createSession(t, a.testKey);
-    assertError(await simulate(t, a.liveKey, session_id, { event: 'scan' }), 404, 'not_found');
-    assertError(await simulate(t, a.liveKey, newWhatsappSessionId(), { event: 'scan' }), 404, 'not_found');
+    assertErrorEnvelope(await simulate(t, a.liveKey, session_id, { event: 'scan' }), 404, 'not_found');
+    assertErrorEnvelope(await simulate(t, a.liveKey, newWhatsappSessionId(), { event: 'scan' }), 404, 'not_found');
     assert.equal(await statusOf(t, a.testKey, session_id), 'qr_pending');
   });
 });
@@ -494,14 +484,14 @@ describe(`WhatsApp voice notes through sandbox sessions (${STORAGE_LABEL})`, () 
 
   it('sending through a session that is not connected is refused at once: 422 session_not_connected', async () => {
     const { session_id } = await createSession(t, a.testKey);
-    const error = assertError(await t.send(a.testKey, defaultSendBody('whatsapp', t.voiceUrl, session_id)), 422, 'session_not_connected');
+    const error = assertErrorEnvelope(await t.send(a.testKey, defaultSendBody('whatsapp', t.voiceUrl, session_id)), 422, 'session_not_connected');
     assert.equal(error.details?.field, 'session.session_id');
   });
 
   it('another account’s connected session cannot be used: 422 invalid_parameter on session.session_id', async () => {
     const sessionId = await connectedSession();
     const other = await t.createAccount();
-    const error = assertError(await t.send(other.testKey, defaultSendBody('whatsapp', t.voiceUrl, sessionId)), 422, 'invalid_parameter');
+    const error = assertErrorEnvelope(await t.send(other.testKey, defaultSendBody('whatsapp', t.voiceUrl, sessionId)), 422, 'invalid_parameter');
     assert.equal(error.details?.field, 'session.session_id');
   });
 });
