@@ -91,7 +91,14 @@ export async function migrate(db: Db): Promise<string[]> {
   // Unless told the schema, Kysely looks for its migration tables in every schema of the database:
   // another schema's (another app, another test run) would pass for ours and ours would never be made.
   const migrationTableSchema = db.dialect === 'postgres' ? await currentSchema(db) : undefined;
-  const migrator = new Migrator({ db: db.kysely, provider, ...(migrationTableSchema ? { migrationTableSchema } : {}) });
+  // Migrations are independent of one another (each adds its own tables or columns), so one that lands
+  // with a lower number after a higher one was applied still runs instead of stopping the start.
+  const migrator = new Migrator({
+    db: db.kysely,
+    provider,
+    allowUnorderedMigrations: true,
+    ...(migrationTableSchema ? { migrationTableSchema } : {}),
+  });
   const { error, results } = await migrator.migrateToLatest();
   if (error) throw error instanceof Error ? error : new Error(String(error));
   return (results ?? []).filter((r) => r.status === 'Success').map((r) => r.migrationName);
