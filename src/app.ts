@@ -19,6 +19,7 @@ import { buildServer, type Server } from './server.js';
 import type { Services } from './services.js';
 import { migrate, openDb } from './store/db.js';
 import { purgeExpiredIdempotency } from './store/idempotency.js';
+import { createAttemptRecorder } from './message-log/recorder.js';
 
 export interface AppOptions {
   /** Run the delivery worker in this process (`serve` does unless --no-worker). */
@@ -195,6 +196,7 @@ export function createWorker(services: Services, audio: AudioSource, tuning: Wor
     logger: services.logger,
     // The live WhatsApp sessions of this process are held under this id: their messages are routed here.
     whatsappHolder: services.whatsappLive.holderId,
+    recorder: createAttemptRecorder(db.kysely, services.logger),
     ...workerTuning,
   });
 }

@@ -19,6 +19,27 @@ export interface CachedMeta {
   waveform: number[];
   passThrough: boolean;
   createdAt: string;
+  /** The source as detected when this was converted (the message log shows it); absent in older records. */
+  source?: SourceFacts;
+}
+
+export interface SourceFacts {
+  container: string;
+  codec: string | null;
+  durationSeconds: number | null;
+  sizeBytes: number;
+}
+
+function parseSource(value: unknown): SourceFacts | undefined {
+  if (typeof value !== 'object' || value === null) return undefined;
+  const v = value as Record<string, unknown>;
+  if (typeof v.container !== 'string' || typeof v.sizeBytes !== 'number') return undefined;
+  return {
+    container: v.container,
+    codec: typeof v.codec === 'string' ? v.codec : null,
+    durationSeconds: typeof v.durationSeconds === 'number' ? v.durationSeconds : null,
+    sizeBytes: v.sizeBytes,
+  };
 }
 
 export interface CacheEntry {
@@ -68,6 +89,7 @@ function parseMeta(text: string): CachedMeta | null {
     waveform: waveform as number[],
     passThrough: m.passThrough,
     createdAt: m.createdAt,
+    ...(parseSource(m.source) ? { source: parseSource(m.source)! } : {}),
   };
 }
 

@@ -3,7 +3,7 @@ import { mkdir, readdir, rm, stat } from 'node:fs/promises';
 import type { LookupFunction } from 'node:net';
 import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
-import { AudioCache, type AudioLogger, type CacheEntry } from './cache.js';
+import { AudioCache, type AudioLogger, type CacheEntry, type SourceFacts } from './cache.js';
 import { AudioError } from './errors.js';
 import { FfmpegRunner } from './ffmpeg.js';
 import { createAudioAgent, fetchAudio, type FetchedSource } from './fetch.js';
@@ -43,7 +43,16 @@ export interface PreparedAudio {
   waveform: Uint8Array;
   sourceSha256: string;
   cacheHit: boolean;
+  /** What the message log keeps: the source as detected (null when the cache entry predates that record). */
+  facts: AudioFacts;
   release(): void;
+}
+
+export interface AudioFacts {
+  source: SourceFacts | null;
+  /** With `format`, names the converted file in the audio cache. */
+  sourceSha256: string;
+  format: AudioFormat;
 }
 
 export interface AudioPipeline {
@@ -134,6 +143,7 @@ export function createAudioPipeline(opts: AudioPipelineOptions, internals: Audio
             durationSeconds: Math.round(outcome.decodedSeconds * 1000) / 1000,
             waveform: [...outcome.waveform],
             passThrough: outcome.passThrough,
+            source: { container: detected.container, codec: detected.codec, durationSeconds: detected.durationSeconds, sizeBytes: src.sizeBytes },
           });
           log?.debug(
             { sha256: src.sha256, format, passThrough: outcome.passThrough, ms: Math.round(performance.now() - started), container: detected.container, codec: detected.codec },
@@ -181,6 +191,7 @@ export function createAudioPipeline(opts: AudioPipelineOptions, internals: Audio
       waveform: Uint8Array.from(entry.meta.waveform),
       sourceSha256: entry.meta.sourceSha256,
       cacheHit,
+      facts: { source: entry.meta.source ?? null, sourceSha256: entry.meta.sourceSha256, format: target.format },
       release() {
         if (released) return;
         released = true;

@@ -7,11 +7,15 @@ import type { Db } from '../store/db.js';
 import { claimDueMessages, extendLease, nextDueAt, releaseLeases, scheduleRetry, settleMessage, type MessageRow } from '../store/messages.js';
 import { DeliveryError, type FailureCode, type PlatformAdapter, type VoiceFile } from '../platforms/platform.js';
 import { nextAttemptAt } from './retry-policy.js';
+import type { AudioFacts } from '../audio/pipeline.js';
 
 /** Turns an audio URL into the platform's voice format (the audio pipeline). */
 export interface AudioSource {
-  prepare(input: { url: string; platform: 'linkedin' | 'telegram' | 'whatsapp'; durationHint?: number }): Promise<VoiceFile & { release(): void }>;
+  prepare(input: { url: string; platform: 'linkedin' | 'telegram' | 'whatsapp'; durationHint?: number }): Promise<PreparedVoice>;
 }
+
+/** `facts` (source as detected, cache key) is what the message log keeps of the audio. */
+export type PreparedVoice = VoiceFile & { release(): void; facts?: AudioFacts };
 
 export interface WorkerOptions {
   db: Db;
@@ -30,6 +34,22 @@ export interface WorkerOptions {
    * whose session another process holds are left to that process's worker, the only one that can send.
    */
   whatsappHolder?: string;
+  /** The message log: told of each attempt and its audio (never throws; delivery does not depend on it). */
+  recorder?: AttemptRecorder;
+}
+
+/** What the message log keeps of an attempt; `error` null when the platform accepted the voice note. */
+export interface AttemptRecord {
+  startedAt: number;
+  endedAt: number;
+  error: DeliveryError | null;
+  /** When it is tried again; null when the attempt settled the message. */
+  retryAt: number | null;
+}
+
+export interface AttemptRecorder {
+  audioPrepared(message: MessageRow, audio: PreparedVoice): Promise<void>;
+  attemptEnded(message: MessageRow, attempt: AttemptRecord): Promise<void>;
 }
 
 const AUDIO_CODES = new Set<FailureCode>(['audio_fetch_failed', 'audio_fetch_blocked', 'audio_too_large', 'audio_too_long', 'audio_unsupported']);
@@ -160,8 +180,10 @@ export class DeliveryWorker {
     const renew = setInterval(() => {
       extendLease(db.kysely, message.id, this.id, Date.now() + leaseMs).catch((err: unknown) => log.warn({ err }, 'could not renew lease'));
     }, leaseMs / 3);
+    const startedAt = Date.now();
     try {
       await this.#attempt(message);
+      await this.#options.recorder?.attemptEnded(message, { startedAt, endedAt: Date.now(), error: null, retryAt: null });
       const settled = await settleMessage(db.kysely, message, this.id, { status: 'delivered', at: Date.now() });
       if (settled) log.info('delivered');
     } catch (thrown) {
@@ -171,6 +193,7 @@ export class DeliveryWorker {
       const retryAt = error.transient
         ? nextAttemptAt({ attempts, acceptedAt: Number(message.created_at), now, retryAfterMs: error.retryAfterMs })
         : null;
+      await this.#options.recorder?.attemptEnded(message, { startedAt, endedAt: now, error, retryAt });
       if (retryAt !== null) {
         await scheduleRetry(db.kysely, message, this.id, {
           at: retryAt,
@@ -200,6 +223,7 @@ export class DeliveryWorker {
       ...(message.duration !== null ? { durationHint: Number(message.duration) } : {}),
     });
     try {
+      await this.#options.recorder?.audioPrepared(message, voice);
       await adapterFor(message.env === 'live' ? 'live' : 'test', message.platform).deliver({
         messageId: message.id,
         accountId: message.account_id,

@@ -8,6 +8,7 @@ import * as initial from './migrations/001_initial.js';
 import * as whatsappKeys from './migrations/002_whatsapp_keys.js';
 import * as messageRoute from './migrations/003_message_route.js';
 import * as oneOwner from './migrations/004_one_owner.js';
+import * as webhooksMessageLog from './migrations/007_webhooks_message_log.js';
 
 export type Dialect = 'sqlite' | 'postgres';
 
@@ -82,6 +83,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '002_whatsapp_keys': whatsappKeys,
   '003_message_route': messageRoute,
   '004_one_owner': oneOwner,
+  '007_webhooks_message_log': webhooksMessageLog,
 };
 
 const provider: MigrationProvider = { getMigrations: async () => MIGRATIONS };

@@ -2,6 +2,7 @@ import type { ExpressionBuilder, Kysely } from 'kysely';
 import type { Dialect } from './db.js';
 import type { Database, MessagesTable } from './schema.js';
 import { recordOutcome } from './usage.js';
+import { recordSettlementEvents } from '../webhooks/events.js';
 
 export type MessageRow = MessagesTable;
 
@@ -135,6 +136,8 @@ export async function settleMessage(db: Kysely<Database>, message: MessageRow, w
       .executeTakeFirst();
     if (Number(result.numUpdatedRows) === 0) return false;
     await recordOutcome(trx, { accountId: message.account_id, env: message.env, periodStart: message.period_start }, outcome.status);
+    // The webhook outbox: the event commits with the outcome it reports.
+    await recordSettlementEvents(trx, message, outcome);
     return true;
   });
 }

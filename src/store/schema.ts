@@ -50,6 +50,8 @@ export interface MessagesTable {
   created_at: number;
   updated_at: number;
   delivered_at: number | null;
+  /** The id the platform gave the sent voice note (WhatsApp: the message key id its receipts name); null elsewhere. */
+  platform_message_id?: string | null;
 }
 
 export interface UsagePeriodsTable {
@@ -100,6 +102,108 @@ export interface IdempotencyKeysTable {
   created_at: number;
 }
 
+export interface WebhookEndpointsTable {
+  id: string;
+  account_id: string;
+  env: string;
+  url: string;
+  description: string | null;
+  /** JSON array of event types. */
+  events: string;
+  /** `whsec_…`, sealed; the one before a roll stays valid (also sealed) until previous_secret_expires_at. */
+  secret: string;
+  previous_secret: string | null;
+  previous_secret_expires_at: number | null;
+  created_at: number;
+  updated_at: number;
+}
+
+/** The outbox: one row per event, written in the transaction of what it reports. */
+export interface WebhookEventsTable {
+  id: string;
+  account_id: string;
+  env: string;
+  type: string;
+  /** The exact JSON body every delivery of the event sends (and signs). */
+  payload: string;
+  /** A test event goes to this endpoint only; null: every subscribed endpoint. */
+  endpoint_id: string | null;
+  /** Not handed to endpoints before this time (receipts the sandbox plays later). */
+  available_at: number;
+  /** When deliveries were created for it; null while pending. */
+  fanned_out_at: number | null;
+  created_at: number;
+}
+
+export interface WebhookDeliveriesTable {
+  id: string;
+  event_id: string;
+  endpoint_id: string;
+  account_id: string;
+  env: string;
+  status: string;
+  attempts: number;
+  next_attempt_at: number;
+  lease_owner: string | null;
+  lease_expires_at: number | null;
+  last_status_code: number | null;
+  last_error: string | null;
+  created_at: number;
+  updated_at: number;
+  completed_at: number | null;
+}
+
+export interface WebhookAttemptsTable {
+  id: string;
+  delivery_id: string;
+  attempt: number;
+  started_at: number;
+  duration_ms: number;
+  status_code: number | null;
+  response_excerpt: string | null;
+  error: string | null;
+}
+
+export interface MessageAttemptsTable {
+  id: string;
+  message_id: string;
+  attempt: number;
+  started_at: number;
+  ended_at: number;
+  /** delivered | retry | failed | handed_back */
+  outcome: string;
+  error_code: string | null;
+  error_message: string | null;
+  next_attempt_at: number | null;
+}
+
+/** The audio of a message's last attempt: as detected at the source and as converted for the platform. */
+export interface MessageAudioTable {
+  message_id: string;
+  source_format: string | null;
+  source_codec: string | null;
+  source_duration: number | null;
+  source_size: number | null;
+  /** With converted_format, names the converted file in the audio cache (while it is kept there). */
+  source_sha256: string | null;
+  converted_format: string;
+  converted_mime: string;
+  converted_duration: number;
+  converted_size: number;
+  /** JSON array of 64 bars, 0–100. */
+  waveform: string | null;
+  updated_at: number;
+}
+
+export interface MessageReceiptsTable {
+  message_id: string;
+  /** delivered_to_device | read | played */
+  kind: string;
+  at: number;
+  /** whatsapp | sandbox */
+  source: string;
+}
+
 export interface SchemaMigrationsTable {
   id: Generated<number>;
 }
@@ -112,4 +216,11 @@ export interface Database {
   whatsapp_sessions: WhatsappSessionsTable;
   whatsapp_keys: WhatsappKeysTable;
   idempotency_keys: IdempotencyKeysTable;
+  webhook_endpoints: WebhookEndpointsTable;
+  webhook_events: WebhookEventsTable;
+  webhook_deliveries: WebhookDeliveriesTable;
+  webhook_attempts: WebhookAttemptsTable;
+  message_attempts: MessageAttemptsTable;
+  message_audio: MessageAudioTable;
+  message_receipts: MessageReceiptsTable;
 }

@@ -1,0 +1,63 @@
+import type { Kysely } from 'kysely';
+import type { Logger } from 'pino';
+import type { AttemptRecord, AttemptRecorder, PreparedVoice } from '../delivery/worker.js';
+import type { MessageRow } from '../store/messages.js';
+import type { Database } from '../store/schema.js';
+import { insertAttempt, saveAudio } from '../store/message-log.js';
+import { newRowId } from '../webhooks/ids.js';
+
+/** What an attempt came to, as the message log names it. */
+export type AttemptOutcome = 'delivered' | 'retry' | 'failed' | 'handed_back';
+
+export function outcomeOf(attempt: AttemptRecord): AttemptOutcome {
+  if (attempt.error === null) return 'delivered';
+  if (attempt.error.notAttempted) return 'handed_back';
+  return attempt.retryAt === null ? 'failed' : 'retry';
+}
+
+/**
+ * Keeps each delivery attempt and the audio it used, for the message log. A write that fails is
+ * logged and dropped: the log is a record, and delivery never waits on it or fails because of it.
+ */
+export function createAttemptRecorder(db: Kysely<Database>, logger: Logger): AttemptRecorder {
+  return {
+    async attemptEnded(message: MessageRow, attempt: AttemptRecord): Promise<void> {
+      try {
+        await insertAttempt(db, {
+          id: newRowId('att', attempt.startedAt),
+          message_id: message.id,
+          attempt: attempt.error?.notAttempted ? Math.max(0, message.attempts - 1) : message.attempts,
+          started_at: attempt.startedAt,
+          ended_at: attempt.endedAt,
+          outcome: outcomeOf(attempt),
+          error_code: attempt.error?.code ?? null,
+          error_message: attempt.error?.message ?? null,
+          next_attempt_at: attempt.retryAt,
+        });
+      } catch (err) {
+        logger.warn({ err, message_id: message.id }, 'could not record a delivery attempt');
+      }
+    },
+    async audioPrepared(message: MessageRow, audio: PreparedVoice): Promise<void> {
+      try {
+        const source = audio.facts?.source ?? null;
+        await saveAudio(db, {
+          message_id: message.id,
+          source_format: source?.container ?? null,
+          source_codec: source?.codec ?? null,
+          source_duration: source?.durationSeconds ?? null,
+          source_size: source?.sizeBytes ?? null,
+          source_sha256: audio.facts?.sourceSha256 ?? null,
+          converted_format: audio.facts?.format ?? audio.mimeType,
+          converted_mime: audio.mimeType,
+          converted_duration: audio.durationSeconds,
+          converted_size: audio.sizeBytes,
+          waveform: JSON.stringify([...audio.waveform]),
+          updated_at: Date.now(),
+        });
+      } catch (err) {
+        logger.warn({ err, message_id: message.id }, 'could not record the audio of a message');
+      }
+    },
+  };
+}
