@@ -43,6 +43,8 @@ export interface AppOptions {
 
 /** How a worker process is tuned; none of it comes from the environment. */
 export interface WorkerTuning {
+  /** Messages in hand at once; WORKER_CONCURRENCY when not given. */
+  concurrency?: number;
   pollMs?: number;
   leaseMs?: number;
   linkedinPace?: LinkedinPace;
@@ -197,6 +199,7 @@ export function createWorker(services: Services, audio: AudioSource, tuning: Wor
     // The live WhatsApp sessions of this process are held under this id: their messages are routed here.
     whatsappHolder: services.whatsappLive.holderId,
     recorder: createAttemptRecorder(db.kysely, services.logger),
+    concurrency: config.workerConcurrency,
     ...workerTuning,
   });
 }

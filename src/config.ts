@@ -18,6 +18,8 @@ export interface Config {
   logLevel: string;
   sandboxLatencyMs: number;
   sandboxAutoScanSeconds: number;
+  /** Messages one worker process delivers at once. */
+  workerConcurrency: number;
 }
 
 /** A bad configuration value: its message is one line that names the variable. */
@@ -27,6 +29,8 @@ export class ConfigError extends Error {
     this.name = 'ConfigError';
   }
 }
+
+export const DEFAULT_WORKER_CONCURRENCY = 8;
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
 
@@ -127,5 +131,6 @@ export function loadConfig(env: Env = process.env): Config {
     logLevel,
     sandboxLatencyMs: integer(env, 'SANDBOX_LATENCY_MS', 300, 0, 600_000),
     sandboxAutoScanSeconds: integer(env, 'SANDBOX_AUTO_SCAN_SECONDS', 3, 0, 86_400),
+    workerConcurrency: integer(env, 'WORKER_CONCURRENCY', DEFAULT_WORKER_CONCURRENCY, 1, 1_000),
   };
 }

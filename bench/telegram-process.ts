@@ -1,0 +1,22 @@
+/**
+ * The fake Bot API (test/fakes/telegram-api.ts) in a process of its own for the delivery benchmarks,
+ * so that its multipart parsing neither shares the worker's event loop nor counts in its RSS. Started
+ * with fork(); sends `{ apiRoot }` over IPC once listening. The fake keeps every call (voice bytes
+ * included) for tests to inspect; here the record is emptied every second so a long run stays small.
+ */
+import { startTelegramApi } from '../test/fakes/telegram-api.js';
+
+const fake = await startTelegramApi();
+let answered = 0;
+const trim = setInterval(() => {
+  answered += fake.calls.length;
+  fake.calls.length = 0;
+}, 1_000);
+process.send!({ apiRoot: fake.apiRoot });
+process.on('message', (m) => {
+  if (m === 'count') process.send!({ answered: answered + fake.calls.length });
+});
+process.on('disconnect', () => {
+  clearInterval(trim);
+  void fake.close().then(() => process.exit(0));
+});
