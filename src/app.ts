@@ -196,8 +196,8 @@ export function createWorker(services: Services, audio: AudioSource, tuning: Wor
     audio,
     adapterFor: (env, platform) => (env === 'test' ? sandbox : (live[platform] ?? createUnavailableAdapter(platform))),
     logger: services.logger,
-    // The live WhatsApp sessions of this process are held under this id: their messages are routed here.
-    whatsappHolder: services.whatsappLive.holderId,
+    // This process holds its platform resources (live WhatsApp sessions) under this id: their messages come here.
+    affinityHolder: services.whatsappLive.holderId,
     recorder: createAttemptRecorder(db.kysely, services.logger),
     concurrency: config.workerConcurrency,
     ...workerTuning,

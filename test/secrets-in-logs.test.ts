@@ -383,7 +383,7 @@ describe(`no secret in logs or in plain text at rest (${STORAGE_LABEL})`, () => 
 
     // Everything at rest, before the sessions are deleted.
     const dump: Record<string, unknown[]> = {};
-    for (const table of ['accounts', 'api_keys', 'messages', 'usage_periods', 'whatsapp_sessions', 'whatsapp_keys', 'idempotency_keys'] as const) {
+    for (const table of ['accounts', 'api_keys', 'messages', 'usage_periods', 'usage_by_platform', 'affinity_leases', 'whatsapp_sessions', 'whatsapp_keys', 'idempotency_keys'] as const) {
       dump[table] = await db.selectFrom(table).selectAll().execute();
     }
     tableDump = JSON.stringify(dump, (_k, v: unknown) => (typeof v === 'bigint' ? String(v) : v));

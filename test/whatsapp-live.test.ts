@@ -97,13 +97,13 @@ async function authRows(t: TestApp, sessionId: string): Promise<{ authState: str
 }
 
 /** The message as stored: how many attempts it took, and the session it was routed by. */
-async function storedMessage(t: TestApp, id: string): Promise<{ attempts: number; whatsapp_session_id: string | null }> {
+async function storedMessage(t: TestApp, id: string): Promise<{ attempts: number; affinity: string | null }> {
   const row = await t.app.services.db.kysely
     .selectFrom('messages')
-    .select(['attempts', 'whatsapp_session_id'])
+    .select(['attempts', 'affinity'])
     .where('id', '=', id)
     .executeTakeFirstOrThrow();
-  return { attempts: Number(row.attempts), whatsapp_session_id: row.whatsapp_session_id };
+  return { attempts: Number(row.attempts), affinity: row.affinity };
 }
 
 /**
@@ -444,7 +444,7 @@ describe(`WhatsApp live sessions: restarts and takeover (${STORAGE_LABEL})`, () 
         assert.equal(world.sent.at(-1)!.instance, 'one', 'the holder delivers');
         assert.deepEqual(byTwo, [], 'the worker of the other instance never took the message');
         assert.deepEqual(byOne, [{ sessionId: id, outcome: 'held' }], 'the holder took it once and sent it');
-        assert.deepEqual(await storedMessage(two, first.id), { attempts: 1, whatsapp_session_id: id }, 'delivered at the first attempt');
+        assert.deepEqual(await storedMessage(two, first.id), { attempts: 1, affinity: id }, 'delivered at the first attempt');
         assert.equal(world.calls.filter((c) => c.instance === 'two').length, 0, 'the other instance never opened a second socket');
 
         // "one" dies: its sockets go, its leases are left to run out.
@@ -494,7 +494,7 @@ describe(`WhatsApp live sessions: restarts and takeover (${STORAGE_LABEL})`, () 
         for (const message of accepted) {
           const done = await one.waitForStatus(account.liveKey, message.id, ['delivered', 'failed']);
           assert.equal(done.status, 'delivered', JSON.stringify(done));
-          assert.deepEqual(await storedMessage(one, message.id), { attempts: 1, whatsapp_session_id: message.sessionId }, 'delivered at the first attempt');
+          assert.deepEqual(await storedMessage(one, message.id), { attempts: 1, affinity: message.sessionId }, 'delivered at the first attempt');
           const notes = world.sent.filter((s) => s.jid === `${message.recipient}@s.whatsapp.net`);
           assert.equal(notes.length, 1, `one voice note to ${message.recipient}`);
           assert.equal(notes[0]!.sessionId, message.sessionId);

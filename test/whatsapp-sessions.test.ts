@@ -225,8 +225,6 @@ describe(`WhatsApp sandbox sessions: create, read, list, delete (${STORAGE_LABEL
       qr_expires_at: null,
       auto_connect_at: null,
       auth_state: null,
-      holder: null,
-      holder_expires_at: null,
       created_at: at,
       updated_at: at,
       last_connected_at: at,

@@ -2,7 +2,7 @@ import type { KeyEnv } from '../core/ids.js';
 import { billingPeriod, isPlanName, limitsFor, type PlanLimits, type PlanName } from '../core/plans.js';
 import type { AccountRow } from '../store/accounts.js';
 import type { KeyRow } from '../store/keys.js';
-import { readUsage, type UsageScope } from '../store/usage.js';
+import { readSent, type UsageScope } from '../store/usage.js';
 import type { Db } from '../store/db.js';
 
 /** Who is calling, resolved from the API key: the owner of every resource the request touches. */
@@ -38,6 +38,6 @@ export interface UsageSnapshot {
 }
 
 export async function usageSnapshot(db: Db, caller: Caller, now = Date.now()): Promise<UsageSnapshot> {
-  const usage = await readUsage(db.kysely, usageScope(caller, now));
-  return { limit: caller.limits.monthlyQuota, remaining: Math.max(0, caller.limits.monthlyQuota - Number(usage.sent)) };
+  const sent = await readSent(db.kysely, usageScope(caller, now));
+  return { limit: caller.limits.monthlyQuota, remaining: Math.max(0, caller.limits.monthlyQuota - sent) };
 }

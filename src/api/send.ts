@@ -74,7 +74,8 @@ export function registerSendRoute(app: FastifyInstance, services: Services): voi
         duration: body.duration ?? null,
         caption: body.caption ?? null,
         credentials: services.secretBox.sealJson(session),
-        whatsapp_session_id: session.platform === 'whatsapp' ? session.session_id : null,
+        // A WhatsApp message can only leave through the process holding its session's socket.
+        affinity: session.platform === 'whatsapp' ? session.session_id : null,
         status: 'queued',
         error_code: null,
         error_message: null,

@@ -30,10 +30,10 @@ export interface WorkerOptions {
   /** Longest sleep between looks at the queue, for work that other processes accepted. */
   pollMs?: number;
   /**
-   * The id under which this process holds live WhatsApp sessions (`LiveWhatsapp.holderId`): messages
-   * whose session another process holds are left to that process's worker, the only one that can send.
+   * The id under which this process holds affinity leases (platform resources such as a session's
+   * connection): messages whose key another process holds are left to that process's worker.
    */
-  whatsappHolder?: string;
+  affinityHolder?: string;
   /** The message log: told of each attempt and its audio (never throws; delivery does not depend on it). */
   recorder?: AttemptRecorder;
 }
@@ -121,7 +121,7 @@ export class DeliveryWorker {
   }
 
   async #run(): Promise<void> {
-    const { db, logger, concurrency, leaseMs, pollMs, whatsappHolder } = this.#options;
+    const { db, logger, concurrency, leaseMs, pollMs, affinityHolder } = this.#options;
     while (this.#running) {
       let claimed: MessageRow[] = [];
       const free = concurrency - this.#inFlight.size;
@@ -133,7 +133,7 @@ export class DeliveryWorker {
           claimed = await claimDueMessages(db.kysely, db.dialect, this.id, {
             limit: free,
             leaseMs,
-            ...(whatsappHolder !== undefined ? { whatsappHolder } : {}),
+            ...(affinityHolder !== undefined ? { affinityHolder } : {}),
           });
         } catch (err) {
           logger.error({ err }, 'could not claim messages; retrying');
@@ -153,8 +153,8 @@ export class DeliveryWorker {
 
   async #untilNextDue(pollMs: number): Promise<number> {
     try {
-      const { db, whatsappHolder } = this.#options;
-      const due = await nextDueAt(db.kysely, whatsappHolder !== undefined ? { whatsappHolder } : {});
+      const { db, affinityHolder } = this.#options;
+      const due = await nextDueAt(db.kysely, affinityHolder !== undefined ? { affinityHolder } : {});
       return due === undefined ? pollMs : Math.min(pollMs, Math.max(due - Date.now(), 5));
     } catch {
       return pollMs;

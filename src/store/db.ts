@@ -9,6 +9,8 @@ import * as whatsappKeys from './migrations/002_whatsapp_keys.js';
 import * as messageRoute from './migrations/003_message_route.js';
 import * as oneOwner from './migrations/004_one_owner.js';
 import * as webhooksMessageLog from './migrations/007_webhooks_message_log.js';
+import * as processAffinity from './migrations/006_process_affinity.js';
+import * as usageByPlatform from './migrations/006b_usage_by_platform.js';
 
 export type Dialect = 'sqlite' | 'postgres';
 
@@ -84,6 +86,8 @@ const MIGRATIONS: Record<string, Migration> = {
   '003_message_route': messageRoute,
   '004_one_owner': oneOwner,
   '007_webhooks_message_log': webhooksMessageLog,
+  '006_process_affinity': processAffinity,
+  '006b_usage_by_platform': usageByPlatform,
 };
 
 const provider: MigrationProvider = { getMigrations: async () => MIGRATIONS };

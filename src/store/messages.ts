@@ -25,19 +25,18 @@ export async function findMessage(db: Kysely<Database>, owner: { accountId: stri
 }
 
 /**
- * Not for this process: the message's WhatsApp session is held, under a live lease, by another process,
- * and only the holder can send through the session's socket. A session nobody holds (or whose holder's
- * lease ran out) does not count: whichever worker claims the message takes the session over.
+ * Not for this process: the message's affinity key is held, under a live lease, by another process
+ * (a platform session whose connection lives there, say). A key nobody holds (or whose holder's lease ran
+ * out) does not count: whichever worker claims the message may take the resource over.
  */
 function heldByAnotherProcess(eb: ExpressionBuilder<Database, 'messages'>, holder: string | undefined, now: number) {
   return eb.exists(
     eb
-      .selectFrom('whatsapp_sessions')
-      .select('whatsapp_sessions.id')
-      .whereRef('whatsapp_sessions.id', '=', 'messages.whatsapp_session_id')
-      .where('whatsapp_sessions.holder', 'is not', null)
-      .$if(holder !== undefined, (qb) => qb.where('whatsapp_sessions.holder', '<>', holder!))
-      .where('whatsapp_sessions.holder_expires_at', '>', now),
+      .selectFrom('affinity_leases')
+      .select('affinity_leases.key')
+      .whereRef('affinity_leases.key', '=', 'messages.affinity')
+      .$if(holder !== undefined, (qb) => qb.where('affinity_leases.holder', '<>', holder!))
+      .where('affinity_leases.expires_at', '>', now),
   );
 }
 
@@ -46,11 +45,10 @@ export interface ClaimOptions {
   leaseMs: number;
   now?: number;
   /**
-   * The id this process holds live WhatsApp sessions under (`LiveWhatsapp.holderId`): messages whose
-   * session another process holds are left to that process's worker. Without one, every held session
-   * counts as another's.
+   * The id this process holds affinity leases under: messages whose affinity key another process holds
+   * are left to that process's worker. Without one, every held key counts as another's.
    */
-  whatsappHolder?: string;
+  affinityHolder?: string;
 }
 
 /**
@@ -65,7 +63,7 @@ export async function claimDueMessages(db: Kysely<Database>, dialect: Dialect, w
     .where('status', 'in', UNSETTLED)
     .where('next_attempt_at', '<=', now)
     .where((eb) => eb.or([eb('lease_expires_at', 'is', null), eb('lease_expires_at', '<', now)]))
-    .where((eb) => eb.not(heldByAnotherProcess(eb, options.whatsappHolder, now)))
+    .where((eb) => eb.not(heldByAnotherProcess(eb, options.affinityHolder, now)))
     .orderBy('next_attempt_at')
     .limit(options.limit);
   if (dialect === 'postgres') due = due.forUpdate().skipLocked();
@@ -160,14 +158,14 @@ export async function extendLease(db: Kysely<Database>, id: string, workerId: st
 
 /**
  * When the next message this worker may claim falls due, to let it sleep until then (undefined: nothing
- * waits). `whatsappHolder` as for claimDueMessages.
+ * waits). `affinityHolder` as for claimDueMessages.
  */
-export async function nextDueAt(db: Kysely<Database>, options: { whatsappHolder?: string; now?: number } = {}): Promise<number | undefined> {
+export async function nextDueAt(db: Kysely<Database>, options: { affinityHolder?: string; now?: number } = {}): Promise<number | undefined> {
   const now = options.now ?? Date.now();
   // A message under a lease (in flight here or on another worker) is not due before the lease runs
   // out; counting it as due at next_attempt_at made idle workers poll every few ms during deliveries.
-  // Likewise a message routed to another process's WhatsApp session: it waits there, not here (if that
-  // process dies, the regular poll finds the message once the session's lease has run out).
+  // Likewise a message whose affinity key another process holds: it waits there, not here (if that
+  // process dies, the regular poll finds the message once the key's lease has run out).
   const row = await db
     .selectFrom('messages')
     .select((eb) =>
@@ -180,7 +178,7 @@ export async function nextDueAt(db: Kysely<Database>, options: { whatsappHolder?
         .as('due_at'),
     )
     .where('status', 'in', UNSETTLED)
-    .where((eb) => eb.not(heldByAnotherProcess(eb, options.whatsappHolder, now)))
+    .where((eb) => eb.not(heldByAnotherProcess(eb, options.affinityHolder, now)))
     .orderBy('due_at')
     .limit(1)
     .executeTakeFirst();

@@ -37,8 +37,11 @@ export interface MessagesTable {
   caption: string | null;
   /** The send's `session` object, sealed; null once the message is settled. */
   credentials: string | null;
-  /** The WhatsApp session (`ws_…`) of a whatsapp message, so a claim can route it to the session's holder; null otherwise. */
-  whatsapp_session_id: string | null;
+  /**
+   * Process affinity key (see affinity_leases): only the process holding it may take the message while
+   * its lease lasts (a platform session whose connection lives in one process); null for any process.
+   */
+  affinity: string | null;
   status: string;
   error_code: string | null;
   error_message: string | null;
@@ -61,9 +64,22 @@ export interface UsagePeriodsTable {
   sent: number;
   delivered: number;
   failed: number;
-  linkedin: number;
-  telegram: number;
-  whatsapp: number;
+}
+
+/** Sends of one period per platform, one row per platform name that was used. */
+export interface UsageByPlatformTable {
+  account_id: string;
+  env: string;
+  period_start: number;
+  platform: string;
+  sent: number;
+}
+
+/** Which process holds an affinity key (an opaque resource name) and until when. */
+export interface AffinityLeasesTable {
+  key: string;
+  holder: string;
+  expires_at: number;
 }
 
 export interface WhatsappSessionsTable {
@@ -76,8 +92,6 @@ export interface WhatsappSessionsTable {
   auto_connect_at: number | null;
   /** Sealed creds of a live session (its signal keys are rows of whatsapp_keys). */
   auth_state: string | null;
-  holder: string | null;
-  holder_expires_at: number | null;
   created_at: number;
   updated_at: number;
   last_connected_at: number | null;
@@ -213,6 +227,8 @@ export interface Database {
   api_keys: ApiKeysTable;
   messages: MessagesTable;
   usage_periods: UsagePeriodsTable;
+  usage_by_platform: UsageByPlatformTable;
+  affinity_leases: AffinityLeasesTable;
   whatsapp_sessions: WhatsappSessionsTable;
   whatsapp_keys: WhatsappKeysTable;
   idempotency_keys: IdempotencyKeysTable;

@@ -1,8 +1,16 @@
 import { sql, type Kysely } from 'kysely';
-import type { Platform } from '../core/send-rules.js';
-import type { Database, UsagePeriodsTable } from './schema.js';
+import type { Database } from './schema.js';
 
-export type UsageRow = UsagePeriodsTable;
+export interface UsageRow {
+  account_id: string;
+  env: string;
+  period_start: number;
+  sent: number;
+  delivered: number;
+  failed: number;
+  /** Sends by platform name; a platform with no send this period is absent. */
+  byPlatform: Record<string, number>;
+}
 
 export interface UsageScope {
   accountId: string;
@@ -10,49 +18,70 @@ export interface UsageScope {
   periodStart: number;
 }
 
-const emptyRow = (scope: UsageScope): UsageRow => ({
-  account_id: scope.accountId,
-  env: scope.env,
-  period_start: scope.periodStart,
-  sent: 0,
-  delivered: 0,
-  failed: 0,
-  linkedin: 0,
-  telegram: 0,
-  whatsapp: 0,
-});
+const scopeValues = (scope: UsageScope) => ({ account_id: scope.accountId, env: scope.env, period_start: scope.periodStart });
 
 export async function readUsage(db: Kysely<Database>, scope: UsageScope): Promise<UsageRow> {
   const row = await db
     .selectFrom('usage_periods')
-    .selectAll()
+    .select(['sent', 'delivered', 'failed'])
     .where('account_id', '=', scope.accountId)
     .where('env', '=', scope.env)
     .where('period_start', '=', scope.periodStart)
     .executeTakeFirst();
-  return row ?? emptyRow(scope);
+  const platforms = await db
+    .selectFrom('usage_by_platform')
+    .select(['platform', 'sent'])
+    .where('account_id', '=', scope.accountId)
+    .where('env', '=', scope.env)
+    .where('period_start', '=', scope.periodStart)
+    .execute();
+  return {
+    ...scopeValues(scope),
+    sent: Number(row?.sent ?? 0),
+    delivered: Number(row?.delivered ?? 0),
+    failed: Number(row?.failed ?? 0),
+    byPlatform: Object.fromEntries(platforms.map((p) => [p.platform, Number(p.sent)])),
+  };
+}
+
+/** Sends counted this period (one small read, for the quota headers of every request). */
+export async function readSent(db: Kysely<Database>, scope: UsageScope): Promise<number> {
+  const row = await db
+    .selectFrom('usage_periods')
+    .select('sent')
+    .where('account_id', '=', scope.accountId)
+    .where('env', '=', scope.env)
+    .where('period_start', '=', scope.periodStart)
+    .executeTakeFirst();
+  return Number(row?.sent ?? 0);
 }
 
 /**
- * Counts one accepted send against the quota in one atomic statement: an upsert whose update only
- * applies while `sent < quota`, so two concurrent sends can never both take the last unit, and the
- * row lock is held for as short a time as possible. Returns the new `sent` count, or null when the
- * quota is used up.
+ * Counts one accepted send against the quota: an upsert whose update only applies while `sent < quota`,
+ * so two concurrent sends can never both take the last unit; then the platform's own row. Run it inside
+ * the send's transaction (the period row stays locked to its end, which serialises the platform upsert).
+ * Returns the new `sent` count, or null when the quota is used up.
  */
-export async function reserveSend(db: Kysely<Database>, scope: UsageScope, platform: Platform, quota: number): Promise<number | null> {
+export async function reserveSend(db: Kysely<Database>, scope: UsageScope, platform: string, quota: number): Promise<number | null> {
   if (quota < 1) return null;
   const row = await db
     .insertInto('usage_periods')
-    .values({ ...emptyRow(scope), sent: 1, [platform]: 1 })
+    .values({ ...scopeValues(scope), sent: 1, delivered: 0, failed: 0 })
     .onConflict((oc) =>
       oc
         .columns(['account_id', 'env', 'period_start'])
-        .doUpdateSet((eb) => ({ sent: eb('usage_periods.sent', '+', 1), [platform]: eb(sql.ref(`usage_periods.${platform}`), '+', 1) }))
+        .doUpdateSet((eb) => ({ sent: eb('usage_periods.sent', '+', 1) }))
         .where('usage_periods.sent', '<', quota),
     )
     .returning('sent')
     .executeTakeFirst();
-  return row ? Number(row.sent) : null;
+  if (!row) return null;
+  await db
+    .insertInto('usage_by_platform')
+    .values({ ...scopeValues(scope), platform, sent: 1 })
+    .onConflict((oc) => oc.columns(['account_id', 'env', 'period_start', 'platform']).doUpdateSet((eb) => ({ sent: eb('usage_by_platform.sent', '+', 1) })))
+    .execute();
+  return Number(row.sent);
 }
 
 export async function recordOutcome(db: Kysely<Database>, scope: UsageScope, outcome: 'delivered' | 'failed'): Promise<void> {

@@ -1,49 +1,38 @@
 import type { Kysely } from 'kysely';
+import { claimAffinity, dropAffinity, lockHeldAffinity, releaseAffinity, renewAffinities } from './affinity.js';
 import type { Database } from './schema.js';
 import type { WhatsappSessionRow, WhatsappSessionStatus } from './whatsapp-sessions.js';
 
 /**
- * Live WhatsApp sessions: the lease that gives one process the session's socket, and the sealed auth
+ * Live WhatsApp sessions: the lease that gives one process the session's socket (an affinity lease keyed
+ * by the session id, so the messages of the session go to that process), and the sealed auth
  * state (creds in `whatsapp_sessions.auth_state`, signal keys in `whatsapp_keys`). Values arrive and
  * leave sealed; this module never sees a secret in clear.
  */
 
-export async function findSessionById(db: Kysely<Database>, id: string): Promise<WhatsappSessionRow | undefined> {
-  return db.selectFrom('whatsapp_sessions').selectAll().where('id', '=', id).executeTakeFirst();
+export type LiveSessionRow = WhatsappSessionRow & { holder: string | null; holder_expires_at: number | null };
+
+/** The session with the lease of its socket (affinity key = the session id). */
+export async function findSessionById(db: Kysely<Database>, id: string): Promise<LiveSessionRow | undefined> {
+  const row = await db
+    .selectFrom('whatsapp_sessions')
+    .leftJoin('affinity_leases', 'affinity_leases.key', 'whatsapp_sessions.id')
+    .selectAll('whatsapp_sessions')
+    .select(['affinity_leases.holder as holder', 'affinity_leases.expires_at as holder_expires_at'])
+    .where('whatsapp_sessions.id', '=', id)
+    .executeTakeFirst();
+  return row ? { ...row, holder: row.holder ?? null, holder_expires_at: row.holder_expires_at ?? null } : undefined;
 }
 
 /** Takes the session if nobody holds it, its holder's lease ran out, or it is ours already (compare-and-set). */
-export async function claimSession(db: Kysely<Database>, id: string, holder: string, now: number, leaseMs: number): Promise<boolean> {
-  const result = await db
-    .updateTable('whatsapp_sessions')
-    .set({ holder, holder_expires_at: now + leaseMs })
-    .where('id', '=', id)
-    .where((eb) => eb.or([eb('holder', 'is', null), eb('holder', '=', holder), eb('holder_expires_at', '<', now)]))
-    .executeTakeFirst();
-  return Number(result.numUpdatedRows) > 0;
-}
+export const claimSession = (db: Kysely<Database>, id: string, holder: string, now: number, leaseMs: number): Promise<boolean> =>
+  claimAffinity(db, id, holder, now, leaseMs);
 
 /** Extends the leases this holder still has; returns the ids it still holds. */
-export async function renewLeases(db: Kysely<Database>, holder: string, ids: string[], until: number): Promise<Set<string>> {
-  if (ids.length === 0) return new Set();
-  const rows = await db
-    .updateTable('whatsapp_sessions')
-    .set({ holder_expires_at: until })
-    .where('holder', '=', holder)
-    .where('id', 'in', ids)
-    .returning('id')
-    .execute();
-  return new Set(rows.map((r) => r.id));
-}
+export const renewLeases = (db: Kysely<Database>, holder: string, ids: string[], until: number): Promise<Set<string>> =>
+  renewAffinities(db, holder, ids, until);
 
-export async function releaseLease(db: Kysely<Database>, id: string, holder: string): Promise<void> {
-  await db
-    .updateTable('whatsapp_sessions')
-    .set({ holder: null, holder_expires_at: null })
-    .where('id', '=', id)
-    .where('holder', '=', holder)
-    .execute();
-}
+export const releaseLease = (db: Kysely<Database>, id: string, holder: string): Promise<void> => releaseAffinity(db, id, holder);
 
 /**
  * Live sessions that should have a socket somewhere but whose lease is free or ran out: connected ones,
@@ -52,12 +41,18 @@ export async function releaseLease(db: Kysely<Database>, id: string, holder: str
 export async function findOrphanedSessions(db: Kysely<Database>, now: number, limit: number): Promise<string[]> {
   const rows = await db
     .selectFrom('whatsapp_sessions')
-    .select('id')
-    .where('env', '=', 'live')
-    .where('auth_state', 'is not', null)
-    .where((eb) => eb.or([eb('status', '=', 'connected'), eb.and([eb('status', '=', 'qr_pending'), eb('qr_expires_at', 'is', null)])]))
-    .where((eb) => eb.or([eb('holder', 'is', null), eb('holder_expires_at', '<', now)]))
-    .orderBy('holder_expires_at')
+    .leftJoin('affinity_leases', 'affinity_leases.key', 'whatsapp_sessions.id')
+    .select('whatsapp_sessions.id')
+    .where('whatsapp_sessions.env', '=', 'live')
+    .where('whatsapp_sessions.auth_state', 'is not', null)
+    .where((eb) =>
+      eb.or([
+        eb('whatsapp_sessions.status', '=', 'connected'),
+        eb.and([eb('whatsapp_sessions.status', '=', 'qr_pending'), eb('whatsapp_sessions.qr_expires_at', 'is', null)]),
+      ]),
+    )
+    .where((eb) => eb.or([eb('affinity_leases.key', 'is', null), eb('affinity_leases.expires_at', '<', now)]))
+    .orderBy('affinity_leases.expires_at')
     .limit(limit)
     .execute();
   return rows.map((r) => r.id);
@@ -65,13 +60,11 @@ export async function findOrphanedSessions(db: Kysely<Database>, now: number, li
 
 /** Writes the sealed creds, only while `holder` holds the session. */
 export async function saveSealedCreds(db: Kysely<Database>, id: string, holder: string, sealed: string): Promise<boolean> {
-  const result = await db
-    .updateTable('whatsapp_sessions')
-    .set({ auth_state: sealed })
-    .where('id', '=', id)
-    .where('holder', '=', holder)
-    .executeTakeFirst();
-  return Number(result.numUpdatedRows) > 0;
+  return db.transaction().execute(async (trx) => {
+    if (!(await lockHeldAffinity(trx, id, holder))) return false;
+    const result = await trx.updateTable('whatsapp_sessions').set({ auth_state: sealed }).where('id', '=', id).executeTakeFirst();
+    return Number(result.numUpdatedRows) > 0;
+  });
 }
 
 export async function readSealedKeys(db: Kysely<Database>, sessionId: string, type: string, keyIds: string[]): Promise<Map<string, string>> {
@@ -106,14 +99,10 @@ const KEY_BATCH = 200;
 export async function writeSealedKeys(db: Kysely<Database>, sessionId: string, holder: string, writes: SealedKeyWrite[]): Promise<boolean> {
   if (writes.length === 0) return true;
   return db.transaction().execute(async (trx) => {
-    // A no-op update that locks the session row (PostgreSQL) and proves the lease in the same step.
-    const held = await trx
-      .updateTable('whatsapp_sessions')
-      .set({ holder })
-      .where('id', '=', sessionId)
-      .where('holder', '=', holder)
-      .executeTakeFirst();
-    if (Number(held.numUpdatedRows) === 0) return false;
+    // Proves the lease and locks it (PostgreSQL) in the same step: a deletion waits for these writes.
+    if (!(await lockHeldAffinity(trx, sessionId, holder))) return false;
+    const exists = await trx.selectFrom('whatsapp_sessions').select('id').where('id', '=', sessionId).executeTakeFirst();
+    if (!exists) return false;
     const upserts = new Map<string, { session_id: string; type: string; key_id: string; value: string }>();
     const deletes: SealedKeyWrite[] = [];
     for (const write of writes) {
@@ -154,12 +143,9 @@ export async function endLiveSession(
   now: number,
 ): Promise<void> {
   await db.transaction().execute(async (trx) => {
+    await dropAffinity(trx, id);
     await trx.deleteFrom('whatsapp_keys').where('session_id', '=', id).execute();
-    await trx
-      .updateTable('whatsapp_sessions')
-      .set({ auth_state: null, holder: null, holder_expires_at: null })
-      .where('id', '=', id)
-      .execute();
+    await trx.updateTable('whatsapp_sessions').set({ auth_state: null }).where('id', '=', id).execute();
     await trx.updateTable('whatsapp_sessions').set({ status, updated_at: now }).where('id', '=', id).where('status', 'in', from).execute();
   });
 }
@@ -167,6 +153,8 @@ export async function endLiveSession(
 /** Removes a session and everything stored for it. */
 export async function deleteSessionAndAuth(db: Kysely<Database>, sessionId: string): Promise<boolean> {
   return db.transaction().execute(async (trx) => {
+    // The lease first: a holder's key writes lock it, so they finish before the session goes.
+    await dropAffinity(trx, sessionId);
     await trx.deleteFrom('whatsapp_keys').where('session_id', '=', sessionId).execute();
     const result = await trx.deleteFrom('whatsapp_sessions').where('id', '=', sessionId).executeTakeFirst();
     return Number(result.numDeletedRows) > 0;

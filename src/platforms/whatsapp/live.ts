@@ -512,13 +512,13 @@ export function createLiveWhatsapp(options: LiveWhatsappOptions): LiveWhatsapp {
         qr_expires_at: createdAt + tuning.qrWaitMs + tuning.qrValidityMs,
         auto_connect_at: null,
         auth_state: await sealAuthValue(secretBox, creds),
-        holder: holderId,
-        holder_expires_at: Date.now() + tuning.leaseMs,
         created_at: createdAt,
         updated_at: createdAt,
         last_connected_at: null,
       };
       await insertWhatsappSession(db, row);
+      // A new id: nobody else can hold it yet.
+      await claimSession(db, row.id, holderId, Date.now(), tuning.leaseMs);
       const link = newLink(row.id, creds);
       const firstQr = new Promise<string>((resolve, reject) => {
         link.firstQr = { resolve, reject };
@@ -547,7 +547,8 @@ export function createLiveWhatsapp(options: LiveWhatsappOptions): LiveWhatsapp {
     },
 
     async remove(owner, id) {
-      const row = await findWhatsappSession(db, owner, id);
+      if (!(await findWhatsappSession(db, owner, id))) return false;
+      const row = await findSessionById(db, id);
       if (!row) return false;
       const link = links.get(id);
       let detachedLogout: { creds: AuthCreds } | undefined;

@@ -15,6 +15,7 @@ import {
 } from '../../store/whatsapp-sessions.js';
 import { WhatsappUnavailableError, type LiveWhatsapp } from './live.js';
 import { endLiveSession } from '../../store/whatsapp-live.js';
+import { findAffinity } from '../../store/affinity.js';
 
 /** How long a QR code can be scanned (the reference promises about 45 seconds). */
 export const QR_VALIDITY_MS = 45_000;
@@ -99,7 +100,8 @@ export function createWhatsappSessions(deps: {
   // (the unscanned creds go with it).
   async function observeLive(row: WhatsappSessionRow): Promise<WhatsappSessionRow> {
     const expiresAt = row.qr_expires_at !== null ? Number(row.qr_expires_at) : Infinity;
-    const holderAlive = row.holder !== null && Number(row.holder_expires_at) > Date.now();
+    const lease = await findAffinity(db, row.id);
+    const holderAlive = lease !== undefined && lease.expiresAt > Date.now();
     if (holderAlive || now() < expiresAt) return row;
     await endLiveSession(db, row.id, ['qr_pending'], 'qr_expired', now());
     return (await db.selectFrom('whatsapp_sessions').selectAll().where('id', '=', row.id).executeTakeFirst()) ?? row;
@@ -122,8 +124,6 @@ export function createWhatsappSessions(deps: {
         qr_expires_at: createdAt + QR_VALIDITY_MS,
         auto_connect_at: deps.autoScanSeconds > 0 ? createdAt + deps.autoScanSeconds * 1000 : null,
         auth_state: null,
-        holder: null,
-        holder_expires_at: null,
         created_at: createdAt,
         updated_at: createdAt,
         last_connected_at: null,
