@@ -97,6 +97,8 @@ export async function openServices(config: Config, options: Omit<AppOptions, 'wo
     db,
     secretBox,
     rateLimiter,
+    redis,
+    redisKeyPrefix: options.redisKeyPrefix,
     whatsappSessions,
     whatsappLive,
     logger,

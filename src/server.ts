@@ -10,6 +10,7 @@ import { registerSendRoute } from './api/send.js';
 import { registerStatusRoute } from './api/status.js';
 import { registerUsageRoute } from './api/usage.js';
 import { registerWhatsappSessionRoutes } from './api/whatsapp-sessions.js';
+import { registerDashboard } from './dashboard/index.js';
 import type { Services } from './services.js';
 
 export const API_PREFIX = '/api/v1';
@@ -93,6 +94,7 @@ export async function buildServer(services: Services): Promise<Server> {
     },
     { prefix: API_PREFIX },
   );
+  await registerDashboard(app, services);
 
   return {
     app,

@@ -1,3 +1,4 @@
+import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import type { RateLimiter } from './api/rate-limiter.js';
 import type { Config } from './config.js';
@@ -12,6 +13,10 @@ export interface Services {
   db: Db;
   secretBox: SecretBox;
   rateLimiter: RateLimiter;
+  /** The shared Redis, when REDIS_URL is set (limits that span processes). */
+  redis: Redis | undefined;
+  /** The key prefix every Redis counter of this app carries. */
+  redisKeyPrefix: string | undefined;
   whatsappSessions: WhatsappSessions;
   /** Live WhatsApp sockets held by this process (pairing here; delivery in worker processes). */
   whatsappLive: LiveWhatsapp;

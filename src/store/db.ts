@@ -11,6 +11,7 @@ import * as oneOwner from './migrations/004_one_owner.js';
 import * as webhooksMessageLog from './migrations/007_webhooks_message_log.js';
 import * as processAffinity from './migrations/006_process_affinity.js';
 import * as usageByPlatform from './migrations/006b_usage_by_platform.js';
+import * as dashboardSessions from './migrations/008_dashboard_sessions.js';
 
 export type Dialect = 'sqlite' | 'postgres';
 
@@ -88,6 +89,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '007_webhooks_message_log': webhooksMessageLog,
   '006_process_affinity': processAffinity,
   '006b_usage_by_platform': usageByPlatform,
+  '008_dashboard_sessions': dashboardSessions,
 };
 
 const provider: MigrationProvider = { getMigrations: async () => MIGRATIONS };

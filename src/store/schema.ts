@@ -218,6 +218,16 @@ export interface MessageReceiptsTable {
   source: string;
 }
 
+/** A dashboard sign-in: the cookie's token is known only by its SHA-256. */
+export interface DashboardSessionsTable {
+  token_hash: string;
+  account_id: string;
+  /** The environment (test or live) the dashboard acts in for this sign-in. */
+  env: string;
+  created_at: number;
+  expires_at: number;
+}
+
 export interface SchemaMigrationsTable {
   id: Generated<number>;
 }
@@ -239,4 +249,5 @@ export interface Database {
   message_attempts: MessageAttemptsTable;
   message_audio: MessageAudioTable;
   message_receipts: MessageReceiptsTable;
+  dashboard_sessions: DashboardSessionsTable;
 }

@@ -1,0 +1,117 @@
+import type { FastifyInstance } from 'fastify';
+import { WhatsappUnavailableError } from '../../platforms/whatsapp/sessions.js';
+import type { WhatsappSessionRow } from '../../store/whatsapp-sessions.js';
+import type { DashboardContext } from '../context.js';
+import { ctxOf, redirectTo, type DashboardDeps } from '../deps.js';
+import { html, isoTime, timeCell, type Html } from '../html.js';
+import { page, sendPage, type Notice } from '../layout.js';
+
+const NOTICES: Record<string, Notice> = {
+  deleted: { kind: 'ok', text: 'The session was deleted: the device is logged out and its credentials are erased.' },
+  unknown: { kind: 'error', text: 'No such WhatsApp session in this environment.' },
+};
+
+const STATUS_TEXT: Record<string, string> = {
+  qr_pending: 'waiting for the scan',
+  connected: 'connected',
+  qr_expired: 'QR expired (create a new session)',
+  disconnected: 'disconnected (link again with a new session)',
+};
+
+const statusText = (status: string): string => STATUS_TEXT[status] ?? status;
+
+/** What the page's script polls for: the session as the API's lookup shows it. */
+const sessionJson = (row: WhatsappSessionRow) => ({
+  session_id: row.id,
+  status: row.status,
+  status_text: statusText(row.status),
+  phone_number: row.phone_number,
+  created_at: isoTime(row.created_at),
+  last_connected_at: row.last_connected_at === null ? null : isoTime(row.last_connected_at),
+});
+
+function sessionRows(ctx: DashboardContext, rows: WhatsappSessionRow[]): Html {
+  if (rows.length === 0) return html`<p>No WhatsApp sessions in this environment yet.</p>`;
+  return html`<div class="table-wrap"><table>
+<thead><tr><th scope="col">Session</th><th scope="col">Status</th><th scope="col">Phone number</th><th scope="col">Created</th><th scope="col">Last connected</th><th scope="col">Actions</th></tr></thead>
+<tbody>${rows.map(
+    (row) => html`<tr data-session-id="${row.id}">
+<td><code>${row.id}</code></td>
+<td>${statusText(row.status)}</td>
+<td>${row.phone_number ? `+${row.phone_number}` : '—'}</td>
+<td>${timeCell(row.created_at)}</td>
+<td>${timeCell(row.last_connected_at, 'never')}</td>
+<td><form method="post" action="/dashboard/whatsapp/${row.id}/delete" class="inline">
+<input type="hidden" name="_csrf" value="${ctx.csrf}">
+<button type="submit" class="danger" aria-label="Delete session ${row.id}">Delete</button>
+</form></td>
+</tr>`,
+  )}</tbody></table></div>`;
+}
+
+function linkingPanel(created: { row: WhatsappSessionRow; qrCode: string; pairingCode?: string | undefined }): Html {
+  const { row } = created;
+  return html`<section class="linking" aria-labelledby="linking-title" data-poll="/dashboard/whatsapp/${row.id}/status" data-session="${row.id}">
+<h2 id="linking-title">Link session <code>${row.id}</code></h2>
+<div class="qr-box" data-when="qr_pending">
+<img class="qr" src="${created.qrCode}" alt="QR code: in WhatsApp on your phone, open Settings, Linked devices, Link a device, and scan it" width="300" height="300">
+<p>In WhatsApp on your phone: Settings → Linked devices → Link a device, then scan this code. It is valid for about 45 seconds.</p>
+${created.pairingCode ? html`<p>Or enter this pairing code on the phone: <strong class="pairing-code" data-pairing-code>${created.pairingCode}</strong></p>` : ''}
+</div>
+<p class="session-status" aria-live="polite">Status: <strong data-field="status_text">${statusText(row.status)}</strong><span data-field="phone"></span></p>
+</section>`;
+}
+
+export function registerWhatsappPages(app: FastifyInstance, deps: DashboardDeps): void {
+  const sessions = deps.services.whatsappSessions;
+
+  const render = async (ctx: DashboardContext, notice?: Notice, created?: Parameters<typeof linkingPanel>[0]): Promise<Html> => {
+    const rows = await sessions.list({ accountId: ctx.account.id, env: ctx.env });
+    return page(
+      ctx,
+      { sections: deps.sections, section: 'whatsapp', title: 'WhatsApp', path: '/dashboard/whatsapp', notice },
+      html`<p>Sessions link a WhatsApp account as a device; voice notes to WhatsApp leave through a connected session of the same environment (${ctx.env}).${
+        ctx.env === 'test' ? ' Sandbox sessions connect by themselves after a few seconds, as phone 15550000000.' : ''
+      }</p>
+${created ? linkingPanel(created) : ''}
+<form method="post" action="/dashboard/whatsapp" class="row">
+<input type="hidden" name="_csrf" value="${ctx.csrf}">
+<button type="submit">Create a session</button>
+</form>
+<h2>Sessions (${ctx.env})</h2>
+${sessionRows(ctx, rows)}`,
+    );
+  };
+
+  app.get('/whatsapp', async (request, reply) => {
+    const code = (request.query as Record<string, string>).notice ?? '';
+    return sendPage(reply, await render(ctxOf(request), NOTICES[code]));
+  });
+
+  // The QR exists only in this answer (it is not stored), so the page is rendered here rather than redirected to.
+  app.post('/whatsapp', async (request, reply) => {
+    const ctx = ctxOf(request);
+    try {
+      const created = await sessions.create({ accountId: ctx.account.id, env: ctx.env });
+      const pairing = (created as { pairingCode?: string }).pairingCode;
+      return sendPage(reply, await render(ctx, undefined, { ...created, pairingCode: pairing }), 201);
+    } catch (error) {
+      if (!(error instanceof WhatsappUnavailableError)) throw error;
+      return sendPage(reply, await render(ctx, { kind: 'error', text: `WhatsApp could not be reached: ${error.message}` }), 502);
+    }
+  });
+
+  app.get<{ Params: { id: string } }>('/whatsapp/:id/status', async (request, reply) => {
+    const ctx = ctxOf(request);
+    const row = await sessions.get({ accountId: ctx.account.id, env: ctx.env }, request.params.id);
+    reply.header('Cache-Control', 'no-store');
+    if (!row) return reply.code(404).send({ error: { code: 'not_found', message: 'no such session in this environment', details: null } });
+    return sessionJson(row);
+  });
+
+  app.post<{ Params: { id: string } }>('/whatsapp/:id/delete', async (request, reply) => {
+    const ctx = ctxOf(request);
+    const removed = await sessions.remove({ accountId: ctx.account.id, env: ctx.env }, request.params.id);
+    return redirectTo(reply, `/dashboard/whatsapp?notice=${removed ? 'deleted' : 'unknown'}`);
+  });
+}
