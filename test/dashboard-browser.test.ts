@@ -1,0 +1,150 @@
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { closeSharedAudio, startTestApp, STORAGE_LABEL, type TestApp } from './fixtures/app-harness.js';
+import { launchBrowser, until, type Browser } from './fixtures/browser.js';
+import { createDashboardAccount, type DashboardAccount } from './fixtures/dashboard-harness.js';
+
+// The dashboard as a person uses it: real Chromium, real HTTP on loopback, the API beside it.
+describe(`dashboard in a browser (${STORAGE_LABEL})`, () => {
+  let t: TestApp;
+  let base: string;
+  let browser: Browser;
+  let account: DashboardAccount;
+
+  const api = async (key: string, path: string, init: { method?: string; body?: unknown } = {}) => {
+    const res = await fetch(`${base}/api/v1${path}`, {
+      method: init.method ?? 'GET',
+      headers: { authorization: `Bearer ${key}`, ...(init.body !== undefined ? { 'content-type': 'application/json' } : {}) },
+      ...(init.body !== undefined ? { body: JSON.stringify(init.body) } : {}),
+    });
+    return { status: res.status, body: (await res.json()) as any };
+  };
+  const heading = () => browser.page.locator('h1').innerText();
+
+  before(async () => {
+    // Sandbox sessions wait for a simulated scan here, so the QR stays on screen however slow the machine is.
+    t = await startTestApp({ env: { SANDBOX_AUTO_SCAN_SECONDS: '0' } });
+    base = await t.listen();
+    account = await createDashboardAccount(t);
+    browser = await launchBrowser();
+  });
+
+  after(async () => {
+    await browser?.close();
+    await t?.close();
+    await closeSharedAudio();
+  });
+
+  it('sends a visitor to the sign-in form, and a wrong password back to it', async () => {
+    const { page } = browser;
+    await page.goto(`${base}/dashboard/keys`);
+    assert.equal(new URL(page.url()).pathname, '/dashboard/sign-in');
+    await page.getByLabel('Email').fill(account.email);
+    await page.getByLabel('Password').fill('not the password');
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.getByRole('alert').filter({ hasText: 'Wrong email or password.' }).waitFor();
+    assert.equal(await heading(), 'Sign in');
+  });
+
+  it('signs in with the email and password and lands on the usage page', async () => {
+    const { page } = browser;
+    await page.getByLabel('Email').fill(account.email);
+    await page.getByLabel('Password').fill(account.password);
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.waitForURL(`${base}/dashboard/usage`);
+    assert.equal(await heading(), 'Usage');
+    const cookies = await browser.context.cookies(`${base}/dashboard`);
+    const session = cookies.find((c) => c.name === 'vn_session');
+    assert.ok(session, 'a session cookie');
+    assert.equal(session.httpOnly, true);
+    assert.equal(session.sameSite, 'Lax');
+    // Script cannot read it.
+    assert.equal(await page.evaluate<boolean>("document.cookie.includes('vn_session')"), false);
+  });
+
+  it('creates a key, rolls it, and both work against the API', async () => {
+    const { page } = browser;
+    await browser.context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: base });
+    await page.getByRole('link', { name: 'API keys' }).click();
+    await page.waitForURL(`${base}/dashboard/keys`);
+    await page.getByLabel('Environment').selectOption('test');
+    await page.getByRole('button', { name: 'Create key' }).click();
+    const first = (await page.locator('#new-secret').innerText()).trim();
+    assert.match(first, /^sk_test_[0-9A-Za-z]{32}$/);
+    await page.getByRole('button', { name: 'Copy' }).click();
+    await page.locator('.copied').filter({ hasText: 'Copied.' }).waitFor();
+    assert.equal(await page.evaluate<string>('navigator.clipboard.readText()'), first);
+    assert.equal((await api(first, '/usage')).status, 200);
+
+    // The new key's row, by its display prefix; roll it with the default grace.
+    const prefix = first.slice(0, 12);
+    await page.getByRole('button', { name: `Roll key ${prefix}` }).click();
+    const second = (await page.locator('#new-secret').innerText()).trim();
+    assert.match(second, /^sk_test_[0-9A-Za-z]{32}$/);
+    assert.notEqual(second, first);
+    await page.getByText(`The key ${prefix}… keeps working until`).waitFor();
+    // No downtime: the old key still works, and the new one too.
+    assert.equal((await api(first, '/usage')).status, 200);
+    assert.equal((await api(second, '/usage')).status, 200);
+    // Once the page is left, the secret is gone for good.
+    await page.goto(`${base}/dashboard/keys`);
+    assert.equal(await page.locator('#new-secret').count(), 0);
+    assert.equal((await page.content()).includes(second), false);
+
+    await page.getByRole('button', { name: `Revoke key ${prefix}` }).click();
+    await page.getByRole('status').filter({ hasText: 'revoked' }).waitFor();
+    assert.equal((await api(first, '/usage')).status, 401);
+    assert.equal((await api(second, '/usage')).status, 200);
+  });
+
+  it('shows a new WhatsApp session QR at once and follows it to connected', async () => {
+    const { page } = browser;
+    await page.getByRole('link', { name: 'WhatsApp' }).click();
+    await page.waitForURL(`${base}/dashboard/whatsapp`);
+    await page.getByRole('button', { name: 'Create a session' }).click();
+    const qr = page.getByRole('img', { name: /QR code/ });
+    await qr.waitFor({ state: 'visible' });
+    assert.match((await qr.getAttribute('src')) ?? '', /^data:image\/png;base64,/);
+    const panel = page.locator('[data-poll]');
+    const sessionId = (await panel.getAttribute('data-session'))!;
+    await panel.locator('[data-field="status_text"]').filter({ hasText: 'waiting for the scan' }).waitFor();
+
+    // The phone scans (the sandbox's simulated scan, through the API with a key of the same account).
+    const scanned = await api(account.testKey, `/whatsapp/sessions/${sessionId}/simulate`, { method: 'POST', body: { event: 'scan' } });
+    assert.equal(scanned.status, 200);
+    await panel.locator('[data-field="status_text"]').filter({ hasText: 'connected' }).waitFor();
+    await panel.locator('[data-field="phone"]').filter({ hasText: '+15550000000' }).waitFor();
+    await qr.waitFor({ state: 'hidden' });
+
+    await page.goto(`${base}/dashboard/whatsapp`);
+    const row = page.locator(`tr[data-session-id="${sessionId}"]`);
+    assert.match(await row.innerText(), /connected/);
+    await page.getByRole('button', { name: `Delete session ${sessionId}` }).click();
+    await page.getByRole('status').filter({ hasText: 'deleted' }).waitFor();
+    assert.equal((await api(account.testKey, `/whatsapp/sessions/${sessionId}`)).status, 404);
+  });
+
+  it('switches between test and live resources', async () => {
+    const { page } = browser;
+    await page.getByRole('button', { name: 'Switch to live' }).click();
+    await page.waitForURL(`${base}/dashboard/whatsapp`);
+    assert.match(await page.locator('#env-now').innerText(), /Live/);
+    assert.match(await page.locator('main').innerText(), /Sessions \(live\)/);
+    await page.getByRole('button', { name: 'Switch to test' }).click();
+    await until('the test environment', async () => /Test/.test(await page.locator('#env-now').innerText()));
+  });
+
+  it('signs out: the session is over and pages ask for a sign-in again', async () => {
+    const { page } = browser;
+    const before = (await browser.context.cookies(`${base}/dashboard`)).find((c) => c.name === 'vn_session')!.value;
+    await page.getByRole('button', { name: 'Sign out' }).click();
+    await page.waitForURL(`${base}/dashboard/sign-in`);
+    assert.equal((await browser.context.cookies(`${base}/dashboard`)).some((c) => c.name === 'vn_session'), false);
+    await page.goto(`${base}/dashboard/keys`);
+    assert.equal(new URL(page.url()).pathname, '/dashboard/sign-in');
+    // The old cookie, replayed, is no longer a sign-in.
+    const replay = await fetch(`${base}/dashboard/keys`, { headers: { cookie: `vn_session=${before}` }, redirect: 'manual' });
+    assert.equal(replay.status, 303);
+    assert.equal(replay.headers.get('location'), '/dashboard/sign-in');
+  });
+});

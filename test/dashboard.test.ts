@@ -1,0 +1,232 @@
+import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
+import https from 'node:https';
+import type { AddressInfo } from 'node:net';
+import { after, before, describe, it } from 'node:test';
+import { listKeys } from '../src/store/keys.js';
+import { closeSharedAudio, startTestApp, STORAGE_LABEL, type TestApp } from './fixtures/app-harness.js';
+import { cookieValue, createDashboardAccount, csrfIn, FormClient, setCookies, type DashboardAccount } from './fixtures/dashboard-harness.js';
+import { TEST_TLS_CERT, TEST_TLS_KEY } from './fixtures/tls-cert.js';
+
+const sessionCookieLine = (lines: string[]): string => {
+  const line = lines.find((l) => l.startsWith('vn_session='));
+  assert.ok(line, `a vn_session cookie in ${JSON.stringify(lines)}`);
+  return line;
+};
+
+describe(`dashboard sign-in, cookies and CSRF (${STORAGE_LABEL})`, () => {
+  let t: TestApp;
+  let account: DashboardAccount;
+
+  before(async () => {
+    t = await startTestApp({ worker: false });
+    account = await createDashboardAccount(t);
+  });
+  after(async () => {
+    await t?.close();
+    await closeSharedAudio();
+  });
+
+  const keyCount = async (accountId: string) => (await listKeys(t.app.services.db.kysely, accountId)).length;
+
+  it('a wrong password or an unknown email is refused alike, and sets no session', async () => {
+    const client = new FormClient(t, '10.1.0.1');
+    const wrong = await client.signIn(account.email, 'wrong password');
+    assert.equal(wrong.statusCode, 401);
+    assert.match(wrong.body, /Wrong email or password\./);
+    assert.equal(cookieValue(wrong, 'vn_session'), undefined);
+    const unknown = await client.signIn('nobody@example.com', account.password);
+    assert.equal(unknown.statusCode, 401);
+    assert.match(unknown.body, /Wrong email or password\./);
+    assert.equal(cookieValue(unknown, 'vn_session'), undefined);
+    // Signed-in pages still send the visitor to the form.
+    const keys = await client.get('/dashboard/keys');
+    assert.equal(keys.statusCode, 303);
+    assert.equal(keys.headers.location, '/dashboard/sign-in');
+  });
+
+  it('signs in with email (any case) and password: an HttpOnly, SameSite=Lax cookie scoped to /dashboard, stored only hashed', async () => {
+    const client = new FormClient(t, '10.1.0.2');
+    const res = await client.signIn(account.email.toUpperCase(), account.password);
+    assert.equal(res.statusCode, 303, res.body);
+    assert.equal(res.headers.location, '/dashboard');
+    const line = sessionCookieLine(setCookies(res));
+    const attrs = line.split(';').map((a) => a.trim());
+    assert.ok(attrs.includes('HttpOnly'), line);
+    assert.ok(attrs.includes('SameSite=Lax'), line);
+    assert.ok(attrs.includes('Path=/dashboard'), line);
+    assert.ok(!attrs.includes('Secure'), `plain http: no Secure (${line})`);
+    const token = cookieValue(res, 'vn_session')!;
+    assert.ok(token.length >= 40);
+    const rows = await t.app.services.db.kysely.selectFrom('dashboard_sessions').selectAll().where('account_id', '=', account.accountId).execute();
+    assert.ok(rows.length >= 1);
+    assert.ok(rows.every((r) => r.token_hash !== token));
+    assert.ok(rows.some((r) => r.token_hash === createHash('sha256').update(token).digest('hex')));
+    const usage = await client.get('/dashboard/usage');
+    assert.equal(usage.statusCode, 200);
+    assert.match(usage.body, /<h1>Usage<\/h1>/);
+    assert.equal(usage.headers['cache-control'], 'no-store');
+    assert.match(String(usage.headers['content-security-policy']), /frame-ancestors 'none'/);
+  });
+
+  it('an X-Forwarded-Proto header from an untrusted client does not make the cookie Secure; TLS does', async () => {
+    const spoofed = new FormClient(t, '10.1.0.3');
+    const page = await spoofed.get('/dashboard/sign-in', { 'x-forwarded-proto': 'https' });
+    const res = await spoofed.post('/dashboard/sign-in', { _csrf: csrfIn(page.body), email: account.email, password: account.password }, { 'x-forwarded-proto': 'https' });
+    assert.equal(res.statusCode, 303);
+    assert.ok(!sessionCookieLine(setCookies(res)).includes('Secure'));
+
+    // The same app behind TLS of its own (a custom HTTPS server routing into it).
+    const fastify = t.app.server.app;
+    await fastify.ready();
+    const server = https.createServer({ key: TEST_TLS_KEY, cert: TEST_TLS_CERT }, (req, res) => fastify.routing(req, res));
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const port = (server.address() as AddressInfo).port;
+    const call = (method: string, path: string, headers: Record<string, string>, body?: string) =>
+      new Promise<{ status: number; cookies: string[]; body: string }>((resolve, reject) => {
+        const req = https.request({ host: '127.0.0.1', port, method, path, headers, rejectUnauthorized: false }, (res) => {
+          let text = '';
+          res.setEncoding('utf8');
+          res.on('data', (chunk: string) => (text += chunk));
+          res.on('end', () => resolve({ status: res.statusCode ?? 0, cookies: (res.headers['set-cookie'] ?? []).map(String), body: text }));
+        });
+        req.on('error', reject);
+        req.end(body);
+      });
+    try {
+      const form = await call('GET', '/dashboard/sign-in', {});
+      const formCookie = form.cookies.find((c) => c.startsWith('vn_signin='))!;
+      assert.ok(formCookie.split(';').map((a) => a.trim()).includes('Secure'), formCookie);
+      const body = new URLSearchParams({ _csrf: csrfIn(form.body), email: account.email, password: account.password }).toString();
+      const signedIn = await call('POST', '/dashboard/sign-in', {
+        'content-type': 'application/x-www-form-urlencoded',
+        cookie: formCookie.split(';')[0]!,
+        origin: `https://127.0.0.1:${port}`,
+        host: `127.0.0.1:${port}`,
+      }, body);
+      assert.equal(signedIn.status, 303, signedIn.body);
+      const attrs = sessionCookieLine(signedIn.cookies).split(';').map((a) => a.trim());
+      assert.ok(attrs.includes('Secure') && attrs.includes('HttpOnly') && attrs.includes('SameSite=Lax'), attrs.join('; '));
+    } finally {
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    }
+  });
+
+  it('refuses every change without the sign-in’s CSRF token, with another sign-in’s token, or from another origin', async () => {
+    const client = new FormClient(t, '10.1.0.4');
+    assert.equal((await client.signIn(account.email, account.password)).statusCode, 303);
+    const other = new FormClient(t, '10.1.0.5');
+    assert.equal((await other.signIn(account.email, account.password)).statusCode, 303);
+    const token = csrfIn((await client.get('/dashboard/keys')).body);
+    const otherToken = csrfIn((await other.get('/dashboard/keys')).body);
+    assert.notEqual(token, otherToken);
+    const before = await keyCount(account.accountId);
+
+    for (const [what, fields, headers] of [
+      ['no token', { env: 'test' }, {}],
+      ['a wrong token', { env: 'test', _csrf: 'x'.repeat(token.length) }, {}],
+      ['another sign-in’s token', { env: 'test', _csrf: otherToken }, {}],
+      ['another origin', { env: 'test', _csrf: token }, { origin: 'https://evil.example' }],
+    ] as const) {
+      const res = await client.post('/dashboard/keys', fields, headers);
+      assert.equal(res.statusCode, 403, `${what}: ${res.statusCode}`);
+      assert.match(res.body, /nothing was changed/, what);
+    }
+    assert.equal(await keyCount(account.accountId), before, 'no key was created');
+
+    // Sign-out and the environment switch are changes too.
+    assert.equal((await client.post('/dashboard/sign-out', {})).statusCode, 403);
+    assert.equal((await client.post('/dashboard/env', { env: 'live' })).statusCode, 403);
+    assert.equal((await client.get('/dashboard/keys')).statusCode, 200, 'still signed in');
+
+    // A change without any sign-in goes to the form and changes nothing.
+    const anonymous = new FormClient(t, '10.1.0.6');
+    const res = await anonymous.post('/dashboard/keys', { env: 'test', _csrf: token });
+    assert.equal(res.statusCode, 303);
+    assert.equal(res.headers.location, '/dashboard/sign-in');
+
+    // With its own token the same change goes through.
+    const created = await client.post('/dashboard/keys', { env: 'test', _csrf: token });
+    assert.equal(created.statusCode, 201);
+    assert.equal(await keyCount(account.accountId), before + 1);
+  });
+
+  it('refuses a sign-in form that did not come from the sign-in page (login CSRF)', async () => {
+    const client = new FormClient(t, '10.1.0.7');
+    const res = await client.post('/dashboard/sign-in', { email: account.email, password: account.password, _csrf: 'forged' });
+    assert.equal(res.statusCode, 403);
+    assert.equal(cookieValue(res, 'vn_session'), undefined);
+  });
+
+  it('limits sign-in attempts per email and per client address', async () => {
+    const target = await createDashboardAccount(t);
+    // Ten attempts per email in 15 minutes, from anywhere.
+    for (let i = 0; i < 10; i += 1) {
+      const res = await new FormClient(t, `10.2.0.${i + 1}`).signIn(target.email, `guess ${i}`);
+      assert.equal(res.statusCode, 401, `attempt ${i + 1}`);
+    }
+    const limited = await new FormClient(t, '10.2.0.99').signIn(target.email, target.password);
+    assert.equal(limited.statusCode, 429, 'even the right password waits');
+    assert.match(limited.body, /Too many sign-in attempts/);
+    assert.ok(Number(limited.headers['retry-after']) > 0);
+    assert.equal(cookieValue(limited, 'vn_session'), undefined);
+    // Other emails are not affected.
+    assert.equal((await new FormClient(t, '10.2.0.99').signIn(account.email, account.password)).statusCode, 303);
+
+    // Thirty attempts per client address, whatever the emails.
+    const client = new FormClient(t, '10.3.0.1');
+    for (let i = 0; i < 30; i += 1) {
+      const res = await client.signIn(`someone${i}@example.com`, 'guess');
+      assert.equal(res.statusCode, 401, `address attempt ${i + 1}`);
+    }
+    const byAddress = await client.signIn(account.email, account.password);
+    assert.equal(byAddress.statusCode, 429);
+  });
+
+  it('changes the password: the old one stops working and other sign-ins end', async () => {
+    const owner = await createDashboardAccount(t);
+    const a = new FormClient(t, '10.4.0.1');
+    const b = new FormClient(t, '10.4.0.2');
+    assert.equal((await a.signIn(owner.email, owner.password)).statusCode, 303);
+    assert.equal((await b.signIn(owner.email, owner.password)).statusCode, 303);
+    const token = csrfIn((await a.get('/dashboard/account')).body);
+
+    const wrongCurrent = await a.post('/dashboard/account/password', { _csrf: token, current_password: 'nope', new_password: 'a new secret 123', confirm_password: 'a new secret 123' });
+    assert.equal(wrongCurrent.statusCode, 401);
+    assert.match(wrongCurrent.body, /current password is wrong/);
+    const mismatch = await a.post('/dashboard/account/password', { _csrf: token, current_password: owner.password, new_password: 'a new secret 123', confirm_password: 'another' });
+    assert.equal(mismatch.statusCode, 422);
+    const short = await a.post('/dashboard/account/password', { _csrf: token, current_password: owner.password, new_password: 'short', confirm_password: 'short' });
+    assert.equal(short.statusCode, 422);
+
+    const changed = await a.post('/dashboard/account/password', { _csrf: token, current_password: owner.password, new_password: 'a new secret 123', confirm_password: 'a new secret 123' });
+    assert.equal(changed.statusCode, 303);
+    assert.equal((await a.get(changed.headers.location as string)).statusCode, 200, 'this sign-in stays');
+    assert.equal((await b.get('/dashboard/account')).statusCode, 303, 'the other sign-in ended');
+    assert.equal((await new FormClient(t, '10.4.0.3').signIn(owner.email, owner.password)).statusCode, 401);
+    assert.equal((await new FormClient(t, '10.4.0.4').signIn(owner.email, 'a new secret 123')).statusCode, 303);
+  });
+
+  it('acts only on the signed-in account: another account’s key cannot be rolled or revoked', async () => {
+    const stranger = await createDashboardAccount(t);
+    const strangerKeys = await listKeys(t.app.services.db.kysely, stranger.accountId);
+    const client = new FormClient(t, '10.5.0.1');
+    assert.equal((await client.signIn(account.email, account.password)).statusCode, 303);
+    const token = csrfIn((await client.get('/dashboard/keys')).body);
+    for (const action of ['roll', 'revoke']) {
+      const res = await client.post(`/dashboard/keys/${strangerKeys[0]!.id}/${action}`, { _csrf: token });
+      assert.equal(res.statusCode, 303);
+      assert.equal(res.headers.location, '/dashboard/keys?notice=unknown');
+    }
+    const after = await listKeys(t.app.services.db.kysely, stranger.accountId);
+    assert.deepEqual(after, strangerKeys);
+    const usage = await t.request({ method: 'GET', url: '/api/v1/usage', key: stranger.testKey });
+    assert.equal(usage.statusCode, 200);
+  });
+
+  it('keeps the dashboard out of the API document', async () => {
+    const doc = await t.request({ method: 'GET', url: '/api/v1/openapi.json' });
+    assert.equal(doc.statusCode, 200);
+    assert.equal(Object.keys(doc.json().paths).some((p) => p.startsWith('/dashboard')), false);
+  });
+});
