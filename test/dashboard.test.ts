@@ -4,7 +4,7 @@ import https from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { listKeys } from '../src/store/keys.js';
-import { closeSharedAudio, startTestApp, STORAGE_LABEL, type TestApp } from './fixtures/app-harness.js';
+import { closeSharedAudio, defaultSendBody, startTestApp, STORAGE_LABEL, type TestApp } from './fixtures/app-harness.js';
 import { cookieValue, createDashboardAccount, csrfIn, FormClient, setCookies, type DashboardAccount } from './fixtures/dashboard-harness.js';
 import { TEST_TLS_CERT, TEST_TLS_KEY } from './fixtures/tls-cert.js';
 
@@ -222,6 +222,28 @@ describe(`dashboard sign-in, cookies and CSRF (${STORAGE_LABEL})`, () => {
     assert.deepEqual(after, strangerKeys);
     const usage = await t.request({ method: 'GET', url: '/api/v1/usage', key: stranger.testKey });
     assert.equal(usage.statusCode, 200);
+  });
+
+  it('shows usage of the period, test and live side by side, and the day’s sends in the chart', async () => {
+    const owner = await createDashboardAccount(t);
+    for (let i = 0; i < 2; i += 1) assert.equal((await t.send(owner.testKey, defaultSendBody('telegram', t.voiceUrl))).statusCode, 202);
+    assert.equal((await t.send(owner.liveKey, defaultSendBody('linkedin', t.voiceUrl))).statusCode, 202);
+    const client = new FormClient(t, '10.6.0.1');
+    assert.equal((await client.signIn(owner.email, owner.password)).statusCode, 303);
+    const page = (await client.get('/dashboard/usage')).body;
+    const card = (env: string) => page.slice(page.indexOf(`data-env="${env}"`), page.indexOf('</section>', page.indexOf(`data-env="${env}"`)));
+    const fact = (env: string, name: string) => new RegExp(`data-usage="${name}">(\\d+)<`).exec(card(env))?.[1];
+    assert.equal(fact('test', 'sent'), '2');
+    assert.equal(fact('test', 'quota'), '500');
+    assert.equal(fact('test', 'remaining'), '498');
+    assert.equal(fact('test', 'telegram'), '2');
+    assert.equal(fact('live', 'sent'), '1');
+    assert.equal(fact('live', 'linkedin'), '1');
+    // The chart (test environment, the dashboard's default) has today's two telegram sends.
+    const today = new Date().toISOString().slice(5, 10);
+    const telegram = page.slice(page.indexOf('data-platform="telegram"'), page.indexOf('</figure>', page.indexOf('data-platform="telegram"')));
+    assert.match(telegram, new RegExp(`<title>${today}: 2 sent</title>`));
+    assert.match(telegram, /<svg class="chart"[^>]*role="img"/);
   });
 
   it('keeps the dashboard out of the API document', async () => {
