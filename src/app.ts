@@ -1,6 +1,7 @@
 import { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import { createAudioPipeline, resolveFfmpegPath, type AudioPipeline } from './audio/index.js';
+import { CallerDirectory } from './api/caller.js';
 import { RateLimiter } from './api/rate-limiter.js';
 import type { Config } from './config.js';
 import { SecretBox } from './core/secret-box.js';
@@ -76,6 +77,7 @@ export async function openServices(config: Config, options: Omit<AppOptions, 'wo
   const redis = config.redisUrl ? new Redis(config.redisUrl, { maxRetriesPerRequest: 2, enableOfflineQueue: true, lazyConnect: false }) : undefined;
   redis?.on('error', (err: unknown) => logger.warn({ err }, 'redis error'));
   const rateLimiter = new RateLimiter({ redis, keyPrefix: options.redisKeyPrefix });
+  const callers = new CallerDirectory(db);
   const whatsappLive = createLiveWhatsapp({
     ...options.whatsappLive,
     db: db.kysely,
@@ -99,6 +101,7 @@ export async function openServices(config: Config, options: Omit<AppOptions, 'wo
     rateLimiter,
     redis,
     redisKeyPrefix: options.redisKeyPrefix,
+    callers,
     whatsappSessions,
     whatsappLive,
     logger,
@@ -115,6 +118,7 @@ export async function openServices(config: Config, options: Omit<AppOptions, 'wo
     },
     async close() {
       clearInterval(housekeeping);
+      callers.close();
       await whatsappLive.stop();
       redis?.disconnect();
       await db.close();

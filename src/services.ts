@@ -1,5 +1,6 @@
 import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
+import type { CallerDirectory } from './api/caller.js';
 import type { RateLimiter } from './api/rate-limiter.js';
 import type { Config } from './config.js';
 import type { SecretBox } from './core/secret-box.js';
@@ -17,6 +18,8 @@ export interface Services {
   redis: Redis | undefined;
   /** The key prefix every Redis counter of this app carries. */
   redisKeyPrefix: string | undefined;
+  /** Callers by API key and usage counts, cached briefly (src/api/caller.ts). */
+  callers: CallerDirectory;
   whatsappSessions: WhatsappSessions;
   /** Live WhatsApp sockets held by this process (pairing here; delivery in worker processes). */
   whatsappLive: LiveWhatsapp;

@@ -4,6 +4,8 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { after, before, describe, it } from 'node:test';
 import { bootstrapOwner } from '../src/admin/accounts.js';
 import { newMessageId, newWhatsappSessionId } from '../src/core/ids.js';
+import { CALLER_CACHE_MS } from '../src/api/caller.js';
+import { updatePlan } from '../src/store/accounts.js';
 import { findKey, issueKey, revokeKey, rollKey } from '../src/store/keys.js';
 import {
   closeSharedAudio,
@@ -133,13 +135,41 @@ describe(`API keys: who gets 401 unauthorized (${STORAGE_LABEL})`, () => {
     assert.equal((await usage(t, a.liveKey)).statusCode, 200);
   });
 
-  it('an expired key → 401', async () => {
+  it('an expired key → 401, from the moment it expires', async () => {
     const issued = await issueKey(db(), a.accountId, 'live');
     assert.match(issued.secret, KEY_PATTERN.live);
+    const expiresAt = Date.now() + 1_500;
+    await db().updateTable('api_keys').set({ expires_at: expiresAt }).where('id', '=', issued.row.id).execute();
     assert.equal((await usage(t, issued.secret)).statusCode, 200, 'works before expiry');
-    await db().updateTable('api_keys').set({ expires_at: Date.now() - 1_000 }).where('id', '=', issued.row.id).execute();
+    await sleep(Math.max(0, expiresAt - Date.now()) + 50);
     assertUnauthorized(await usage(t, issued.secret), 'expired key');
     assertUnauthorized(await t.send(issued.secret, defaultSendBody('telegram', t.voiceUrl)), 'expired key, send');
+  });
+
+  it(`a key revoked by another process (written straight to the database) → 401 within ${CALLER_CACHE_MS / 1000} s`, async () => {
+    const issued = await issueKey(db(), a.accountId, 'test');
+    assert.equal((await usage(t, issued.secret)).statusCode, 200, 'works before revocation');
+    await db().updateTable('api_keys').set({ revoked_at: Date.now() }).where('id', '=', issued.row.id).execute();
+    await sleep(CALLER_CACHE_MS + 100);
+    assertUnauthorized(await usage(t, issued.secret), 'revoked elsewhere');
+  });
+
+  it('a plan change made in this process shows on the very next request: limits and usage headers', async () => {
+    const b = await t.createAccount({ plan: 'starter' });
+    const before = await usage(t, b.testKey);
+    assert.equal(before.statusCode, 200);
+    await updatePlan(db(), b.accountId, { plan: 'growth', rateLimit: 7, quota: 9 });
+    const res = await usage(t, b.testKey);
+    assert.equal(res.json().plan, 'growth');
+    assert.equal(res.json().limits.monthly_quota, 9);
+    assert.equal(res.headers['x-usage-limit'], '9');
+    assert.equal(res.headers['x-usage-remaining'], '9');
+    const sent = await t.send(b.testKey, defaultSendBody('telegram', t.voiceUrl));
+    assert.equal(sent.statusCode, 202, sent.body);
+    assert.equal(sent.headers['x-ratelimit-limit'], '7');
+    assert.equal(sent.headers['x-usage-remaining'], '8');
+    const after = await statusOf(t, b.testKey, sent.json().id);
+    assert.equal(after.headers['x-usage-remaining'], '8', 'a read right after a send counts it');
   });
 
   it('an authenticated request carries the usage headers the 401 does not', async () => {

@@ -1,8 +1,8 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { UNAUTHENTICATED_REQUESTS_PER_MINUTE, READ_REQUESTS_PER_MINUTE } from '../core/plans.js';
-import { authenticateSecret, touchKey } from '../store/keys.js';
+import { touchKey } from '../store/keys.js';
 import type { Services } from '../services.js';
-import { callerOf, usageSnapshot, type Caller, type UsageSnapshot } from './caller.js';
+import type { Caller, UsageSnapshot } from './caller.js';
 import { ApiError, sendError } from './errors.js';
 import type { Bucket, RateDecision } from './rate-limiter.js';
 
@@ -65,22 +65,21 @@ export function authenticate(services: Services) {
     request.caller = null;
     const now = Date.now();
     const match = BEARER.exec(request.headers.authorization ?? '');
-    const found = match ? await authenticateSecret(services.db.kysely, match[1]!, now) : undefined;
+    const caller = match ? await services.callers.resolve(match[1]!, now) : undefined;
 
-    if (!found) {
+    if (!caller) {
       const limited = await drawFromIpBucket(services, request, reply, now);
       if (limited) return limited;
       const message = match ? 'invalid, revoked or expired API key' : 'missing API key: send Authorization: Bearer <API_KEY>';
       return sendError(reply, new ApiError('unauthorized', message));
     }
 
-    const caller = callerOf(found.key, found.account);
     request.caller = caller;
     const bucket = request.routeOptions.config.bucket ?? 'read';
     const limit = bucket === 'send' ? caller.limits.sendPerMinute : READ_REQUESTS_PER_MINUTE;
     const [decision, usage] = await Promise.all([
       services.rateLimiter.consume(bucket, caller.keyId, limit, now),
-      usageSnapshot(services.db, caller, now),
+      services.callers.usage(caller, now),
     ]);
     reply.headers(rateHeaders(decision));
     setUsageHeaders(reply, usage);

@@ -1,7 +1,8 @@
 import type { KeyEnv } from '../core/ids.js';
 import { billingPeriod, isPlanName, limitsFor, type PlanLimits, type PlanName } from '../core/plans.js';
 import type { AccountRow } from '../store/accounts.js';
-import type { KeyRow } from '../store/keys.js';
+import { onAuthChange, type AuthChange } from '../store/auth-changes.js';
+import { authenticateHash, hashKeySecret, type KeyRow } from '../store/keys.js';
 import { readSent, type UsageScope } from '../store/usage.js';
 import type { Db } from '../store/db.js';
 
@@ -37,7 +38,118 @@ export interface UsageSnapshot {
   remaining: number;
 }
 
-export async function usageSnapshot(db: Db, caller: Caller, now = Date.now()): Promise<UsageSnapshot> {
-  const sent = await readSent(db.kysely, usageScope(caller, now));
-  return { limit: caller.limits.monthlyQuota, remaining: Math.max(0, caller.limits.monthlyQuota - sent) };
+/**
+ * How long this process trusts what it read about a key, an account and its usage count. A key
+ * revoked or rolled, or a plan set, by ANOTHER process (the CLI, another node) takes effect here within
+ * this long; in the process that made the change it takes effect at once (store/auth-changes.ts).
+ * Quotas are not affected: every send counts itself against the stored usage row.
+ */
+export const CALLER_CACHE_MS = 5_000;
+const MAX_ENTRIES = 10_000;
+
+interface CachedCaller {
+  caller: Caller;
+  /** The key's own expiry (rolled keys): checked on every request, not cached. */
+  keyExpiresAt: number | null;
+  readAt: number;
+}
+
+interface CachedCount {
+  sent: number;
+  readAt: number;
+}
+
+const usageKey = (scope: UsageScope): string => `${scope.accountId}\n${scope.env}\n${scope.periodStart}`;
+
+/** Drops the oldest entries (insertion order) once a map holds more than MAX_ENTRIES. */
+function bound<V>(map: Map<string, V>): void {
+  for (const key of map.keys()) {
+    if (map.size <= MAX_ENTRIES) return;
+    map.delete(key);
+  }
+}
+
+/**
+ * Callers by key, and each account's count of sends in its billing period, kept in memory for
+ * CALLER_CACHE_MS so that a request does not read the key, the account and the usage row first.
+ * The send path reports each count it commits, so this process's own sends show in the usage
+ * headers at once; another process's within CALLER_CACHE_MS.
+ */
+export class CallerDirectory {
+  readonly #db: Db;
+  readonly #ttlMs: number;
+  readonly #callers = new Map<string, CachedCaller>();
+  readonly #counts = new Map<string, CachedCount>();
+  readonly #stopListening: () => void;
+  /** Bumped by every change: a lookup that started before one does not fill the cache. */
+  #generation = 0;
+
+  constructor(db: Db, options: { ttlMs?: number } = {}) {
+    this.#db = db;
+    this.#ttlMs = options.ttlMs ?? CALLER_CACHE_MS;
+    this.#stopListening = onAuthChange((change) => this.#forget(change));
+  }
+
+  /** The caller a secret authenticates as; undefined when unknown, revoked or expired. */
+  async resolve(secret: string, now = Date.now()): Promise<Caller | undefined> {
+    const hash = hashKeySecret(secret);
+    const hit = this.#callers.get(hash);
+    if (hit && now - hit.readAt < this.#ttlMs && now >= hit.readAt) {
+      return hit.keyExpiresAt !== null && hit.keyExpiresAt <= now ? undefined : hit.caller;
+    }
+    const generation = this.#generation;
+    const found = await authenticateHash(this.#db.kysely, hash, now);
+    if (!found) {
+      this.#callers.delete(hash);
+      return undefined;
+    }
+    const caller = callerOf(found.key, found.account);
+    if (generation === this.#generation) {
+      this.#callers.delete(hash); // re-inserted last: the map's order is the age order `bound` relies on
+      this.#callers.set(hash, { caller, keyExpiresAt: found.key.expires_at === null ? null : Number(found.key.expires_at), readAt: now });
+      bound(this.#callers);
+    }
+    return caller;
+  }
+
+  /** What the usage headers show: the period's count as this process last committed or read it. */
+  async usage(caller: Caller, now = Date.now()): Promise<UsageSnapshot> {
+    const scope = usageScope(caller, now);
+    const key = usageKey(scope);
+    const hit = this.#counts.get(key);
+    let sent: number;
+    if (hit && now - hit.readAt < this.#ttlMs && now >= hit.readAt) {
+      sent = hit.sent;
+    } else {
+      sent = await readSent(this.#db.kysely, scope);
+      this.noteSent(scope, sent, now);
+    }
+    return { limit: caller.limits.monthlyQuota, remaining: Math.max(0, caller.limits.monthlyQuota - sent) };
+  }
+
+  /**
+   * A count read from or committed to the usage row. Counts only grow within a period, so a smaller
+   * one (a read or commit that finished after a newer one) does not replace a larger one.
+   */
+  noteSent(scope: UsageScope, sent: number, now = Date.now()): void {
+    const key = usageKey(scope);
+    const hit = this.#counts.get(key);
+    const value = hit ? Math.max(hit.sent, sent) : sent;
+    this.#counts.delete(key);
+    this.#counts.set(key, { sent: value, readAt: now });
+    bound(this.#counts);
+  }
+
+  close(): void {
+    this.#stopListening();
+    this.#callers.clear();
+    this.#counts.clear();
+  }
+
+  #forget(change: AuthChange): void {
+    this.#generation++;
+    for (const [hash, entry] of this.#callers) {
+      if ('keyId' in change ? entry.caller.keyId === change.keyId : entry.caller.accountId === change.accountId) this.#callers.delete(hash);
+    }
+  }
 }

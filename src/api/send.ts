@@ -104,6 +104,7 @@ export function registerSendRoute(app: FastifyInstance, services: Services): voi
       });
       // A replay (even one that lost a race after reserving, rolled back) spent nothing: keep the headers auth set.
       if (reserved.sent !== null && !outcome.replayed) {
+        services.callers.noteSent(scope, reserved.sent, now);
         setUsageHeaders(reply, { limit: caller.limits.monthlyQuota, remaining: Math.max(0, caller.limits.monthlyQuota - reserved.sent) });
         services.wakeWorker();
       }

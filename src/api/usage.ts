@@ -14,6 +14,7 @@ export function registerUsageRoute(app: FastifyInstance, services: Services): vo
       const caller = request.caller!;
       const scope = usageScope(caller);
       const usage = await readUsage(services.db.kysely, scope);
+      services.callers.noteSent(scope, Number(usage.sent));
       const quota = caller.limits.monthlyQuota;
       return {
         plan: caller.plan,

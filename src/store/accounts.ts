@@ -2,6 +2,7 @@ import { randomBytes, scryptSync, timingSafeEqual } from 'node:crypto';
 import type { Kysely } from 'kysely';
 import { newAccountId } from '../core/ids.js';
 import type { PlanName } from '../core/plans.js';
+import { announceAuthChange } from './auth-changes.js';
 import type { AccountsTable, Database } from './schema.js';
 
 export type AccountRow = AccountsTable;
@@ -62,5 +63,6 @@ export async function updatePlan(
   if (change.rateLimit !== undefined) values.rate_limit = change.rateLimit;
   if (change.quota !== undefined) values.quota = change.quota;
   await db.updateTable('accounts').set(values).where('id', '=', id).execute();
+  announceAuthChange({ accountId: id });
   return findAccount(db, id);
 }

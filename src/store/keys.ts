@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { Kysely } from 'kysely';
 import { newKeyId, newKeySecret, type KeyEnv } from '../core/ids.js';
+import { announceAuthChange } from './auth-changes.js';
 import type { AccountsTable, ApiKeysTable, Database } from './schema.js';
 
 export type KeyRow = ApiKeysTable;
@@ -49,7 +50,7 @@ export async function listKeys(db: Kysely<Database>, accountId: string): Promise
 
 /** Issues a successor and lets the old key live until `now + graceMs`, so callers switch without downtime. */
 export async function rollKey(db: Kysely<Database>, old: KeyRow, graceMs: number, now = Date.now()): Promise<IssuedKey & { oldExpiresAt: number }> {
-  return db.transaction().execute(async (trx) => {
+  const rolled = await db.transaction().execute(async (trx) => {
     const issued = await issueKey(trx, old.account_id, old.env as KeyEnv, { replaces: old.id, now });
     const expiresAt = now + graceMs;
     // An old key that already expires sooner keeps its earlier expiry.
@@ -57,10 +58,13 @@ export async function rollKey(db: Kysely<Database>, old: KeyRow, graceMs: number
     await trx.updateTable('api_keys').set({ expires_at: oldExpiresAt }).where('id', '=', old.id).execute();
     return { ...issued, oldExpiresAt };
   });
+  announceAuthChange({ keyId: old.id });
+  return rolled;
 }
 
 export async function revokeKey(db: Kysely<Database>, id: string, now = Date.now()): Promise<boolean> {
   const result = await db.updateTable('api_keys').set({ revoked_at: now }).where('id', '=', id).where('revoked_at', 'is', null).executeTakeFirst();
+  announceAuthChange({ keyId: id });
   return Number(result.numUpdatedRows) > 0;
 }
 
@@ -71,7 +75,12 @@ export interface AuthenticatedKey {
 
 /** The key and its account when the secret is known, not revoked and not expired. */
 export async function authenticateSecret(db: Kysely<Database>, secret: string, now = Date.now()): Promise<AuthenticatedKey | undefined> {
-  const key = await db.selectFrom('api_keys').selectAll().where('secret_hash', '=', hashKeySecret(secret)).executeTakeFirst();
+  return authenticateHash(db, hashKeySecret(secret), now);
+}
+
+/** As authenticateSecret, from the secret's hash (`hashKeySecret`). */
+export async function authenticateHash(db: Kysely<Database>, secretHash: string, now = Date.now()): Promise<AuthenticatedKey | undefined> {
+  const key = await db.selectFrom('api_keys').selectAll().where('secret_hash', '=', secretHash).executeTakeFirst();
   if (!key || key.revoked_at !== null || (key.expires_at !== null && key.expires_at <= now)) return undefined;
   const account = await db.selectFrom('accounts').selectAll().where('id', '=', key.account_id).executeTakeFirst();
   if (!account) return undefined;
