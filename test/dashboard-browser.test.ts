@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
-import { closeSharedAudio, startTestApp, STORAGE_LABEL, type TestApp } from './fixtures/app-harness.js';
+import { closeSharedAudio, defaultSendBody, startTestApp, STORAGE_LABEL, type TestApp } from './fixtures/app-harness.js';
 import { launchBrowser, until, type Browser } from './fixtures/browser.js';
 import { createDashboardAccount, type DashboardAccount } from './fixtures/dashboard-harness.js';
 
@@ -132,6 +132,52 @@ describe(`dashboard in a browser (${STORAGE_LABEL})`, () => {
     assert.match(await page.locator('main').innerText(), /Sessions \(live\)/);
     await page.getByRole('button', { name: 'Switch to test' }).click();
     await until('the test environment', async () => /Test/.test(await page.locator('#env-now').innerText()));
+  });
+
+  it('finds a failed message in the log and reads its error', async () => {
+    const { page } = browser;
+    const sent = await api(account.testKey, '/send', { method: 'POST', body: { ...defaultSendBody('telegram', t.voiceUrl), recipient: '10000000002' } });
+    assert.equal(sent.status, 202);
+    const id = sent.body.id as string;
+    await t.waitForStatus(account.testKey, id, ['failed'], 60_000);
+    // A delivered one too, which the status filter must leave out.
+    const ok = await api(account.testKey, '/send', { method: 'POST', body: defaultSendBody('telegram', t.voiceUrl) });
+    await t.waitForStatus(account.testKey, ok.body.id, ['delivered'], 60_000);
+
+    await page.getByRole('link', { name: 'Messages' }).click();
+    await page.waitForURL(`${base}/dashboard/messages`);
+    await page.getByLabel('Status').selectOption('failed');
+    await page.getByRole('button', { name: 'Filter' }).click();
+    await page.waitForURL(/status=failed/);
+    assert.equal(await page.locator(`tr[data-message-id="${ok.body.id}"]`).count(), 0);
+    const row = page.locator(`tr[data-message-id="${id}"]`);
+    assert.match(await row.innerText(), /recipient_not_found/);
+    await row.getByRole('link', { name: id }).click();
+    await page.waitForURL(`${base}/dashboard/messages/${id}`);
+    const alert = page.getByRole('alert');
+    assert.match(await alert.innerText(), /recipient_not_found/);
+    assert.match(await page.locator('main table').first().innerText(), /failed/);
+  });
+
+  it('plays a delivered message’s converted audio in the page, with its waveform', async () => {
+    const { page } = browser;
+    // An MP3 source: what plays is the OGG Opus it was converted to.
+    const sent = await api(account.testKey, '/send', { method: 'POST', body: defaultSendBody('telegram', t.mp3Url) });
+    assert.equal(sent.status, 202);
+    const id = sent.body.id as string;
+    await t.waitForStatus(account.testKey, id, ['delivered'], 60_000);
+    await page.goto(`${base}/dashboard/messages/${id}`);
+    assert.match(await page.locator('[data-field="status"]').innerText(), /delivered/);
+    assert.match(await page.locator('main').innerText(), /ogg_opus/);
+    await page.getByRole('img', { name: /Waveform/ }).waitFor();
+    assert.equal(await page.locator('svg.waveform rect').count(), 64);
+    assert.match(await page.locator('[data-receipts]').innerText(), /Telegram does not tell bots/);
+
+    const audio = page.locator('audio');
+    await audio.evaluate((el: any) => el.play());
+    const played = await until('the audio to play', async () => audio.evaluate((el: any) => (el.currentTime > 0 && el.error === null ? el.currentTime : 0)));
+    assert.ok(played > 0);
+    assert.equal(await audio.evaluate((el: any) => el.error), null);
   });
 
   it('signs out: the session is over and pages ask for a sign-in again', async () => {

@@ -252,3 +252,56 @@ describe(`dashboard sign-in, cookies and CSRF (${STORAGE_LABEL})`, () => {
     assert.equal(Object.keys(doc.json().paths).some((p) => p.startsWith('/dashboard')), false);
   });
 });
+
+describe(`dashboard message log (${STORAGE_LABEL})`, () => {
+  let t: TestApp;
+
+  before(async () => {
+    t = await startTestApp();
+  });
+  after(async () => {
+    await t?.close();
+    await closeSharedAudio();
+  });
+
+  it('serves a message’s converted audio only to its own account, whole or by range', async () => {
+    const owner = await createDashboardAccount(t);
+    const stranger = await createDashboardAccount(t);
+    const sent = await t.send(owner.testKey, defaultSendBody('telegram', t.mp3Url));
+    assert.equal(sent.statusCode, 202);
+    const id = sent.json().id as string;
+    await t.waitForStatus(owner.testKey, id, ['delivered'], 60_000);
+    const url = `/dashboard/messages/${id}/audio`;
+
+    const anonymous = await new FormClient(t, '10.7.0.1').get(url);
+    assert.equal(anonymous.statusCode, 303);
+    assert.equal(anonymous.headers.location, '/dashboard/sign-in');
+
+    const other = new FormClient(t, '10.7.0.2');
+    assert.equal((await other.signIn(stranger.email, stranger.password)).statusCode, 303);
+    assert.equal((await other.get(url)).statusCode, 404);
+    assert.equal((await other.get(`/dashboard/messages/${id}`)).statusCode, 404);
+
+    const client = new FormClient(t, '10.7.0.3');
+    assert.equal((await client.signIn(owner.email, owner.password)).statusCode, 303);
+    const whole = await t.app.server.app.inject({ method: 'GET', url, headers: { cookie: `vn_session=${client.cookies.get('vn_session')}` } });
+    assert.equal(whole.statusCode, 200);
+    assert.match(String(whole.headers['content-type']), /^audio\/ogg/);
+    assert.equal(whole.rawPayload.subarray(0, 4).toString('latin1'), 'OggS');
+    assert.equal(Number(whole.headers['content-length']), whole.rawPayload.length);
+    const part = await t.app.server.app.inject({ method: 'GET', url, headers: { cookie: `vn_session=${client.cookies.get('vn_session')}`, range: 'bytes=0-3' } });
+    assert.equal(part.statusCode, 206);
+    assert.equal(part.headers['content-range'], `bytes 0-3/${whole.rawPayload.length}`);
+    assert.equal(part.body, 'OggS');
+
+    // The log finds it by recipient, and the detail shows the attempt and both audio forms.
+    const list = await client.get('/dashboard/messages?recipient=123456789&status=delivered');
+    assert.match(list.body, new RegExp(`data-message-id="${id}"`));
+    const none = await client.get('/dashboard/messages?recipient=999&status=delivered');
+    assert.doesNotMatch(none.body, new RegExp(`data-message-id="${id}"`));
+    const detail = await client.get(`/dashboard/messages/${id}`);
+    assert.equal(detail.statusCode, 200);
+    assert.match(detail.body, /As detected[\s\S]*MPEG[\s\S]*As sent[\s\S]*ogg_opus/);
+    assert.match(detail.body, /<td>delivered<\/td>/);
+  });
+});

@@ -98,6 +98,14 @@ function parseMeta(text: string): CachedMeta | null {
  * eviction. Entries handed out are pinned until unpinned, and pinned entries are never evicted.
  * Map insertion order is the LRU order (oldest first).
  */
+/** The cache's directory under DATA_DIR. */
+export const AUDIO_CACHE_DIR = 'audio-cache';
+
+/** The converted file of (source, format) under a DATA_DIR, while the cache keeps it (the dashboard's player reads it). */
+export function cachedAudioFile(dataDir: string, sha256: string, format: AudioFormat): string {
+  return join(dataDir, AUDIO_CACHE_DIR, `${AudioCache.keyOf(sha256, format)}.${EXT[format]}`);
+}
+
 export class AudioCache {
   private readonly entries = new Map<string, CacheEntry>();
   private readonly deleting = new Map<string, Promise<void>>();

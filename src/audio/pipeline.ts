@@ -3,7 +3,7 @@ import { mkdir, readdir, rm, stat } from 'node:fs/promises';
 import type { LookupFunction } from 'node:net';
 import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
-import { AudioCache, type AudioLogger, type CacheEntry, type SourceFacts } from './cache.js';
+import { AUDIO_CACHE_DIR, AudioCache, type AudioLogger, type CacheEntry, type SourceFacts } from './cache.js';
 import { AudioError } from './errors.js';
 import { FfmpegRunner } from './ffmpeg.js';
 import { createAudioAgent, fetchAudio, type FetchedSource } from './fetch.js';
@@ -92,7 +92,7 @@ function exceedsDuration(seconds: number | null, target: AudioTarget): boolean {
 export function createAudioPipeline(opts: AudioPipelineOptions, internals: AudioPipelineInternals = {}): AudioPipeline {
   const log = opts.logger;
   const tmpDir = join(opts.dataDir, 'tmp', 'audio');
-  const cache = new AudioCache(join(opts.dataDir, 'audio-cache'), opts.cacheMaxBytes ?? GiB, log);
+  const cache = new AudioCache(join(opts.dataDir, AUDIO_CACHE_DIR), opts.cacheMaxBytes ?? GiB, log);
   const runner = new FfmpegRunner(opts.ffmpegPath, opts.maxConcurrentTranscodes ?? availableParallelism());
   const agent = createAudioAgent({ allowPrivate: opts.allowPrivateUrls, lookup: internals.lookup, addressPolicy: internals.addressPolicy });
   const fetchTimeoutMs = opts.fetchTimeoutMs ?? DEFAULT_FETCH_TIMEOUT_MS;

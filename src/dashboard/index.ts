@@ -8,6 +8,7 @@ import { html } from './html.js';
 import { barePage, sendPage, type Section } from './layout.js';
 import { registerAccountPages } from './pages/account.js';
 import { registerKeyPages } from './pages/keys.js';
+import { registerMessagePages } from './pages/messages.js';
 import { registerSignInPages, registerSignOut } from './pages/sign-in.js';
 import { registerUsagePage } from './pages/usage.js';
 import { registerWhatsappPages } from './pages/whatsapp.js';
@@ -45,7 +46,7 @@ const errorPage = (title: string, text: string) =>
  */
 export async function registerDashboard(app: FastifyInstance, services: Services): Promise<void> {
   const assets = loadAssets();
-  const sections = new Set<Section>(['usage', 'keys', 'whatsapp', 'account']);
+  const sections = new Set<Section>(['usage', 'keys', 'messages', 'whatsapp', 'account']);
   const deps: DashboardDeps = { services, sections };
 
   const purge = setInterval(() => {
@@ -103,6 +104,7 @@ export async function registerDashboard(app: FastifyInstance, services: Services
         registerAccountPages(signedIn, deps);
         registerKeyPages(signedIn, deps);
         registerUsagePage(signedIn, deps);
+        registerMessagePages(signedIn, deps);
         registerWhatsappPages(signedIn, deps);
       });
     },

@@ -1,0 +1,254 @@
+import { createReadStream } from 'node:fs';
+import { stat } from 'node:fs/promises';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { cachedAudioFile } from '../../audio/cache.js';
+import type { AudioFormat } from '../../audio/targets.js';
+import { PLATFORMS } from '../../core/send-rules.js';
+import { findAttempts, findAudio, findReceipts, listMessages, type MessageFilters } from '../../store/message-log.js';
+import { findMessage, type MessageRow } from '../../store/messages.js';
+import type { DashboardContext } from '../context.js';
+import { ctxOf, type DashboardDeps } from '../deps.js';
+import { html, timeCell, type Html } from '../html.js';
+import { page, sendPage } from '../layout.js';
+import { parseWaveform, waveformSvg } from '../waveform.js';
+
+const PAGE_SIZE = 50;
+const STATUSES = ['queued', 'processing', 'delivered', 'failed'];
+const DAY_MS = 86_400_000;
+const AUDIO_FORMATS: readonly string[] = ['ogg_opus', 'm4a_aac'];
+
+type Query = Record<string, string | undefined>;
+
+interface ListView {
+  env: 'test' | 'live';
+  filters: MessageFilters;
+  /** The filter values as typed, to put back in the form and in paging links. */
+  form: { env: string; status: string; platform: string; recipient: string; from: string; to: string };
+}
+
+const isDate = (value: string): boolean => /^\d{4}-\d{2}-\d{2}$/.test(value) && !Number.isNaN(Date.parse(`${value}T00:00:00Z`));
+
+function readFilters(ctx: DashboardContext, query: Query): ListView {
+  const env = query.env === 'live' || query.env === 'test' ? query.env : ctx.env;
+  const status = STATUSES.includes(query.status ?? '') ? query.status! : '';
+  const platform = (PLATFORMS as readonly string[]).includes(query.platform ?? '') ? query.platform! : '';
+  const recipient = (query.recipient ?? '').trim().slice(0, 200);
+  const from = isDate(query.from ?? '') ? query.from! : '';
+  const to = isDate(query.to ?? '') ? query.to! : '';
+  const filters: MessageFilters = {
+    ...(status ? { status } : {}),
+    ...(platform ? { platform } : {}),
+    ...(recipient ? { recipient } : {}),
+    // Dates are whole UTC days, both ends included.
+    ...(from ? { createdGte: Date.parse(`${from}T00:00:00Z`) } : {}),
+    ...(to ? { createdLte: Date.parse(`${to}T00:00:00Z`) + DAY_MS - 1 } : {}),
+  };
+  return { env, filters, form: { env, status, platform, recipient, from, to } };
+}
+
+const select = (name: string, label: string, current: string, options: readonly string[], any: string): Html =>
+  html`<label>${label}<select name="${name}"><option value="">${any}</option>${options.map(
+    (o) => html`<option value="${o}"${o === current ? html` selected` : ''}>${o}</option>`,
+  )}</select></label>`;
+
+function pagingLink(form: ListView['form'], cursor: { starting_after?: string; ending_before?: string }): string {
+  const params = new URLSearchParams(Object.entries(form).filter(([, v]) => v !== '') as [string, string][]);
+  for (const [k, v] of Object.entries(cursor)) params.set(k, v);
+  return `/dashboard/messages?${params.toString()}`;
+}
+
+function statusCell(row: MessageRow): Html {
+  return html`<span class="status-${row.status}">${row.status}</span>`;
+}
+
+async function findOwnMessage(deps: DashboardDeps, ctx: DashboardContext, id: string): Promise<MessageRow | undefined> {
+  const db = deps.services.db.kysely;
+  // The account's own message in either environment: the dashboard user owns both.
+  return (await findMessage(db, { accountId: ctx.account.id, env: ctx.env }, id)) ?? (await findMessage(db, { accountId: ctx.account.id, env: ctx.env === 'test' ? 'live' : 'test' }, id));
+}
+
+const RECEIPT_TEXT: Record<string, string> = {
+  delivered_to_device: 'delivered to the device',
+  read: 'read',
+  played: 'played',
+};
+
+function noReceiptsText(row: MessageRow): string {
+  if (row.platform === 'telegram') return 'Telegram does not tell bots when a voice note is heard: there are no receipts for this platform.';
+  if (row.platform === 'linkedin') return 'LinkedIn does not report when a voice message is heard: there are no receipts for this platform.';
+  return row.status === 'delivered' ? 'No receipt yet: the recipient’s phone has not reported the voice note as received, read or played.' : 'Receipts come after delivery.';
+}
+
+const formatSize = (bytes: number | null): string => (bytes === null ? '—' : bytes < 1024 ? `${bytes} B` : `${(bytes / 1024).toFixed(1)} KiB`);
+const formatSeconds = (s: number | null): string => (s === null ? '—' : `${Number(s).toFixed(2)} s`);
+
+export function registerMessagePages(app: FastifyInstance, deps: DashboardDeps): void {
+  const db = deps.services.db.kysely;
+
+  app.get('/messages', async (request, reply) => {
+    const ctx = ctxOf(request);
+    const query = request.query as Query;
+    const view = readFilters(ctx, query);
+    const cursor = {
+      ...(query.starting_after ? { startingAfter: query.starting_after } : {}),
+      ...(query.ending_before && !query.starting_after ? { endingBefore: query.ending_before } : {}),
+    };
+    const { rows, hasMore } = await listMessages(db, { accountId: ctx.account.id, env: view.env }, view.filters, { limit: PAGE_SIZE, ...cursor });
+    const backwards = cursor.endingBefore !== undefined;
+    const newer = rows.length > 0 && (backwards ? hasMore : cursor.startingAfter !== undefined) ? pagingLink(view.form, { ending_before: rows[0]!.id }) : null;
+    const older = rows.length > 0 && (backwards || hasMore) ? pagingLink(view.form, { starting_after: rows[rows.length - 1]!.id }) : null;
+    const f = view.form;
+    return sendPage(
+      reply,
+      page(
+        ctx,
+        { sections: deps.sections, section: 'messages', title: 'Messages', path: '/dashboard/messages' },
+        html`<form method="get" action="/dashboard/messages" class="filters" role="search" aria-label="Filter messages">
+${select('env', 'Environment', f.env, ['test', 'live'], 'current')}
+${select('status', 'Status', f.status, STATUSES, 'any')}
+${select('platform', 'Platform', f.platform, PLATFORMS, 'any')}
+<label>Recipient<input name="recipient" value="${f.recipient}" autocomplete="off"></label>
+<label>From (UTC)<input type="date" name="from" value="${f.from}"></label>
+<label>To (UTC)<input type="date" name="to" value="${f.to}"></label>
+<button type="submit">Filter</button>
+<a href="/dashboard/messages">Clear</a>
+</form>
+<p class="hint">Newest first, ${view.env} environment.</p>
+${
+  rows.length === 0
+    ? html`<p>No messages match.</p>`
+    : html`<div class="table-wrap"><table>
+<thead><tr><th scope="col">Message</th><th scope="col">Created</th><th scope="col">Platform</th><th scope="col">Recipient</th><th scope="col">Status</th><th scope="col">Error</th></tr></thead>
+<tbody>${rows.map(
+        (row) => html`<tr data-message-id="${row.id}">
+<td><a href="/dashboard/messages/${row.id}"><code>${row.id}</code></a></td>
+<td>${timeCell(row.created_at)}</td>
+<td>${row.platform}</td>
+<td>${row.recipient}</td>
+<td>${statusCell(row)}</td>
+<td>${row.status === 'failed' ? html`<code>${row.error_code ?? 'platform_error'}</code>` : ''}</td>
+</tr>`,
+      )}</tbody></table></div>`
+}
+<nav class="pager" aria-label="Pages">${newer ? html`<a href="${newer}" rel="prev">← Newer</a>` : ''}${older ? html`<a href="${older}" rel="next">Older →</a>` : ''}</nav>`,
+      ),
+    );
+  });
+
+  app.get<{ Params: { id: string } }>('/messages/:id', async (request, reply) => {
+    const ctx = ctxOf(request);
+    const row = await findOwnMessage(deps, ctx, request.params.id);
+    if (!row) {
+      return sendPage(
+        reply,
+        page(ctx, { sections: deps.sections, section: 'messages', title: 'Message not found', path: '/dashboard/messages' }, html`<p>No message ${request.params.id} in this account. <a href="/dashboard/messages">Back to the messages</a></p>`),
+        404,
+      );
+    }
+    const [attempts, audio, receipts] = await Promise.all([findAttempts(db, row.id), findAudio(db, row.id), findReceipts(db, row.id)]);
+    const waveform = audio ? parseWaveform(audio.waveform) : null;
+    const failed = row.status === 'failed';
+    return sendPage(
+      reply,
+      page(
+        ctx,
+        { sections: deps.sections, section: 'messages', title: `Message ${row.id}`, path: '/dashboard/messages' },
+        html`<p><a href="/dashboard/messages?env=${row.env}">← All messages</a></p>
+${
+  failed
+    ? html`<div class="notice notice-error" role="alert" data-error-code="${row.error_code ?? 'platform_error'}"><strong>Failed: <code>${row.error_code ?? 'platform_error'}</code></strong> — ${row.error_message ?? 'delivery failed'}</div>`
+    : ''
+}
+<dl class="facts">
+<dt>Status</dt><dd data-field="status">${statusCell(row)}</dd>
+<dt>Environment</dt><dd>${row.env}</dd>
+<dt>Platform</dt><dd>${row.platform}</dd>
+<dt>Recipient</dt><dd>${row.recipient}</dd>
+<dt>Audio URL</dt><dd><code>${row.audio_url}</code></dd>
+<dt>Created</dt><dd>${timeCell(row.created_at)}</dd>
+<dt>Delivered</dt><dd>${row.status === 'delivered' ? timeCell(row.delivered_at) : '—'}</dd>
+<dt>Attempts</dt><dd>${Number(row.attempts)}</dd>
+</dl>
+
+<h2>Attempts</h2>
+${
+  attempts.length === 0
+    ? html`<p>No attempt yet.</p>`
+    : html`<div class="table-wrap"><table>
+<thead><tr><th scope="col">#</th><th scope="col">Started</th><th scope="col">Took</th><th scope="col">Outcome</th><th scope="col">Error</th><th scope="col">Next attempt</th></tr></thead>
+<tbody>${attempts.map(
+        (a) => html`<tr>
+<td>${Number(a.attempt)}</td>
+<td>${timeCell(a.started_at)}</td>
+<td>${Math.max(0, Number(a.ended_at) - Number(a.started_at))} ms</td>
+<td>${a.outcome}</td>
+<td>${a.error_code ? html`<code>${a.error_code}</code> ${a.error_message ?? ''}` : '—'}</td>
+<td>${timeCell(a.next_attempt_at, '—')}</td>
+</tr>`,
+      )}</tbody></table></div>`
+}
+
+<h2>Audio</h2>
+${
+  audio
+    ? html`<div class="cards">
+<section class="card" aria-labelledby="audio-source"><h3 id="audio-source">As detected</h3><dl class="facts">
+<dt>Format</dt><dd>${audio.source_format ?? '—'}${audio.source_codec ? ` (${audio.source_codec})` : ''}</dd>
+<dt>Duration</dt><dd>${formatSeconds(audio.source_duration)}</dd>
+<dt>Size</dt><dd>${formatSize(audio.source_size === null ? null : Number(audio.source_size))}</dd>
+</dl></section>
+<section class="card" aria-labelledby="audio-converted"><h3 id="audio-converted">As sent</h3><dl class="facts">
+<dt>Format</dt><dd>${audio.converted_format} (${audio.converted_mime})</dd>
+<dt>Duration</dt><dd>${formatSeconds(Number(audio.converted_duration))}</dd>
+<dt>Size</dt><dd>${formatSize(Number(audio.converted_size))}</dd>
+</dl></section>
+</div>
+${waveform ? waveformSvg(waveform, `Waveform of the voice note, ${waveform.length} bars`) : ''}
+<p><audio controls preload="metadata" src="/dashboard/messages/${row.id}/audio" aria-label="The voice note as the recipient hears it">Your browser cannot play this audio.</audio></p>`
+    : html`<p>No audio yet: it is fetched and converted at the first attempt.</p>`
+}
+
+<h2>Receipts</h2>
+${
+  receipts.length === 0
+    ? html`<p data-receipts="none">${noReceiptsText(row)}</p>`
+    : html`<ul data-receipts="some">${receipts.map((r) => html`<li>${RECEIPT_TEXT[r.kind] ?? r.kind}: ${timeCell(r.at)}${r.source === 'sandbox' ? ' (sandbox)' : ''}</li>`)}</ul>`
+}`,
+      ),
+    );
+  });
+
+  // The converted file, for the page's <audio>: only a signed-in user of the message's account gets it.
+  app.get<{ Params: { id: string } }>('/messages/:id/audio', async (request, reply) => {
+    const ctx = ctxOf(request);
+    const row = await findOwnMessage(deps, ctx, request.params.id);
+    const audio = row ? await findAudio(db, row.id) : undefined;
+    const sha = audio?.source_sha256 ?? '';
+    if (!audio || !/^[0-9a-f]{64}$/.test(sha) || !AUDIO_FORMATS.includes(audio.converted_format)) return notFoundText(reply, 'no audio for this message');
+    const file = cachedAudioFile(deps.services.config.dataDir, sha, audio.converted_format as AudioFormat);
+    const info = await stat(file).catch(() => null);
+    if (!info?.isFile()) return notFoundText(reply, 'the converted audio is no longer in the cache');
+    return sendFile(request, reply, file, info.size, audio.converted_mime);
+  });
+}
+
+function notFoundText(reply: FastifyReply, text: string): FastifyReply {
+  return reply.code(404).header('Content-Type', 'text/plain; charset=utf-8').header('Cache-Control', 'no-store').send(text);
+}
+
+/** Whole file, or the one byte range asked for (players seek with Range requests). */
+function sendFile(request: FastifyRequest, reply: FastifyReply, file: string, size: number, mime: string): FastifyReply {
+  reply.header('Content-Type', mime).header('Accept-Ranges', 'bytes').header('Cache-Control', 'private, max-age=300');
+  const range = /^bytes=(\d*)-(\d*)$/.exec(request.headers.range ?? '');
+  if (range && (range[1] !== '' || range[2] !== '')) {
+    let start = range[1] === '' ? size - Number(range[2]) : Number(range[1]);
+    let end = range[1] === '' || range[2] === '' ? size - 1 : Math.min(Number(range[2]), size - 1);
+    start = Math.max(0, start);
+    if (start > end || start >= size) return reply.code(416).header('Content-Range', `bytes */${size}`).send();
+    end = Math.min(end, size - 1);
+    reply.code(206).header('Content-Range', `bytes ${start}-${end}/${size}`).header('Content-Length', String(end - start + 1));
+    return reply.send(createReadStream(file, { start, end }));
+  }
+  reply.header('Content-Length', String(size));
+  return reply.send(createReadStream(file));
+}
