@@ -32,6 +32,8 @@ export interface AppOptions {
   workerPollMs?: number;
   /** Tests: how long a worker's claim on a message lasts before another worker may take it. */
   workerLeaseMs?: number;
+  /** Tests: skews this process's clock for the worker (nodes whose clocks disagree). */
+  workerClockOffsetMs?: number;
   /** Tests: the clock that times WhatsApp sandbox sessions (auto-scan, QR expiry). */
   now?: () => number;
   /** Tests: where live WhatsApp sockets come from (default: Baileys, loaded on first use). */
@@ -48,6 +50,7 @@ export interface WorkerTuning {
   concurrency?: number;
   pollMs?: number;
   leaseMs?: number;
+  clock?: () => number;
   linkedinPace?: LinkedinPace;
 }
 
@@ -145,7 +148,7 @@ export function startWorker(services: Services, tuning: WorkerTuning = {}): Runn
   return {
     worker,
     async stop() {
-      await worker.stop();
+      await worker.stop(config.shutdownGraceMs);
       await audio.close();
     },
   };
@@ -159,6 +162,7 @@ export async function createApp(config: Config, options: AppOptions): Promise<Ap
     ? startWorker(services, {
         ...(options.workerPollMs !== undefined ? { pollMs: options.workerPollMs } : {}),
         ...(options.workerLeaseMs !== undefined ? { leaseMs: options.workerLeaseMs } : {}),
+        ...(options.workerClockOffsetMs !== undefined ? { clock: () => Date.now() + options.workerClockOffsetMs! } : {}),
         ...(options.linkedinPace !== undefined ? { linkedinPace: options.linkedinPace } : {}),
       })
     : undefined;

@@ -99,12 +99,21 @@ function storageFailure(cfg: Config, error: unknown): CliError {
     : new CliError(`DATA_DIR: cannot open the database in ${cfg.dataDir}: ${messageOf(error)}`);
 }
 
-function onSignals(stop: () => Promise<void>): void {
+/** After the grace and the aborts, closing connections gets this long before the process ends regardless. */
+const SHUTDOWN_MARGIN_MS = 15_000;
+
+function onSignals(stop: () => Promise<void>, graceMs: number): void {
   let stopping = false;
   const handler = (signal: string): void => {
     if (stopping) return;
     stopping = true;
     process.stderr.write(`voicenote: ${signal} received, shutting down\n`);
+    // A hard deadline: whatever hangs (a platform that never answers, a socket that never closes), the
+    // process ends. Leases still held then run out and other workers take those messages.
+    setTimeout(() => {
+      process.stderr.write('voicenote: shutdown did not finish in time; exiting\n');
+      process.exit(1);
+    }, graceMs + SHUTDOWN_MARGIN_MS).unref();
     stop().then(
       () => process.exit(0),
       (err: unknown) => {
@@ -140,7 +149,7 @@ export function buildProgram(): Command {
       const app = await createApp(cfg, { worker: options.worker, logger }).catch((error: unknown) => {
         throw storageFailure(cfg, error);
       });
-      onSignals(() => app.close());
+      onSignals(() => app.close(), cfg.shutdownGraceMs);
       let address: string;
       try {
         address = await app.server.app.listen({ port: cfg.port, host: cfg.host });
@@ -173,7 +182,7 @@ export function buildProgram(): Command {
       onSignals(async () => {
         await running.stop();
         await opened.close();
-      });
+      }, cfg.shutdownGraceMs);
     });
 
   program
@@ -302,7 +311,23 @@ export function buildProgram(): Command {
   return program;
 }
 
+/**
+ * Last resort for true bugs: faults (storage away, a platform down) are handled where they happen, so
+ * an error that reaches here is one nobody planned for. Log it and exit non-zero, so a supervisor
+ * restarts a clean process; leases of messages in hand run out and other workers take them.
+ */
+function exitOnBugs(): void {
+  const die = (kind: string) => (error: unknown) => {
+    const detail = error instanceof Error ? (error.stack ?? error.message) : String(error);
+    process.stderr.write(`voicenote: ${kind} (a bug): ${detail}\n`);
+    process.exit(70);
+  };
+  process.on('uncaughtException', die('uncaught exception'));
+  process.on('unhandledRejection', die('unhandled promise rejection'));
+}
+
 export async function main(argv: string[]): Promise<void> {
+  exitOnBugs();
   try {
     await buildProgram().parseAsync(argv);
   } catch (error) {

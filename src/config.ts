@@ -20,6 +20,8 @@ export interface Config {
   sandboxAutoScanSeconds: number;
   /** Messages one worker process delivers at once. */
   workerConcurrency: number;
+  /** How long a stopping worker lets deliveries in hand finish before aborting them. */
+  shutdownGraceMs: number;
 }
 
 /** A bad configuration value: its message is one line that names the variable. */
@@ -132,5 +134,6 @@ export function loadConfig(env: Env = process.env): Config {
     sandboxLatencyMs: integer(env, 'SANDBOX_LATENCY_MS', 300, 0, 600_000),
     sandboxAutoScanSeconds: integer(env, 'SANDBOX_AUTO_SCAN_SECONDS', 3, 0, 86_400),
     workerConcurrency: integer(env, 'WORKER_CONCURRENCY', DEFAULT_WORKER_CONCURRENCY, 1, 1_000),
+    shutdownGraceMs: integer(env, 'SHUTDOWN_GRACE_MS', 10_000, 0, 600_000),
   };
 }

@@ -30,6 +30,7 @@ describe('loadConfig: defaults of PRODUCT.md', () => {
       sandboxLatencyMs: 300,
       sandboxAutoScanSeconds: 3,
       workerConcurrency: 8,
+      shutdownGraceMs: 10_000,
     });
   });
 
@@ -56,6 +57,7 @@ describe('loadConfig: values are read and typed', () => {
       SANDBOX_LATENCY_MS: '0',
       SANDBOX_AUTO_SCAN_SECONDS: '0',
       WORKER_CONCURRENCY: '64',
+      SHUTDOWN_GRACE_MS: '2500',
     });
     assert.equal(config.port, 8080);
     assert.equal(config.host, '127.0.0.1');
@@ -71,6 +73,7 @@ describe('loadConfig: values are read and typed', () => {
     assert.equal(config.sandboxLatencyMs, 0);
     assert.equal(config.sandboxAutoScanSeconds, 0, '0 turns sandbox auto-scan off');
     assert.equal(config.workerConcurrency, 64);
+    assert.equal(config.shutdownGraceMs, 2500);
   });
 
   test('SECRET_KEY is accepted as 64 hex characters or as base64 of 32 bytes', () => {
@@ -105,6 +108,7 @@ const BAD_VALUES: Array<{ env: Record<string, string>; variable: string }> = [
   { env: { SANDBOX_AUTO_SCAN_SECONDS: 'soon' }, variable: 'SANDBOX_AUTO_SCAN_SECONDS' },
   { env: { WORKER_CONCURRENCY: '0' }, variable: 'WORKER_CONCURRENCY' },
   { env: { WORKER_CONCURRENCY: 'many' }, variable: 'WORKER_CONCURRENCY' },
+  { env: { SHUTDOWN_GRACE_MS: 'forever' }, variable: 'SHUTDOWN_GRACE_MS' },
   { env: { TELEGRAM_API_ROOT: 'ftp://x' }, variable: 'TELEGRAM_API_ROOT' },
   { env: { TELEGRAM_API_ROOT: 'not a url' }, variable: 'TELEGRAM_API_ROOT' },
   { env: { LINKEDIN_API_ROOT: 'file:///etc/passwd' }, variable: 'LINKEDIN_API_ROOT' },

@@ -298,6 +298,7 @@ describe('telegram adapter: network failures and timeouts', () => {
       recipient: overrides.recipient,
       session: { platform: 'telegram', bot_token: TELEGRAM_TOKEN },
       caption: null,
+      signal: new AbortController().signal,
       audio: {
         path: voicePath,
         mimeType: 'audio/ogg; codecs=opus',

@@ -12,8 +12,10 @@ export const MAX_REDIRECTS = 5;
 const REDIRECT_STATUSES = new Set([301, 302, 303, 307, 308]);
 const TRANSIENT_NETWORK_CODES = new Set([
   'ECONNREFUSED', 'ECONNRESET', 'ECONNABORTED', 'EPIPE', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH',
-  'EHOSTDOWN', 'ENETDOWN', 'ENOTFOUND', 'EAI_AGAIN', 'EAI_FAIL', 'ENODATA',
+  'EHOSTDOWN', 'ENETDOWN', 'EAI_AGAIN',
 ]);
+// The name does not exist (NXDOMAIN) or has no address: waiting does not make a mistyped host appear.
+const NO_SUCH_HOST_CODES = new Set(['ENOTFOUND', 'EAI_FAIL', 'ENODATA', 'EAI_NONAME']);
 
 /** Thrown from inside the connector, so the check sits on the address the socket really uses. */
 class BlockedAddressError extends Error {
@@ -179,8 +181,9 @@ export async function fetchAudio(opts: FetchAudioOptions): Promise<FetchedSource
       }
       if (status < 200 || status > 299) {
         discard(res.body);
+        // A 4xx other than 408 (timeout) and 429 (slow down) will be the same answer next time.
         throw new AudioError('audio_fetch_failed', `audio host answered HTTP ${status}`, {
-          transient: status >= 500 || status === 429,
+          transient: status >= 500 || status === 429 || status === 408,
         });
       }
       const declared = Number(res.headers['content-length']);
@@ -227,6 +230,9 @@ function classifyFetchError(err: unknown, url: URL, opts: FetchAudioOptions, tim
   for (const e of chain) {
     const code = errCode(e);
     if (code === undefined) continue;
+    if (NO_SUCH_HOST_CODES.has(code)) {
+      return new AudioError('audio_fetch_failed', `audio host ${url.hostname} does not exist (${code})`, { cause: err });
+    }
     if (code.startsWith('UND_ERR') || TRANSIENT_NETWORK_CODES.has(code)) {
       return new AudioError('audio_fetch_failed', `audio host ${host} unreachable (${code})`, { transient: true, cause: err });
     }

@@ -61,6 +61,8 @@ export interface FfmpegResult {
 export interface FfmpegRunOptions {
   timeoutMs: number;
   onStdout?: (chunk: Buffer) => void;
+  /** Kills the run (an attempt that was stopped must not keep a transcoder busy). */
+  signal?: AbortSignal;
 }
 
 const STDERR_KEEP = 64 * 1024;
@@ -97,6 +99,12 @@ export class FfmpegRunner {
         timedOut = true;
         child.kill('SIGKILL');
       }, opts.timeoutMs);
+      const onAbort = (): void => {
+        killed = true;
+        child.kill('SIGKILL');
+      };
+      opts.signal?.addEventListener('abort', onAbort, { once: true });
+      if (opts.signal?.aborted) onAbort();
       child.stderr?.setEncoding('utf8');
       child.stderr?.on('data', (chunk: string) => {
         stderr += chunk;
@@ -116,11 +124,13 @@ export class FfmpegRunner {
       });
       child.once('error', (err) => {
         clearTimeout(timer);
+        opts.signal?.removeEventListener('abort', onAbort);
         this.running.delete(child);
         reject(err);
       });
       child.once('close', (exitCode, signal) => {
         clearTimeout(timer);
+        opts.signal?.removeEventListener('abort', onAbort);
         this.running.delete(child);
         resolve({ exitCode, signal, timedOut, killed, stderr: stderr.slice(-STDERR_KEEP) });
       });

@@ -55,8 +55,17 @@ export interface AudioFacts {
   format: AudioFormat;
 }
 
+export interface PrepareInput {
+  url: string;
+  platform: AudioPlatform;
+  /** The caller's `duration`: used only when the file's own length cannot be measured. */
+  durationHint?: number;
+  /** Stops this request: its download, and a conversion it started (ffmpeg is killed). */
+  signal?: AbortSignal;
+}
+
 export interface AudioPipeline {
-  prepare(input: { url: string; platform: AudioPlatform; durationHint?: number }): Promise<PreparedAudio>;
+  prepare(input: PrepareInput): Promise<PreparedAudio>;
   close(): Promise<void>;
 }
 
@@ -80,6 +89,31 @@ interface Flight {
 }
 
 const noop = (): void => undefined;
+
+/** `promise`, or the signal's reason as soon as it is aborted. */
+function abortable<T>(promise: Promise<T>, signal: AbortSignal | undefined): Promise<T> {
+  if (!signal) return promise;
+  if (signal.aborted) return Promise.reject(signal.reason as Error);
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = (): void => reject(signal.reason as Error);
+    signal.addEventListener('abort', onAbort, { once: true });
+    promise.then(
+      (value) => {
+        signal.removeEventListener('abort', onAbort);
+        resolve(value);
+      },
+      (err: unknown) => {
+        signal.removeEventListener('abort', onAbort);
+        reject(err as Error);
+      },
+    );
+  });
+}
+
+/** The length the limits apply to and platforms are told: the file's own, else the caller's word for it. */
+function lengthOf(measured: number | null, hint: number | null): number | null {
+  return measured !== null && Number.isFinite(measured) && measured > 0 ? measured : hint;
+}
 
 function tooLong(seconds: number, max: number): AudioError {
   return new AudioError('audio_too_long', `audio is ${seconds.toFixed(1)} s long; the platform allows at most ${max} s`);
@@ -115,7 +149,7 @@ export function createAudioPipeline(opts: AudioPipelineOptions, internals: Audio
   })();
   ready.catch(noop);
 
-  function startFlight(key: string, src: FetchedSource, format: AudioFormat): Flight {
+  function startFlight(key: string, src: FetchedSource, format: AudioFormat, signal: AbortSignal | undefined): Flight {
     const info = detectSource(src.path, src.sizeBytes);
     let markDecided = noop;
     const decided = new Promise<void>((resolve) => {
@@ -136,7 +170,8 @@ export function createAudioPipeline(opts: AudioPipelineOptions, internals: Audio
         const outputPath = cache.tempPath();
         const started = performance.now();
         try {
-          const outcome = await convertAudio({ runner, sourcePath: src.path, info: detected, format, outputPath, timeoutMs: ffmpegTimeoutMs });
+          // The conversion stops with the request that started it (others waiting on it then retry).
+          const outcome = await convertAudio({ runner, sourcePath: src.path, info: detected, format, outputPath, timeoutMs: ffmpegTimeoutMs, ...(signal ? { signal } : {}) });
           const entry = await cache.commit(outcome.passThrough ? src.path : outputPath, {
             sourceSha256: src.sha256,
             format,
@@ -170,7 +205,7 @@ export function createAudioPipeline(opts: AudioPipelineOptions, internals: Audio
   }
 
   function hand(entry: CacheEntry, target: AudioTarget, hint: number | null, cacheHit: boolean): PreparedAudio {
-    const durationSeconds = hint ?? entry.meta.durationSeconds;
+    const durationSeconds = lengthOf(entry.meta.durationSeconds, hint) ?? 0;
     try {
       if (exceedsDuration(durationSeconds, target)) throw tooLong(durationSeconds, target.maxDurationSeconds ?? 0);
       if (entry.meta.sizeBytes > target.maxBytes) {
@@ -200,7 +235,7 @@ export function createAudioPipeline(opts: AudioPipelineOptions, internals: Audio
     };
   }
 
-  async function prepareOnce(input: { url: string; platform: AudioPlatform; durationHint?: number }): Promise<PreparedAudio> {
+  async function prepareOnce(input: PrepareInput): Promise<PreparedAudio> {
     const target = audioTargetFor(input.platform);
     const hintRaw = input.durationHint;
     const hint = typeof hintRaw === 'number' && Number.isFinite(hintRaw) && hintRaw > 0 ? hintRaw : null;
@@ -216,7 +251,7 @@ export function createAudioPipeline(opts: AudioPipelineOptions, internals: Audio
         allowPrivate: opts.allowPrivateUrls,
         addressPolicy: internals.addressPolicy,
         dispatcher: agent,
-        signal: closing.signal,
+        signal: input.signal ? AbortSignal.any([closing.signal, input.signal]) : closing.signal,
       });
       const key = AudioCache.keyOf(src.sha256, target.format);
       for (;;) {
@@ -229,13 +264,13 @@ export function createAudioPipeline(opts: AudioPipelineOptions, internals: Audio
           const justCommitted = cache.acquireKnown(src.sha256, target.format);
           if (justCommitted) return hand(justCommitted, target, hint, true);
           if (handedOver) throw new Error('audio conversion was abandoned twice'); // cannot happen: we voted for our own
-          flight = startFlight(key, src, target.format);
+          flight = startFlight(key, src, target.format, input.signal);
           handedOver = true;
           mine = true;
         }
         try {
-          const info = await flight.info;
-          const declared = hint ?? info.durationSeconds;
+          const info = await abortable(flight.info, input.signal);
+          const declared = lengthOf(info.durationSeconds, hint);
           if (exceedsDuration(declared, target)) throw tooLong(declared ?? 0, target.maxDurationSeconds ?? 0);
         } catch (err) {
           // Our download now belongs to the flight: when nobody wants its result, wait for it to
@@ -249,7 +284,7 @@ export function createAudioPipeline(opts: AudioPipelineOptions, internals: Audio
         flight.wanted++;
         let entry: CacheEntry;
         try {
-          entry = cache.pin(await flight.entry);
+          entry = cache.pin(await abortable(flight.entry, input.signal));
         } catch (err) {
           if (err instanceof NoTakers) continue;
           throw err;

@@ -51,10 +51,12 @@ export interface ConvertOptions {
   /** Where a converted file is written; untouched when the source passes through. */
   outputPath: string;
   timeoutMs: number;
+  /** Kills ffmpeg when aborted. */
+  signal?: AbortSignal;
 }
 
 function failure(result: FfmpegResult, what: string): Error {
-  if (result.killed) return new Error('audio pipeline closed while ffmpeg was running');
+  if (result.killed) return new Error('ffmpeg was stopped (the attempt was aborted or the pipeline closed)');
   if (result.timedOut) return new AudioError('audio_unsupported', `${what} took too long and was stopped`);
   return new AudioError('audio_unsupported', `${what} failed: ${lastFfmpegLine(result.stderr)}`);
 }
@@ -84,7 +86,7 @@ export async function convertAudio(opts: ConvertOptions): Promise<ConversionOutc
   const input = baseInputArgs(opts.sourcePath, opts.info.demuxer);
   if (mayPassThrough(opts.info, opts.format)) {
     const wave = new WaveformAccumulator();
-    const result = await opts.runner.run([...input, ...WAVEFORM_OUTPUT], { timeoutMs: opts.timeoutMs, onStdout: (c) => wave.push(c) });
+    const result = await opts.runner.run([...input, ...WAVEFORM_OUTPUT], { timeoutMs: opts.timeoutMs, onStdout: (c) => wave.push(c), ...(opts.signal ? { signal: opts.signal } : {}) });
     const layout = checkDecoded(result, wave, opts.info, 'decoding the audio');
     if (isTargetLayout(layout, opts.format)) {
       return { passThrough: true, decodedSeconds: wave.seconds, waveform: wave.finish() };
@@ -98,7 +100,7 @@ export async function convertAudio(opts: ConvertOptions): Promise<ConversionOutc
     `file:${opts.outputPath}`,
     ...WAVEFORM_OUTPUT,
   ];
-  const result = await opts.runner.run(args, { timeoutMs: opts.timeoutMs, onStdout: (c) => wave.push(c) });
+  const result = await opts.runner.run(args, { timeoutMs: opts.timeoutMs, onStdout: (c) => wave.push(c), ...(opts.signal ? { signal: opts.signal } : {}) });
   checkDecoded(result, wave, opts.info, 'converting the audio');
   return { passThrough: false, decodedSeconds: wave.seconds, waveform: wave.finish() };
 }

@@ -5,6 +5,11 @@
 export const FIRST_RETRY_MS = 2_000;
 export const MAX_RETRY_GAP_MS = 10 * 60_000;
 export const RETRY_WINDOW_MS = 60 * 60_000;
+/**
+ * An audio host that does not answer (timeouts, refused connections, 5xx) is tried again for this long
+ * only: a wrong or dead audio URL should fail in minutes, not after the platforms' hour.
+ */
+export const AUDIO_RETRY_WINDOW_MS = 10 * 60_000;
 
 export interface RetryInput {
   /** Attempts made so far, this one included (1 after the first). */
@@ -13,6 +18,8 @@ export interface RetryInput {
   now: number;
   /** The platform's own "retry after", when it gave one. */
   retryAfterMs?: number;
+  /** How long after acceptance retries stop (default RETRY_WINDOW_MS). */
+  windowMs?: number;
   /** 0..1; injectable so tests can pin it. */
   random?: () => number;
 }
@@ -26,5 +33,5 @@ export function nextAttemptAt(input: RetryInput): number | null {
   const jittered = backoff * (0.8 + 0.4 * random());
   const delay = input.retryAfterMs !== undefined ? Math.max(input.retryAfterMs, 0) + 250 * random() : jittered;
   const at = input.now + Math.round(delay);
-  return at > input.acceptedAt + RETRY_WINDOW_MS ? null : at;
+  return at > input.acceptedAt + (input.windowMs ?? RETRY_WINDOW_MS) ? null : at;
 }

@@ -4,14 +4,29 @@ import type { PlatformSession } from '../core/send-rules.js';
 import { isPlatform } from '../core/send-rules.js';
 import type { SecretBox } from '../core/secret-box.js';
 import type { Db } from '../store/db.js';
-import { claimDueMessages, extendLease, nextDueAt, releaseLeases, scheduleRetry, settleMessage, type MessageRow } from '../store/messages.js';
+import {
+  claimDueMessages,
+  extendLease,
+  MAX_CLAIMS_WITHOUT_OUTCOME,
+  msUntilNextDue,
+  scheduleRetry,
+  settleMessage,
+  type MessageRow,
+  type Settlement,
+} from '../store/messages.js';
 import { DeliveryError, type FailureCode, type PlatformAdapter, type VoiceFile } from '../platforms/platform.js';
-import { nextAttemptAt } from './retry-policy.js';
+import { AUDIO_RETRY_WINDOW_MS, nextAttemptAt } from './retry-policy.js';
 import type { AudioFacts } from '../audio/pipeline.js';
 
 /** Turns an audio URL into the platform's voice format (the audio pipeline). */
 export interface AudioSource {
-  prepare(input: { url: string; platform: 'linkedin' | 'telegram' | 'whatsapp'; durationHint?: number }): Promise<PreparedVoice>;
+  prepare(input: {
+    url: string;
+    platform: 'linkedin' | 'telegram' | 'whatsapp';
+    durationHint?: number;
+    /** Stops the download and the conversion of this request. */
+    signal?: AbortSignal;
+  }): Promise<PreparedVoice>;
 }
 
 /** `facts` (source as detected, cache key) is what the message log keeps of the audio. */
@@ -36,6 +51,11 @@ export interface WorkerOptions {
   affinityHolder?: string;
   /** The message log: told of each attempt and its audio (never throws; delivery does not depend on it). */
   recorder?: AttemptRecorder;
+  /**
+   * This process's clock (tests skew it). Only differences of it are used: every time stored or
+   * compared is the database's.
+   */
+  clock?: () => number;
 }
 
 /** What the message log keeps of an attempt; `error` null when the platform accepted the voice note. */
@@ -76,21 +96,62 @@ function openCredentials(secretBox: SecretBox, sealed: string): PlatformSession 
   }
 }
 
+/** Why an attempt was stopped from outside. */
+class LeaseLost extends Error {
+  constructor() {
+    super('the lease on this message is gone (another worker holds it, or it was settled)');
+    this.name = 'LeaseLost';
+  }
+}
+class ShuttingDown extends Error {
+  constructor() {
+    super('the worker is shutting down');
+    this.name = 'ShuttingDown';
+  }
+}
+
+/** An outcome to write; kept in memory while storage cannot take it. */
+type Outcome =
+  | { kind: 'settle'; settlement: Settlement }
+  | { kind: 'retry'; delayMs: number; errorCode: FailureCode; errorMessage: string; notAttempted: boolean };
+
+interface PendingOutcome {
+  message: MessageRow;
+  outcome: Outcome;
+}
+
+interface Job {
+  message: MessageRow;
+  controller: AbortController;
+  /** The database's clock at the claim, and this process's clock then: together, the database's time now. */
+  dbClaimedAt: number;
+  claimedAt: number;
+  /** Database time until which the lease is known to hold. */
+  leaseUntil: number;
+  /** The platform may have been reached: an outcome is no longer "not attempted". */
+  reachedPlatform: boolean;
+}
+
 /**
  * Claims due messages from the store, hands each to its platform and settles it. Runs inside `serve`
  * or alone as `voicenote worker`; any number of workers may share one database.
+ *
+ * Storage being away never ends the process: an outcome that cannot be written is kept in memory and
+ * written before this worker claims anything again; claims pause until storage answers.
  */
 export class DeliveryWorker {
   readonly id = `worker_${randomUUID()}`;
-  readonly #options: Required<Pick<WorkerOptions, 'concurrency' | 'leaseMs' | 'pollMs'>> & WorkerOptions;
-  readonly #inFlight = new Map<string, Promise<void>>();
+  readonly #options: Required<Pick<WorkerOptions, 'concurrency' | 'leaseMs' | 'pollMs' | 'clock'>> & WorkerOptions;
+  readonly #inFlight = new Map<string, { job: Job; done: Promise<void> }>();
+  readonly #pending = new Map<string, PendingOutcome>();
   #running = false;
   #loop: Promise<void> | undefined;
   #wake: (() => void) | undefined;
   #wakeRequested = false;
+  #storageDown = false;
 
   constructor(options: WorkerOptions) {
-    this.#options = { concurrency: 8, leaseMs: 120_000, pollMs: 1_000, ...options };
+    this.#options = { concurrency: 8, leaseMs: 120_000, pollMs: 1_000, clock: Date.now, ...options };
   }
 
   start(): void {
@@ -105,57 +166,119 @@ export class DeliveryWorker {
     this.#wake?.();
   }
 
-  /** Stops claiming, lets messages in hand finish (up to `graceMs`), and hands back the leases of the rest. */
-  async stop(graceMs = 10_000): Promise<void> {
+  /** Outcomes waiting for storage to come back (0 when every outcome is written). */
+  get pendingOutcomes(): number {
+    return this.#pending.size;
+  }
+
+  /**
+   * Stops claiming and lets messages in hand finish for up to `graceMs`. Attempts still running then are
+   * aborted (download, conversion, platform call) and each writes its own "try again" outcome, which
+   * hands its message back. A lease is never handed back while its attempt may still reach a platform:
+   * an attempt that does not stop within `abortWaitMs` keeps its lease, to run out.
+   */
+  async stop(graceMs = 10_000, abortWaitMs = 5_000): Promise<void> {
     if (!this.#running) return;
     this.#running = false;
     this.#wake?.();
     await this.#loop;
-    const pending = [...this.#inFlight.values()];
+    await this.#settleWithin(graceMs);
+    if (this.#inFlight.size > 0) {
+      for (const { job } of this.#inFlight.values()) job.controller.abort(new ShuttingDown());
+      await this.#settleWithin(abortWaitMs);
+    }
+    if (this.#pending.size > 0) await this.#flushPending();
+    const { logger } = this.#options;
+    if (this.#inFlight.size > 0) {
+      logger.warn({ messages: [...this.#inFlight.keys()] }, 'attempts did not stop in time; their leases are left to run out');
+    }
+    if (this.#pending.size > 0) {
+      logger.warn({ messages: [...this.#pending.keys()] }, 'outcomes could not be written before shutdown; those messages are taken again once their leases run out');
+    }
+  }
+
+  async #settleWithin(ms: number): Promise<void> {
+    if (this.#inFlight.size === 0) return;
     let timer: NodeJS.Timeout | undefined;
-    await Promise.race([Promise.allSettled(pending), new Promise((resolve) => (timer = setTimeout(resolve, graceMs)))]);
+    await Promise.race([
+      Promise.allSettled([...this.#inFlight.values()].map((f) => f.done)),
+      new Promise((resolve) => (timer = setTimeout(resolve, ms))),
+    ]);
     clearTimeout(timer);
-    await releaseLeases(this.#options.db.kysely, this.id, [...this.#inFlight.keys()]).catch((err: unknown) =>
-      this.#options.logger.warn({ err }, 'could not release leases at shutdown'),
-    );
+  }
+
+  #storageAway(err: unknown, what: string): void {
+    if (this.#storageDown) return;
+    this.#storageDown = true;
+    this.#options.logger.warn({ err }, `storage is not answering (${what}); claims pause and outcomes are kept until it returns`);
+  }
+
+  #storageBack(): void {
+    if (!this.#storageDown) return;
+    this.#storageDown = false;
+    this.#options.logger.info('storage answers again; claiming resumes');
   }
 
   async #run(): Promise<void> {
-    const { db, logger, concurrency, leaseMs, pollMs, affinityHolder } = this.#options;
+    const { db, concurrency, leaseMs, pollMs, affinityHolder, clock, logger } = this.#options;
     while (this.#running) {
-      let claimed: MessageRow[] = [];
-      const free = concurrency - this.#inFlight.size;
-      // Reset even when every slot is busy: a wake left pending would make #sleep return at once and
-      // spin this loop on microtasks, starving the very jobs whose end would free a slot.
-      this.#wakeRequested = false;
-      if (free > 0) {
-        try {
-          claimed = await claimDueMessages(db.kysely, db.dialect, this.id, {
-            limit: free,
-            leaseMs,
-            ...(affinityHolder !== undefined ? { affinityHolder } : {}),
-          });
-        } catch (err) {
-          logger.error({ err }, 'could not claim messages; retrying');
+      try {
+        // What this worker already did is written before it takes more work.
+        if (this.#pending.size > 0 && !(await this.#flushPending())) {
+          await this.#sleep(pollMs);
+          continue;
         }
-        for (const message of claimed) {
-          const job = this.#handle(message).finally(() => {
-            this.#inFlight.delete(message.id);
-            this.wake();
-          });
-          this.#inFlight.set(message.id, job);
+        let claimed: MessageRow[] = [];
+        const free = concurrency - this.#inFlight.size;
+        // Reset even when every slot is busy: a wake left pending would make #sleep return at once and
+        // spin this loop on microtasks, starving the very jobs whose end would free a slot.
+        this.#wakeRequested = false;
+        if (free > 0) {
+          const claimedAt = clock();
+          try {
+            claimed = await claimDueMessages(db.kysely, db.dialect, this.id, {
+              limit: free,
+              leaseMs,
+              ...(affinityHolder !== undefined ? { affinityHolder } : {}),
+            });
+            this.#storageBack();
+          } catch (err) {
+            this.#storageAway(err, 'claim');
+            await this.#sleep(pollMs);
+            continue;
+          }
+          for (const message of claimed) {
+            const dbClaimedAt = Number(message.updated_at);
+            const job: Job = {
+              message,
+              controller: new AbortController(),
+              dbClaimedAt,
+              claimedAt,
+              leaseUntil: dbClaimedAt + leaseMs,
+              reachedPlatform: false,
+            };
+            const done = this.#handle(job).finally(() => {
+              this.#inFlight.delete(message.id);
+              this.wake();
+            });
+            this.#inFlight.set(message.id, { job, done });
+          }
         }
+        if (claimed.length > 0 && claimed.length === free) continue;
+        await this.#sleep(free > 0 ? await this.#untilNextDue(pollMs) : pollMs);
+      } catch (err) {
+        // Nothing above should throw; if something does, the loop must live on.
+        logger.error({ err }, 'delivery loop error');
+        await this.#sleep(pollMs);
       }
-      if (claimed.length > 0 && claimed.length === free) continue;
-      await this.#sleep(free > 0 ? await this.#untilNextDue(pollMs) : pollMs);
     }
   }
 
   async #untilNextDue(pollMs: number): Promise<number> {
     try {
       const { db, affinityHolder } = this.#options;
-      const due = await nextDueAt(db.kysely, affinityHolder !== undefined ? { affinityHolder } : {});
-      return due === undefined ? pollMs : Math.min(pollMs, Math.max(due - Date.now(), 5));
+      const wait = await msUntilNextDue(db.kysely, affinityHolder !== undefined ? { affinityHolder } : {});
+      return wait === undefined ? pollMs : Math.min(pollMs, Math.max(wait, 5));
     } catch {
       return pollMs;
     }
@@ -173,47 +296,166 @@ export class DeliveryWorker {
     });
   }
 
-  async #handle(message: MessageRow): Promise<void> {
-    const { db, logger, leaseMs } = this.#options;
+  /** The database's time now, from the claim's and this process's elapsed time. */
+  #dbNow(job: Job): number {
+    return job.dbClaimedAt + (this.#options.clock() - job.claimedAt);
+  }
+
+  async #handle(job: Job): Promise<void> {
+    const { message } = job;
+    const { logger } = this.#options;
     const log = logger.child({ message_id: message.id, attempt: message.attempts });
-    // A long upload must not look like a dead worker: renew the lease while the job runs.
+    try {
+      if (Number(message.orphaned_claims ?? 0) >= MAX_CLAIMS_WITHOUT_OUTCOME) {
+        log.warn({ claims: message.orphaned_claims }, 'attempts keep ending without an outcome; failing the message');
+        await this.#write(job, log, { kind: 'settle', settlement: this.#poison(job) });
+        return;
+      }
+      const outcome = await this.#attemptWithLease(job, log);
+      if (outcome === undefined) return;
+      await this.#write(job, log, outcome);
+    } catch (err) {
+      log.error({ err }, 'unexpected error while handling a message; its lease is left to run out');
+    }
+  }
+
+  #poison(job: Job): Settlement {
+    return {
+      status: 'failed',
+      at: this.#dbNow(job),
+      errorCode: 'platform_error',
+      errorMessage: `delivery was abandoned: ${Number(job.message.orphaned_claims ?? 0)} attempts in a row ended without an outcome (the worker stopped or crashed)`,
+    };
+  }
+
+  /** Runs the attempt while renewing its lease; undefined when the lease was lost (nothing to write). */
+  async #attemptWithLease(job: Job, log: Logger): Promise<Outcome | undefined> {
+    const { db, leaseMs, clock } = this.#options;
+    const { message, controller } = job;
+    // A long upload must not look like a dead worker: renew the lease while the job runs. A renewal that
+    // matches no row means another worker holds the message now: stop at once.
     const renew = setInterval(() => {
-      extendLease(db.kysely, message.id, this.id, Date.now() + leaseMs).catch((err: unknown) => log.warn({ err }, 'could not renew lease'));
-    }, leaseMs / 3);
+      const before = clock();
+      extendLease(db.kysely, message.id, this.id, leaseMs).then(
+        (held) => {
+          if (held) job.leaseUntil = job.dbClaimedAt + (before - job.claimedAt) + leaseMs;
+          else controller.abort(new LeaseLost());
+        },
+        (err: unknown) => {
+          log.warn({ err }, 'could not renew lease');
+          // Storage is away: once the lease may have run out, another worker may take the message when
+          // storage returns; an attempt that has not reached the platform yet must not start now.
+          if (this.#dbNow(job) >= job.leaseUntil && !job.reachedPlatform) controller.abort(new LeaseLost());
+        },
+      );
+    }, Math.max(leaseMs / 3, 10));
     const startedAt = Date.now();
     try {
-      await this.#attempt(message);
-      await this.#options.recorder?.attemptEnded(message, { startedAt, endedAt: Date.now(), error: null, retryAt: null });
-      const settled = await settleMessage(db.kysely, message, this.id, { status: 'delivered', at: Date.now() });
-      if (settled) log.info('delivered');
+      await this.#attempt(job);
+      await this.#record(job, { startedAt, endedAt: Date.now(), error: null, retryAt: null });
+      return { kind: 'settle', settlement: { status: 'delivered', at: this.#dbNow(job) } };
     } catch (thrown) {
-      const error = asDeliveryError(thrown);
-      const now = Date.now();
-      const attempts = error.notAttempted ? message.attempts - 1 : message.attempts;
-      const retryAt = error.transient
-        ? nextAttemptAt({ attempts, acceptedAt: Number(message.created_at), now, retryAfterMs: error.retryAfterMs })
-        : null;
-      await this.#options.recorder?.attemptEnded(message, { startedAt, endedAt: now, error, retryAt });
-      if (retryAt !== null) {
-        await scheduleRetry(db.kysely, message, this.id, {
-          at: retryAt,
-          errorCode: error.code,
-          errorMessage: error.message,
-          notAttempted: error.notAttempted,
-        });
-        if (error.notAttempted) log.info({ code: error.code, retry_in_ms: retryAt - now }, 'handed back for another process to deliver');
-        else log.info({ code: error.code, retry_in_ms: retryAt - now }, 'delivery attempt failed; will retry');
-      } else {
-        await settleMessage(db.kysely, message, this.id, { status: 'failed', at: now, errorCode: error.code, errorMessage: error.message });
-        log.info({ code: error.code }, 'delivery failed');
+      const reason: unknown = controller.signal.aborted ? controller.signal.reason : undefined;
+      if (reason instanceof LeaseLost || thrown instanceof LeaseLost) {
+        log.warn('lease lost; the attempt was stopped and the message is left to its new holder');
+        return undefined;
       }
+      if (reason instanceof ShuttingDown) {
+        log.info({ reached_platform: job.reachedPlatform }, 'attempt stopped by shutdown; handing the message back');
+        return {
+          kind: 'retry',
+          delayMs: 0,
+          errorCode: 'platform_error',
+          errorMessage: 'the attempt was interrupted by a shutdown',
+          notAttempted: !job.reachedPlatform,
+        };
+      }
+      const error = asDeliveryError(thrown);
+      const outcome = this.#outcomeOf(job, error, log);
+      const endedAt = Date.now();
+      await this.#record(job, { startedAt, endedAt, error, retryAt: outcome.kind === 'retry' ? endedAt + outcome.delayMs : null });
+      return outcome;
     } finally {
       clearInterval(renew);
     }
   }
 
-  async #attempt(message: MessageRow): Promise<void> {
-    const { secretBox, audio, adapterFor } = this.#options;
+  /** Tells the message log (its failures are its own: delivery goes on). */
+  async #record(job: Job, attempt: AttemptRecord): Promise<void> {
+    await this.#options.recorder?.attemptEnded(job.message, attempt).catch((err: unknown) => this.#options.logger.warn({ err }, 'could not record the attempt'));
+  }
+
+  #outcomeOf(job: Job, error: DeliveryError, log: Logger): Outcome {
+    const { message } = job;
+    const now = this.#dbNow(job);
+    const attempts = error.notAttempted ? message.attempts - 1 : message.attempts;
+    const retryAt = error.transient
+      ? nextAttemptAt({
+          attempts,
+          acceptedAt: Number(message.created_at),
+          now,
+          retryAfterMs: error.retryAfterMs,
+          ...(AUDIO_CODES.has(error.code) ? { windowMs: AUDIO_RETRY_WINDOW_MS } : {}),
+        })
+      : null;
+    if (retryAt !== null) {
+      if (error.notAttempted) log.info({ code: error.code, retry_in_ms: retryAt - now }, 'handed back for another process to deliver');
+      else log.info({ code: error.code, retry_in_ms: retryAt - now }, 'delivery attempt failed; will retry');
+      return { kind: 'retry', delayMs: retryAt - now, errorCode: error.code, errorMessage: error.message, notAttempted: error.notAttempted };
+    }
+    log.info({ code: error.code }, 'delivery failed');
+    return { kind: 'settle', settlement: { status: 'failed', at: now, errorCode: error.code, errorMessage: error.message } };
+  }
+
+  /** Writes an outcome, or keeps it for later when storage cannot take it now. */
+  async #write(job: Job, log: Logger, outcome: Outcome): Promise<void> {
+    try {
+      const written = await this.#store(job.message, outcome);
+      this.#storageBack();
+      if (!written) log.warn('the message is no longer held by this worker; outcome not written');
+      else if (outcome.kind === 'settle' && outcome.settlement.status === 'delivered') log.info('delivered');
+    } catch (err) {
+      this.#storageAway(err, 'outcome');
+      log.warn({ outcome: outcome.kind === 'settle' ? outcome.settlement.status : 'retry' }, 'outcome kept in memory until storage returns');
+      this.#pending.set(job.message.id, { message: job.message, outcome });
+    }
+  }
+
+  async #store(message: MessageRow, outcome: Outcome): Promise<boolean> {
+    const { db } = this.#options;
+    if (outcome.kind === 'settle') return settleMessage(db.kysely, message, this.id, outcome.settlement);
+    return scheduleRetry(db.kysely, message, this.id, {
+      delayMs: outcome.delayMs,
+      errorCode: outcome.errorCode,
+      errorMessage: outcome.errorMessage,
+      notAttempted: outcome.notAttempted,
+    });
+  }
+
+  /** Writes the kept outcomes, oldest first; false when storage still does not take them. */
+  async #flushPending(): Promise<boolean> {
+    const { logger } = this.#options;
+    for (const [id, { message, outcome }] of this.#pending) {
+      let written: boolean;
+      try {
+        written = await this.#store(message, outcome);
+      } catch (err) {
+        this.#storageAway(err, 'outcome');
+        return false;
+      }
+      this.#storageBack();
+      this.#pending.delete(id);
+      const log = logger.child({ message_id: id, attempt: message.attempts });
+      if (!written) log.warn('kept outcome not written: another worker has taken the message since');
+      else log.info({ outcome: outcome.kind === 'settle' ? outcome.settlement.status : 'retry' }, 'kept outcome written');
+    }
+    return true;
+  }
+
+  async #attempt(job: Job): Promise<void> {
+    const { secretBox, audio, adapterFor, db, leaseMs } = this.#options;
+    const { message, controller } = job;
+    const signal = controller.signal;
     if (!isPlatform(message.platform)) throw new DeliveryError('platform_error', `unknown platform ${message.platform}`, false);
     if (message.credentials === null) throw new DeliveryError('invalid_session', 'the session credentials are gone', false);
     const session = openCredentials(secretBox, message.credentials);
@@ -221,9 +463,21 @@ export class DeliveryWorker {
       url: message.audio_url,
       platform: message.platform,
       ...(message.duration !== null ? { durationHint: Number(message.duration) } : {}),
+      signal,
     });
     try {
-      await this.#options.recorder?.audioPrepared(message, voice);
+      await this.#options.recorder?.audioPrepared(message, voice).catch((err: unknown) => this.#options.logger.warn({ err }, 'could not record the audio'));
+      // The lease is a promise: confirm it right before the platform call, which cannot be taken back.
+      signal.throwIfAborted();
+      let held: boolean;
+      try {
+        held = await extendLease(db.kysely, message.id, this.id, leaseMs);
+      } catch {
+        throw new DeliveryError('platform_error', 'storage did not answer before the platform call; not attempted', true, undefined, { notAttempted: true });
+      }
+      if (!held) throw new LeaseLost();
+      signal.throwIfAborted();
+      job.reachedPlatform = true;
       await adapterFor(message.env === 'live' ? 'live' : 'test', message.platform).deliver({
         messageId: message.id,
         accountId: message.account_id,
@@ -234,6 +488,7 @@ export class DeliveryWorker {
         caption: message.caption,
         audio: voice,
         attempt: message.attempts,
+        signal,
       });
     } finally {
       voice.release();

@@ -59,6 +59,12 @@ export interface DeliveryJob {
   audio: VoiceFile;
   /** 1 on the first try. */
   attempt: number;
+  /**
+   * Aborted when this attempt must stop (shutdown, or the worker lost its lease on the message):
+   * pass it to every network call so an aborted attempt never reaches the platform afterwards.
+   * `messageId` stays the same across attempts: use it as the idempotency key where a platform has one.
+   */
+  signal: AbortSignal;
 }
 
 /** One platform's way of handing over a voice note. Resolves when the platform accepted it. */

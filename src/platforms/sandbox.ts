@@ -25,7 +25,8 @@ export interface SandboxOptions {
 export function createSandboxAdapter(options: SandboxOptions): PlatformAdapter {
   return {
     async deliver(job: DeliveryJob): Promise<void> {
-      if (options.latencyMs > 0) await sleep(options.latencyMs);
+      if (options.latencyMs > 0) await sleep(options.latencyMs, undefined, { signal: job.signal });
+      job.signal.throwIfAborted();
       if (job.session.platform === 'whatsapp') {
         const status = await options.whatsappSessionStatus(job, job.session.session_id);
         if (status === undefined) throw new DeliveryError('invalid_session', 'the WhatsApp session no longer exists', false);

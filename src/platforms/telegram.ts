@@ -158,7 +158,8 @@ export function createTelegramAdapter(options: TelegramAdapterOptions): Platform
       try {
         const { size } = await file.stat();
         const body = multipartBody(fields, { name: 'voice', fileName: job.audio.fileName, mimeType: job.audio.mimeType, file, size });
-        const signal = AbortSignal.timeout(timeouts.totalMs(size));
+        const timeout = AbortSignal.timeout(timeouts.totalMs(size));
+        const signal = AbortSignal.any([timeout, job.signal]);
         let status: number;
         let text: string | undefined;
         try {
@@ -174,7 +175,7 @@ export function createTelegramAdapter(options: TelegramAdapterOptions): Platform
           status = response.statusCode;
           text = await readCapped(response.body);
         } catch (error) {
-          const what = signal.aborted ? `no reply within ${timeouts.totalMs(size)} ms` : describeNetworkError(error);
+          const what = job.signal.aborted ? 'the attempt was aborted' : timeout.aborted ? `no reply within ${timeouts.totalMs(size)} ms` : describeNetworkError(error);
           throw new DeliveryError('platform_error', scrub(`could not reach Telegram: ${what}`), true);
         }
         handleReply(status, text, scrub);

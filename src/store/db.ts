@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import SqliteDatabase from 'better-sqlite3';
-import { Kysely, Migrator, PostgresDialect, SqliteDialect, sql, type Migration, type MigrationProvider, type SqliteDialectConfig } from 'kysely';
+import { Kysely, Migrator, PostgresAdapter, PostgresDialect, SqliteDialect, sql, type Migration, type MigrationProvider, type RawBuilder, type SqliteDialectConfig } from 'kysely';
 import pg from 'pg';
 import type { Database } from './schema.js';
 import * as initial from './migrations/001_initial.js';
@@ -12,6 +12,7 @@ import * as webhooksMessageLog from './migrations/007_webhooks_message_log.js';
 import * as processAffinity from './migrations/006_process_affinity.js';
 import * as usageByPlatform from './migrations/006b_usage_by_platform.js';
 import * as dashboardSessions from './migrations/008_dashboard_sessions.js';
+import * as reliability from './migrations/005_reliability.js';
 
 export type Dialect = 'sqlite' | 'postgres';
 
@@ -90,6 +91,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '006_process_affinity': processAffinity,
   '006b_usage_by_platform': usageByPlatform,
   '008_dashboard_sessions': dashboardSessions,
+  '005_reliability': reliability,
 };
 
 const provider: MigrationProvider = { getMigrations: async () => MIGRATIONS };
@@ -120,4 +122,15 @@ async function currentSchema(db: Db): Promise<string | undefined> {
 /** Storage answers at all (readiness). */
 export async function ping(db: Db): Promise<void> {
   await sql`select 1`.execute(db.kysely);
+}
+
+/**
+ * The database's clock, in epoch ms, as an SQL expression: leases, claims and due times are computed on
+ * it, so processes whose own clocks disagree still agree. (clock_timestamp, not now(): now() is frozen at
+ * the start of a transaction.) The dialect is read from the connection, so transactions work alike.
+ */
+export function dbNow(db: Kysely<any>): RawBuilder<number> {
+  return db.getExecutor().adapter instanceof PostgresAdapter
+    ? sql<number>`(extract(epoch from clock_timestamp()) * 1000)::bigint`
+    : sql<number>`cast(unixepoch('subsec') * 1000 as integer)`;
 }

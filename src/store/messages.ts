@@ -1,5 +1,5 @@
 import type { ExpressionBuilder, Kysely } from 'kysely';
-import type { Dialect } from './db.js';
+import { dbNow, type Dialect } from './db.js';
 import type { Database, MessagesTable } from './schema.js';
 import { recordOutcome } from './usage.js';
 import { recordSettlementEvents } from '../webhooks/events.js';
@@ -10,8 +10,12 @@ export type MessageRow = MessagesTable;
 export type MessageStatus = 'queued' | 'processing' | 'delivered' | 'failed';
 const UNSETTLED: MessageStatus[] = ['queued', 'processing'];
 
+/** A new message is due at once on the database's clock (a process clock ahead of it would make it wait). */
 export async function insertMessage(db: Kysely<Database>, row: MessageRow): Promise<void> {
-  await db.insertInto('messages').values(row).execute();
+  await db
+    .insertInto('messages')
+    .values({ ...row, next_attempt_at: dbNow(db) })
+    .execute();
 }
 
 export async function findMessage(db: Kysely<Database>, owner: { accountId: string; env: string }, id: string): Promise<MessageRow | undefined> {
@@ -43,7 +47,6 @@ function heldByAnotherProcess(eb: ExpressionBuilder<Database, 'messages'>, holde
 export interface ClaimOptions {
   limit: number;
   leaseMs: number;
-  now?: number;
   /**
    * The id this process holds affinity leases under: messages whose affinity key another process holds
    * are left to that process's worker. Without one, every held key counts as another's.
@@ -52,18 +55,37 @@ export interface ClaimOptions {
 }
 
 /**
+ * A worker treats its lease as lasting `leaseMs`; the row says it lasts this much longer
+ * (`orphanGraceMs`), before another worker may take the message. A worker that delivered while storage
+ * was away writes its held outcome first thing when storage returns, and that write must win over a
+ * second send.
+ */
+export const ORPHAN_GRACE_MS = 5_000;
+export const orphanGraceMs = (leaseMs: number): number => Math.min(ORPHAN_GRACE_MS, leaseMs);
+
+/**
+ * Claims that ended without any outcome (the worker died, or lost its lease) a message may collect
+ * before it is failed with `platform_error` instead of being tried again: a message that kills its
+ * worker must not kill every worker in turn.
+ */
+export const MAX_CLAIMS_WITHOUT_OUTCOME = 5;
+
+/**
  * Takes up to `limit` due messages for this worker with a lease. A lease that runs out (the worker died)
- * makes the message claimable again, so nothing accepted is lost.
+ * makes the message claimable again (after its grace), so nothing accepted is lost; such a claim
+ * is counted in `orphaned_claims`. Every time is the database's clock, so processes whose clocks
+ * disagree still agree on who holds what and what is due. The claimed rows' `updated_at` is the
+ * database's time of the claim.
  */
 export async function claimDueMessages(db: Kysely<Database>, dialect: Dialect, workerId: string, options: ClaimOptions): Promise<MessageRow[]> {
-  const now = options.now ?? Date.now();
+  const now = dbNow(db);
   let due = db
     .selectFrom('messages')
     .select('id')
     .where('status', 'in', UNSETTLED)
     .where('next_attempt_at', '<=', now)
     .where((eb) => eb.or([eb('lease_expires_at', 'is', null), eb('lease_expires_at', '<', now)]))
-    .where((eb) => eb.not(heldByAnotherProcess(eb, options.affinityHolder, now)))
+    .where((eb) => eb.not(heldByAnotherProcess(eb, options.affinityHolder, Date.now())))
     .orderBy('next_attempt_at')
     .limit(options.limit);
   if (dialect === 'postgres') due = due.forUpdate().skipLocked();
@@ -72,8 +94,10 @@ export async function claimDueMessages(db: Kysely<Database>, dialect: Dialect, w
     .set((eb) => ({
       status: 'processing',
       lease_owner: workerId,
-      lease_expires_at: now + options.leaseMs,
+      lease_expires_at: eb(now, '+', options.leaseMs + orphanGraceMs(options.leaseMs)),
       attempts: eb('attempts', '+', 1),
+      // The previous claim left no outcome behind (its lease ran out): count it.
+      orphaned_claims: eb('orphaned_claims', '+', eb.case().when('lease_owner', 'is not', null).then(1).else(0).end()),
       updated_at: now,
     }))
     .where('id', 'in', due)
@@ -82,28 +106,34 @@ export async function claimDueMessages(db: Kysely<Database>, dialect: Dialect, w
 }
 
 /**
- * Puts a leased message back to wait for its next attempt, keeping the last error for the record.
- * `notAttempted`: the claim that counted this attempt reached no platform, so it is taken back.
+ * Puts a leased message back to wait for its next attempt (`queued` again), keeping the last error for
+ * the record. `notAttempted`: the claim that counted this attempt reached no platform, so it is taken
+ * back. The next attempt is `delayMs` from now on the database's clock. False when this worker no longer
+ * holds the claim (nothing is written over another worker's).
  */
 export async function scheduleRetry(
   db: Kysely<Database>,
   message: MessageRow,
   workerId: string,
-  retry: { at: number; errorCode: string; errorMessage: string; notAttempted?: boolean },
+  retry: { delayMs: number; errorCode: string; errorMessage: string; notAttempted?: boolean },
 ): Promise<boolean> {
+  const now = dbNow(db);
   const result = await db
     .updateTable('messages')
     .set((eb) => ({
       ...(retry.notAttempted ? { attempts: eb('attempts', '-', 1) } : {}),
-      next_attempt_at: retry.at,
+      status: 'queued',
+      next_attempt_at: eb(now, '+', Math.max(0, Math.round(retry.delayMs))),
       lease_owner: null,
       lease_expires_at: null,
+      orphaned_claims: 0,
       error_code: retry.errorCode,
       error_message: retry.errorMessage,
-      updated_at: Date.now(),
+      updated_at: now,
     }))
     .where('id', '=', message.id)
     .where('lease_owner', '=', workerId)
+    .where('status', 'in', UNSETTLED)
     .executeTakeFirst();
   return Number(result.numUpdatedRows) > 0;
 }
@@ -112,7 +142,8 @@ export type Settlement = { status: 'delivered'; at: number } | { status: 'failed
 
 /**
  * Final state, once: credentials are erased and the usage counters move in the same transaction.
- * Returns false when this worker no longer holds the lease (another worker settled it).
+ * Returns false when this worker no longer holds the claim (another worker claimed or settled it since).
+ * A worker whose lease ran out while it could not write still holds the claim until another takes it.
  */
 export async function settleMessage(db: Kysely<Database>, message: MessageRow, workerId: string, outcome: Settlement): Promise<boolean> {
   return db.transaction().execute(async (trx) => {
@@ -140,7 +171,10 @@ export async function settleMessage(db: Kysely<Database>, message: MessageRow, w
   });
 }
 
-/** Gives up this worker's leases at shutdown so another worker can take the messages at once. */
+/**
+ * Gives up this worker's leases so another worker can take the messages at once. Only for messages
+ * whose attempt can no longer reach a platform.
+ */
 export async function releaseLeases(db: Kysely<Database>, workerId: string, ids: string[]): Promise<void> {
   if (ids.length === 0) return;
   await db
@@ -152,20 +186,31 @@ export async function releaseLeases(db: Kysely<Database>, workerId: string, ids:
     .execute();
 }
 
-export async function extendLease(db: Kysely<Database>, id: string, workerId: string, until: number): Promise<void> {
-  await db.updateTable('messages').set({ lease_expires_at: until }).where('id', '=', id).where('lease_owner', '=', workerId).execute();
+/**
+ * Renews this worker's lease for `leaseMs` from now (database clock). False when no row matched: the
+ * lease is gone (another worker claimed the message, or it was settled), and this worker must not
+ * reach the platform for it nor write its outcome.
+ */
+export async function extendLease(db: Kysely<Database>, id: string, workerId: string, leaseMs: number): Promise<boolean> {
+  const now = dbNow(db);
+  const result = await db
+    .updateTable('messages')
+    .set((eb) => ({ lease_expires_at: eb(now, '+', leaseMs + orphanGraceMs(leaseMs)) }))
+    .where('id', '=', id)
+    .where('lease_owner', '=', workerId)
+    .where('status', 'in', UNSETTLED)
+    .executeTakeFirst();
+  return Number(result.numUpdatedRows) > 0;
 }
 
 /**
- * When the next message this worker may claim falls due, to let it sleep until then (undefined: nothing
- * waits). `affinityHolder` as for claimDueMessages.
+ * How long until the next message this worker may claim falls due, in ms on the database's clock, to
+ * let it sleep until then (undefined: nothing waits). `affinityHolder` as for claimDueMessages.
  */
-export async function nextDueAt(db: Kysely<Database>, options: { affinityHolder?: string; now?: number } = {}): Promise<number | undefined> {
-  const now = options.now ?? Date.now();
-  // A message under a lease (in flight here or on another worker) is not due before the lease runs
-  // out; counting it as due at next_attempt_at made idle workers poll every few ms during deliveries.
-  // Likewise a message whose affinity key another process holds: it waits there, not here (if that
-  // process dies, the regular poll finds the message once the key's lease has run out).
+export async function msUntilNextDue(db: Kysely<Database>, options: { affinityHolder?: string } = {}): Promise<number | undefined> {
+  // A message under a lease (in flight here or on another worker) is not due before the lease runs out; counting it as due at next_attempt_at made idle workers poll every few ms during
+  // deliveries. Likewise a message whose affinity key another process holds: it waits there, not here
+  // (if that process dies, the regular poll finds the message once the key's lease has run out).
   const row = await db
     .selectFrom('messages')
     .select((eb) =>
@@ -177,10 +222,11 @@ export async function nextDueAt(db: Kysely<Database>, options: { affinityHolder?
         .end()
         .as('due_at'),
     )
+    .select(dbNow(db).as('now'))
     .where('status', 'in', UNSETTLED)
-    .where((eb) => eb.not(heldByAnotherProcess(eb, options.affinityHolder, now)))
+    .where((eb) => eb.not(heldByAnotherProcess(eb, options.affinityHolder, Date.now())))
     .orderBy('due_at')
     .limit(1)
     .executeTakeFirst();
-  return row && row.due_at !== null ? Number(row.due_at) : undefined;
+  return row && row.due_at !== null ? Math.max(0, Number(row.due_at) - Number(row.now)) : undefined;
 }

@@ -49,6 +49,11 @@ export interface MessagesTable {
   next_attempt_at: number;
   lease_owner: string | null;
   lease_expires_at: number | null;
+  /**
+   * Claims in a row that ended with no outcome written (the worker died or lost its lease); optional
+   * because inserts leave it to its default, 0.
+   */
+  orphaned_claims?: number;
   period_start: number;
   created_at: number;
   updated_at: number;
@@ -228,6 +233,12 @@ export interface DashboardSessionsTable {
   expires_at: number;
 }
 
+/** Facts about this installation, by name (e.g. the check value of SECRET_KEY). */
+export interface InstanceSettingsTable {
+  name: string;
+  value: string;
+}
+
 export interface SchemaMigrationsTable {
   id: Generated<number>;
 }
@@ -250,4 +261,5 @@ export interface Database {
   message_audio: MessageAudioTable;
   message_receipts: MessageReceiptsTable;
   dashboard_sessions: DashboardSessionsTable;
+  instance_settings: InstanceSettingsTable;
 }

@@ -254,7 +254,16 @@ export async function startTelegramApi(options: TelegramFakeOptions = {}): Promi
         return;
       }
       const [, token = '', method = ''] = path;
-      if (hooks.beforeReadingBody) await hooks.beforeReadingBody(token);
+      if (hooks.beforeReadingBody) {
+        await hooks.beforeReadingBody(token);
+        // The client hung up while the request waited to be read: like a server that reads a request
+        // only once it gets to it, nothing is processed (and the call is recorded as never answered).
+        if (req.socket.destroyed) {
+          calls.push({ httpMethod: req.method ?? '', method, token, fields: {}, chatId: undefined, caption: undefined, duration: undefined, voice: undefined, reply: { status: 0, body: '' } });
+          for (const wake of [...waiters]) wake();
+          return;
+        }
+      }
       const form = await parseForm(req);
       const reply = decide(token, method, form);
       const call: TelegramCall = {

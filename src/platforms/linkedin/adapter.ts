@@ -163,7 +163,7 @@ export function createLinkedinAdapter(options: LinkedinAdapterOptions): Platform
   const dispatcher = options.dispatcher ?? new Agent({ connectTimeout: timeoutMs, keepAliveTimeout: 4_000 });
   const pacer = new PerAccountPacer(() => pace.minMs + Math.max(pace.maxMs - pace.minMs, 0) * random());
 
-  async function callJson(step: FlowStep, session: VoyagerSession, req: VoyagerRequest): Promise<JsonAnswer> {
+  async function callJson(step: FlowStep, session: VoyagerSession, req: VoyagerRequest, signal: AbortSignal): Promise<JsonAnswer> {
     const headers = sessionHeaders(session);
     if (req.body !== undefined) headers['content-type'] = 'application/json; charset=UTF-8';
     let res: Dispatcher.ResponseData;
@@ -172,6 +172,7 @@ export function createLinkedinAdapter(options: LinkedinAdapterOptions): Platform
         dispatcher,
         method: req.method,
         headers,
+        signal,
         ...(req.body !== undefined ? { body: JSON.stringify(req.body) } : {}),
         headersTimeout: timeoutMs,
         bodyTimeout: timeoutMs,
@@ -196,7 +197,7 @@ export function createLinkedinAdapter(options: LinkedinAdapterOptions): Platform
     }
   }
 
-  async function upload(session: VoyagerSession, target: URL, extraHeaders: Record<string, string>, bytes: Buffer): Promise<void> {
+  async function upload(session: VoyagerSession, target: URL, extraHeaders: Record<string, string>, bytes: Buffer, signal: AbortSignal): Promise<void> {
     // The session goes only to LinkedIn's own origin; a storage host gets the slot's headers alone.
     const headers: Record<string, string> = target.origin === apiOrigin ? sessionHeaders(session) : {};
     headers['content-type'] = UPLOAD_CONTENT_TYPE;
@@ -207,6 +208,7 @@ export function createLinkedinAdapter(options: LinkedinAdapterOptions): Platform
         dispatcher,
         method: 'PUT',
         headers,
+        signal,
         body: bytes,
         headersTimeout: timeoutMs * 4,
         bodyTimeout: timeoutMs,
@@ -219,7 +221,7 @@ export function createLinkedinAdapter(options: LinkedinAdapterOptions): Platform
   }
 
   async function deliverOnce(job: DeliveryJob, session: VoyagerSession): Promise<void> {
-    const me = await callJson('own profile', session, meRequest());
+    const me = await callJson('own profile', session, meRequest(), job.signal);
     const mailboxUrn = readOwnProfileUrn(me.json);
     if (mailboxUrn === undefined) throw new DeliveryError('platform_error', 'LinkedIn did not say which profile the session belongs to', false);
 
@@ -228,7 +230,7 @@ export function createLinkedinAdapter(options: LinkedinAdapterOptions): Platform
     if ('urn' in recipient) {
       recipientUrn = recipient.urn;
     } else {
-      const found = readProfileUrn((await callJson('recipient lookup', session, profileByPublicIdRequest(recipient.publicId))).json);
+      const found = readProfileUrn((await callJson('recipient lookup', session, profileByPublicIdRequest(recipient.publicId), job.signal)).json);
       if (found === undefined) throw new DeliveryError('recipient_not_found', 'no LinkedIn profile has this public id', false);
       recipientUrn = found;
     }
@@ -239,7 +241,7 @@ export function createLinkedinAdapter(options: LinkedinAdapterOptions): Platform
     } catch (error) {
       throw new DeliveryError('platform_error', `the converted audio could not be read: ${(error as Error).message}`, true);
     }
-    const slot = readUploadSlot((await callJson('upload slot', session, uploadMetadataRequest(bytes.length))).json);
+    const slot = readUploadSlot((await callJson('upload slot', session, uploadMetadataRequest(bytes.length), job.signal)).json);
     if (slot === undefined) throw new DeliveryError('platform_error', 'LinkedIn did not hand out an upload slot for the voice note', false);
     let target: URL;
     try {
@@ -250,7 +252,7 @@ export function createLinkedinAdapter(options: LinkedinAdapterOptions): Platform
     if (target.protocol !== 'https:' && target.protocol !== 'http:') {
       throw new DeliveryError('platform_error', 'LinkedIn handed out an upload slot that is not an http(s) URL', false);
     }
-    await upload(session, target, slot.headers, bytes);
+    await upload(session, target, slot.headers, bytes, job.signal);
 
     await callJson(
       'send',
@@ -261,6 +263,7 @@ export function createLinkedinAdapter(options: LinkedinAdapterOptions): Platform
         assetUrn: slot.assetUrn,
         durationMs: Math.max(1, Math.round(job.audio.durationSeconds * 1000)),
       }),
+      job.signal,
     );
   }
 
@@ -270,7 +273,11 @@ export function createLinkedinAdapter(options: LinkedinAdapterOptions): Platform
       const session: VoyagerSession = { li_at: job.session.li_at, csrf_token: job.session.csrf_token };
       const account = createHash('sha256').update(session.li_at).digest('base64url');
       try {
-        await pacer.run(account, () => deliverOnce(job, session));
+        // A job aborted while it waited for its turn must not start its calls afterwards.
+        await pacer.run(account, () => {
+          job.signal.throwIfAborted();
+          return deliverOnce(job, session);
+        });
       } catch (error) {
         if (!(error instanceof PacingBacklog)) throw error;
         // Back to the queue, to come back about when the deliveries ahead of it are done.

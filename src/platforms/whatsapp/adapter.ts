@@ -72,6 +72,8 @@ export function createWhatsappAdapter(deps: { db: Kysely<Database>; live: LiveWh
             seconds: Math.max(1, Math.round(job.audio.durationSeconds)),
             waveform: job.audio.waveform,
           };
+          // The send cannot be taken back once started: an attempt aborted before it never starts it.
+          job.signal.throwIfAborted();
           try {
             await socket.sendMessage(account.jid || `${job.recipient}@s.whatsapp.net`, note);
           } catch (error) {
