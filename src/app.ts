@@ -21,6 +21,7 @@ import type { Services } from './services.js';
 import { migrate, openDb } from './store/db.js';
 import { purgeExpiredIdempotency } from './store/idempotency.js';
 import { createAttemptRecorder } from './message-log/recorder.js';
+import { WebhookSender, type WebhookSenderOptions } from './webhooks/sender.js';
 
 export interface AppOptions {
   /** Run the delivery worker in this process (`serve` does unless --no-worker). */
@@ -42,6 +43,8 @@ export interface AppOptions {
   whatsappLive?: LiveTuning;
   /** Tests: the gap between two live LinkedIn deliveries of one account (default 3–5 s). */
   linkedinPace?: LinkedinPace;
+  /** Tests: webhook retry delays, receiver timeout, outbox poll, address policy. */
+  webhooks?: Pick<WebhookSenderOptions, 'retryDelaysMs' | 'timeoutMs' | 'pollMs' | 'addressPolicy' | 'lookup'>;
 }
 
 /** How a worker process is tuned; none of it comes from the environment. */
@@ -114,6 +117,9 @@ export async function openServices(config: Config, options: Omit<AppOptions, 'wo
     purgeExpiredIdempotency(db.kysely).catch((err: unknown) => logger.warn({ err }, 'idempotency purge failed'));
   }, HOUSEKEEPING_INTERVAL_MS);
   housekeeping.unref();
+  // Every process sends the webhook outbox (leases keep them from sending one delivery twice).
+  const webhookSender = new WebhookSender({ ...options.webhooks, db, secretBox, logger, allowPrivateUrls: config.audioAllowPrivateUrls });
+  webhookSender.start();
   return {
     services,
     attachWorker: (w) => {
@@ -121,6 +127,7 @@ export async function openServices(config: Config, options: Omit<AppOptions, 'wo
     },
     async close() {
       clearInterval(housekeeping);
+      await webhookSender.stop();
       callers.close();
       await whatsappLive.stop();
       redis?.disconnect();

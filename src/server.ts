@@ -11,6 +11,8 @@ import { registerStatusRoute } from './api/status.js';
 import { registerUsageRoute } from './api/usage.js';
 import { registerWhatsappSessionRoutes } from './api/whatsapp-sessions.js';
 import { registerDashboard } from './dashboard/index.js';
+import { registerMessageLogRoutes } from './api/messages.js';
+import { registerWebhookEndpointRoutes } from './api/webhook-endpoints.js';
 import type { Services } from './services.js';
 
 export const API_PREFIX = '/api/v1';
@@ -90,6 +92,8 @@ export async function buildServer(services: Services): Promise<Server> {
       registerStatusRoute(api, services);
       registerUsageRoute(api, services);
       registerWhatsappSessionRoutes(api, services);
+      registerMessageLogRoutes(api, services);
+      registerWebhookEndpointRoutes(api, services);
       api.setNotFoundHandler((request, reply) => sendError(reply, new ApiError('not_found', `no route ${request.method} ${request.url.split('?')[0]}`)));
     },
     { prefix: API_PREFIX },

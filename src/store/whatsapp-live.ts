@@ -1,5 +1,6 @@
 import type { Kysely } from 'kysely';
 import { claimAffinity, dropAffinity, lockHeldAffinity, releaseAffinity, renewAffinities } from './affinity.js';
+import { recordSessionStatusChange } from '../webhooks/events.js';
 import type { Database } from './schema.js';
 import type { WhatsappSessionRow, WhatsappSessionStatus } from './whatsapp-sessions.js';
 
@@ -146,7 +147,9 @@ export async function endLiveSession(
     await dropAffinity(trx, id);
     await trx.deleteFrom('whatsapp_keys').where('session_id', '=', id).execute();
     await trx.updateTable('whatsapp_sessions').set({ auth_state: null }).where('id', '=', id).execute();
-    await trx.updateTable('whatsapp_sessions').set({ status, updated_at: now }).where('id', '=', id).where('status', 'in', from).execute();
+    const ended = await trx.updateTable('whatsapp_sessions').set({ status, updated_at: now }).where('id', '=', id).where('status', 'in', from).executeTakeFirst();
+    // Webhooks: whatsapp_session.updated, committed with the status it reports.
+    if (Number(ended.numUpdatedRows) > 0) await recordSessionStatusChange(trx, id, now);
   });
 }
 

@@ -1,5 +1,6 @@
 import type { Kysely } from 'kysely';
 import type { Database, WhatsappSessionsTable } from './schema.js';
+import { recordSessionStatusChange } from '../webhooks/events.js';
 
 export type WhatsappSessionRow = WhatsappSessionsTable;
 export type WhatsappSessionStatus = 'qr_pending' | 'connected' | 'disconnected' | 'qr_expired';
@@ -49,7 +50,10 @@ export async function transitionWhatsappSession(
     .where('id', '=', id)
     .where('status', 'in', from)
     .executeTakeFirst();
-  return Number(result.numUpdatedRows) > 0;
+  const moved = Number(result.numUpdatedRows) > 0;
+  // Webhooks: whatsapp_session.updated on every move of the status.
+  if (moved && change.status !== undefined) await recordSessionStatusChange(db, id, now);
+  return moved;
 }
 
 export async function deleteWhatsappSession(db: Kysely<Database>, owner: Owner, id: string): Promise<boolean> {

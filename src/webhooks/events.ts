@@ -97,3 +97,9 @@ export async function recordSettlementEvents(trx: Kysely<Database>, message: Mes
 export async function recordSessionUpdated(db: Kysely<Database>, session: WhatsappSessionsTable, at = Date.now()): Promise<void> {
   await enqueueEvent(db, { accountId: session.account_id, env: session.env, type: 'whatsapp_session.updated', data: whatsappSessionView(session), at });
 }
+
+/** After a session's status moved: its whatsapp_session.updated event, with the session as it is now. */
+export async function recordSessionStatusChange(db: Kysely<Database>, sessionId: string, at = Date.now()): Promise<void> {
+  const session = await db.selectFrom('whatsapp_sessions').selectAll().where('id', '=', sessionId).executeTakeFirst();
+  if (session) await recordSessionUpdated(db, session, at);
+}

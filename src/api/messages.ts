@@ -1,0 +1,126 @@
+import type { FastifyInstance } from 'fastify';
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import { Type } from '@sinclair/typebox';
+import { LogQueryError, MAX_PAGE_SIZE, MESSAGE_STATUSES } from '../message-log/query.js';
+import { messageDetail, messageLogPage } from '../message-log/views.js';
+import type { Services } from '../services.js';
+import { invalidParameter, notFound } from './errors.js';
+import { MessageIdParams, withErrors } from './schemas.js';
+
+const Timestamp = Type.String({ format: 'date-time' });
+const NullableTimestamp = Type.Union([Timestamp, Type.Null()]);
+const ErrorObject = Type.Union([Type.Object({ code: Type.String(), message: Type.String() }), Type.Null()]);
+
+const ListItemFields = {
+  id: Type.String(),
+  status: Type.String({ enum: [...MESSAGE_STATUSES] }),
+  platform: Type.String({ enum: ['linkedin', 'telegram', 'whatsapp'] }),
+  recipient: Type.String(),
+  created_at: Timestamp,
+  delivered_at: NullableTimestamp,
+  error: ErrorObject,
+  attempt_count: Type.Integer({ description: 'Delivery attempts so far' }),
+  updated_at: Timestamp,
+};
+const ListItem = Type.Object(ListItemFields);
+const MessageList = Type.Object({ data: Type.Array(ListItem), has_more: Type.Boolean({ description: 'More messages past this page, in the direction paged' }) });
+
+const Attempt = Type.Object({
+  attempt: Type.Integer(),
+  started_at: Timestamp,
+  ended_at: Timestamp,
+  outcome: Type.String({ enum: ['delivered', 'retry', 'failed', 'handed_back'] }),
+  error: ErrorObject,
+  next_attempt_at: NullableTimestamp,
+});
+const NullableNumber = Type.Union([Type.Number(), Type.Null()]);
+const Audio = Type.Object({
+  source: Type.Union([
+    Type.Object({ format: Type.Union([Type.String(), Type.Null()]), codec: Type.Union([Type.String(), Type.Null()]), duration_seconds: NullableNumber, size_bytes: NullableNumber }),
+    Type.Null(),
+  ]),
+  converted: Type.Union([
+    Type.Object({
+      format: Type.String(),
+      mime_type: Type.String(),
+      duration_seconds: Type.Number(),
+      size_bytes: Type.Number(),
+      waveform: Type.Array(Type.Number(), { description: '64 bars, 0–100' }),
+      cached: Type.Boolean({ description: 'The converted file is still in the audio cache' }),
+    }),
+    Type.Null(),
+  ]),
+});
+const Receipts = Type.Object({
+  supported: Type.Boolean(),
+  reason: Type.Union([Type.String(), Type.Null()], { description: 'Why the platform gives none' }),
+  delivered_to_device_at: NullableTimestamp,
+  read_at: NullableTimestamp,
+  played_at: NullableTimestamp,
+});
+const Detail = Type.Object({
+  ...ListItemFields,
+  audio_url: Type.String(),
+  duration: NullableNumber,
+  caption: Type.Union([Type.String(), Type.Null()]),
+  next_attempt_at: NullableTimestamp,
+  attempts: Type.Array(Attempt),
+  audio: Audio,
+  receipts: Receipts,
+});
+
+const str = (description: string) => Type.Optional(Type.String({ description }));
+const ListQuery = Type.Object({
+  limit: str(`1–${MAX_PAGE_SIZE}, default 20`),
+  starting_after: str('A message id: the page of older messages after it'),
+  ending_before: str('A message id: the page of newer messages before it'),
+  status: str(MESSAGE_STATUSES.join(', ')),
+  platform: str('linkedin, telegram or whatsapp'),
+  recipient: str('Exact recipient'),
+  created_gte: str('Created at or after: ISO 8601 or Unix seconds'),
+  created_lte: str('Created at or before: ISO 8601 or Unix seconds'),
+});
+
+export function registerMessageLogRoutes(app: FastifyInstance, services: Services): void {
+  const routes = app.withTypeProvider<TypeBoxTypeProvider>();
+
+  routes.get(
+    '/messages',
+    {
+      schema: {
+        summary: 'The message log, newest first',
+        description: 'Cursor paging with starting_after / ending_before (message ids); filters combine.',
+        tags: ['messages'],
+        querystring: ListQuery,
+        response: { 200: MessageList, ...withErrors(400, 422) },
+      },
+    },
+    async (request) => {
+      const caller = request.caller!;
+      try {
+        return await messageLogPage(services.db.kysely, { accountId: caller.accountId, env: caller.env }, request.query);
+      } catch (error) {
+        if (error instanceof LogQueryError) throw invalidParameter(error.field, error.message);
+        throw error;
+      }
+    },
+  );
+
+  routes.get(
+    '/messages/:message_id',
+    {
+      schema: {
+        summary: 'One message with its attempts, audio and receipts',
+        tags: ['messages'],
+        params: MessageIdParams,
+        response: { 200: Detail, ...withErrors(404) },
+      },
+    },
+    async (request) => {
+      const caller = request.caller!;
+      const detail = await messageDetail(services.db.kysely, services.config.dataDir, { accountId: caller.accountId, env: caller.env }, request.params.message_id);
+      if (!detail) throw notFound(`message ${request.params.message_id}`);
+      return detail;
+    },
+  );
+}

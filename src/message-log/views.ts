@@ -1,0 +1,132 @@
+import { stat } from 'node:fs/promises';
+import type { Kysely } from 'kysely';
+import { cachedAudioFile } from '../audio/cache.js';
+import type { AudioFormat } from '../audio/targets.js';
+import { messageStatusView } from '../api/views.js';
+import { findAttempts, findAudio, findReceipts, listMessages, type MessageAudioRow, type Owner } from '../store/message-log.js';
+import { parseLogQuery, type LogQueryInput } from './query.js';
+import { findMessage, type MessageRow } from '../store/messages.js';
+import type { Database } from '../store/schema.js';
+
+const iso = (ms: number | null): string | null => (ms === null ? null : new Date(Number(ms)).toISOString());
+
+/** A message in the log: the status lookup's fields, plus how many attempts it took and when it last changed. */
+export function messageListItemView(row: MessageRow) {
+  return { ...messageStatusView(row), attempt_count: Number(row.attempts), updated_at: iso(row.updated_at)! };
+}
+export type MessageListItem = ReturnType<typeof messageListItemView>;
+
+const NO_RECEIPTS: Record<string, string> = {
+  telegram: 'Telegram gives bots no delivery or read receipts',
+  linkedin: 'LinkedIn gives no receipts for voice messages sent this way',
+};
+
+export interface ReceiptsView {
+  supported: boolean;
+  /** Why there are none, where the platform has none. */
+  reason: string | null;
+  delivered_to_device_at: string | null;
+  read_at: string | null;
+  played_at: string | null;
+}
+
+export interface AudioView {
+  /** As fetched: container, codec, duration and size; null when it was never fetched or not recorded. */
+  source: { format: string | null; codec: string | null; duration_seconds: number | null; size_bytes: number | null } | null;
+  /** As sent to the platform. `cached`: the file is still in the audio cache (the dashboard can play it). */
+  converted: { format: string; mime_type: string; duration_seconds: number; size_bytes: number; waveform: number[]; cached: boolean } | null;
+}
+
+function waveformOf(text: string | null): number[] {
+  try {
+    const parsed: unknown = JSON.parse(text ?? '[]');
+    return Array.isArray(parsed) ? parsed.filter((v): v is number => typeof v === 'number') : [];
+  } catch {
+    return [];
+  }
+}
+
+const isAudioFormat = (value: string): value is AudioFormat => value === 'ogg_opus' || value === 'm4a_aac';
+
+/** The converted audio of a message while the cache still holds it (path and type), else undefined. */
+export async function convertedAudioFile(dataDir: string, audio: MessageAudioRow | undefined): Promise<{ path: string; mimeType: string; sizeBytes: number } | undefined> {
+  if (!audio || audio.source_sha256 === null || !isAudioFormat(audio.converted_format)) return undefined;
+  const path = cachedAudioFile(dataDir, audio.source_sha256, audio.converted_format);
+  const st = await stat(path).catch(() => null);
+  return st && st.isFile() ? { path, mimeType: audio.converted_mime, sizeBytes: st.size } : undefined;
+}
+
+async function audioView(dataDir: string, audio: MessageAudioRow | undefined): Promise<AudioView> {
+  if (!audio) return { source: null, converted: null };
+  const cached = (await convertedAudioFile(dataDir, audio)) !== undefined;
+  return {
+    source:
+      audio.source_format === null && audio.source_size === null
+        ? null
+        : {
+            format: audio.source_format,
+            codec: audio.source_codec,
+            duration_seconds: audio.source_duration === null ? null : Number(audio.source_duration),
+            size_bytes: audio.source_size === null ? null : Number(audio.source_size),
+          },
+    converted: {
+      format: audio.converted_format,
+      mime_type: audio.converted_mime,
+      duration_seconds: Number(audio.converted_duration),
+      size_bytes: Number(audio.converted_size),
+      waveform: waveformOf(audio.waveform),
+      cached,
+    },
+  };
+}
+
+/**
+ * Everything the log knows of one message: the status lookup's fields, the request, every attempt
+ * with its outcome, the audio as detected and as converted, and the receipts (or why a platform has
+ * none). Undefined when the message is not the owner's.
+ */
+export async function messageDetail(db: Kysely<Database>, dataDir: string, owner: Owner, id: string, now = Date.now()) {
+  const row = await findMessage(db, owner, id);
+  if (!row) return undefined;
+  const [attempts, audio, receipts] = await Promise.all([findAttempts(db, id), findAudio(db, id), findReceipts(db, id, now)]);
+  const receiptAt = (kind: string): string | null => iso(receipts.find((r) => r.kind === kind)?.at ?? null);
+  const reason = NO_RECEIPTS[row.platform] ?? null;
+  const receiptsView: ReceiptsView = {
+    supported: reason === null,
+    reason,
+    delivered_to_device_at: receiptAt('delivered_to_device'),
+    read_at: receiptAt('read'),
+    played_at: receiptAt('played'),
+  };
+  return {
+    ...messageListItemView(row),
+    audio_url: row.audio_url,
+    duration: row.duration === null ? null : Number(row.duration),
+    caption: row.caption,
+    next_attempt_at: row.status === 'queued' || row.status === 'processing' ? iso(row.next_attempt_at) : null,
+    attempts: attempts.map((a) => ({
+      attempt: Number(a.attempt),
+      started_at: iso(a.started_at)!,
+      ended_at: iso(a.ended_at)!,
+      outcome: a.outcome,
+      error: a.error_code === null ? null : { code: a.error_code, message: a.error_message ?? '' },
+      next_attempt_at: iso(a.next_attempt_at),
+    })),
+    audio: await audioView(dataDir, audio),
+    receipts: receiptsView,
+  };
+}
+export type MessageDetail = NonNullable<Awaited<ReturnType<typeof messageDetail>>>;
+
+/** The converted audio of one of the owner's messages, while cached (for playing it back); undefined otherwise. */
+export async function messageAudioFile(db: Kysely<Database>, dataDir: string, owner: Owner, id: string) {
+  if (!(await findMessage(db, owner, id))) return undefined;
+  return convertedAudioFile(dataDir, await findAudio(db, id));
+}
+
+/** One page of the log (`{data, has_more}`, newest first) from the query-string form; throws LogQueryError on bad input. */
+export async function messageLogPage(db: Kysely<Database>, owner: Owner, query: LogQueryInput): Promise<{ data: MessageListItem[]; has_more: boolean }> {
+  const { filters, page } = parseLogQuery(query);
+  const { rows, hasMore } = await listMessages(db, owner, filters, page);
+  return { data: rows.map(messageListItemView), has_more: hasMore };
+}

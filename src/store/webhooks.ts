@@ -1,0 +1,253 @@
+import type { Kysely } from 'kysely';
+import type { Dialect } from './db.js';
+import type { Database, WebhookAttemptsTable, WebhookDeliveriesTable, WebhookEndpointsTable, WebhookEventsTable } from './schema.js';
+
+export type WebhookEndpointRow = WebhookEndpointsTable;
+export type WebhookEventRow = WebhookEventsTable;
+export type WebhookDeliveryRow = WebhookDeliveriesTable;
+export type WebhookAttemptRow = WebhookAttemptsTable;
+
+export interface Owner {
+  accountId: string;
+  env: string;
+}
+
+export async function insertEndpoint(db: Kysely<Database>, row: WebhookEndpointRow): Promise<void> {
+  await db.insertInto('webhook_endpoints').values(row).execute();
+}
+
+export async function listEndpoints(db: Kysely<Database>, owner: Owner): Promise<WebhookEndpointRow[]> {
+  return db.selectFrom('webhook_endpoints').selectAll().where('account_id', '=', owner.accountId).where('env', '=', owner.env).orderBy('id').execute();
+}
+
+export async function countEndpoints(db: Kysely<Database>, owner: Owner): Promise<number> {
+  const row = await db
+    .selectFrom('webhook_endpoints')
+    .select((eb) => eb.fn.countAll<number>().as('n'))
+    .where('account_id', '=', owner.accountId)
+    .where('env', '=', owner.env)
+    .executeTakeFirst();
+  return Number(row?.n ?? 0);
+}
+
+export async function findEndpoint(db: Kysely<Database>, owner: Owner, id: string): Promise<WebhookEndpointRow | undefined> {
+  return db
+    .selectFrom('webhook_endpoints')
+    .selectAll()
+    .where('id', '=', id)
+    .where('account_id', '=', owner.accountId)
+    .where('env', '=', owner.env)
+    .executeTakeFirst();
+}
+
+export async function findEndpointById(db: Kysely<Database>, id: string): Promise<WebhookEndpointRow | undefined> {
+  return db.selectFrom('webhook_endpoints').selectAll().where('id', '=', id).executeTakeFirst();
+}
+
+/** Deletes the endpoint; its pending deliveries stop with it. */
+export async function deleteEndpoint(db: Kysely<Database>, owner: Owner, id: string): Promise<boolean> {
+  return db.transaction().execute(async (trx) => {
+    const result = await trx
+      .deleteFrom('webhook_endpoints')
+      .where('id', '=', id)
+      .where('account_id', '=', owner.accountId)
+      .where('env', '=', owner.env)
+      .executeTakeFirst();
+    if (Number(result.numDeletedRows) === 0) return false;
+    await trx
+      .updateTable('webhook_deliveries')
+      .set({ status: 'failed', last_error: 'the endpoint was deleted', completed_at: Date.now(), updated_at: Date.now(), lease_owner: null, lease_expires_at: null })
+      .where('endpoint_id', '=', id)
+      .where('status', '=', 'pending')
+      .execute();
+    return true;
+  });
+}
+
+export async function updateEndpointSecrets(
+  db: Kysely<Database>,
+  id: string,
+  change: Pick<WebhookEndpointRow, 'secret' | 'previous_secret' | 'previous_secret_expires_at' | 'updated_at'>,
+): Promise<void> {
+  await db.updateTable('webhook_endpoints').set(change).where('id', '=', id).execute();
+}
+
+export async function findEvent(db: Kysely<Database>, id: string): Promise<WebhookEventRow | undefined> {
+  return db.selectFrom('webhook_events').selectAll().where('id', '=', id).executeTakeFirst();
+}
+
+export async function insertEvent(db: Kysely<Database>, row: WebhookEventRow): Promise<void> {
+  await db.insertInto('webhook_events').values(row).execute();
+}
+
+/** Events whose time has come and that no endpoint has been given yet. */
+export async function pendingEvents(db: Kysely<Database>, now: number, limit: number): Promise<WebhookEventRow[]> {
+  return db
+    .selectFrom('webhook_events')
+    .selectAll()
+    .where('fanned_out_at', 'is', null)
+    .where('available_at', '<=', now)
+    .orderBy('available_at')
+    .limit(limit)
+    .execute();
+}
+
+/**
+ * Hands one event to the endpoints subscribed to it (or to its one target), once: the compare-and-set
+ * on fanned_out_at makes a second process doing the same a no-op. Endpoints created after the event
+ * do not get it.
+ */
+export async function fanOutEvent(db: Kysely<Database>, event: WebhookEventRow, now: number, newDeliveryId: () => string): Promise<number> {
+  return db.transaction().execute(async (trx) => {
+    const claimed = await trx.updateTable('webhook_events').set({ fanned_out_at: now }).where('id', '=', event.id).where('fanned_out_at', 'is', null).executeTakeFirst();
+    if (Number(claimed.numUpdatedRows) === 0) return 0;
+    const endpoints = await trx
+      .selectFrom('webhook_endpoints')
+      .select(['id', 'created_at'])
+      .where('account_id', '=', event.account_id)
+      .where('env', '=', event.env)
+      .where('events', 'like', `%${JSON.stringify(event.type)}%`)
+      .$if(event.endpoint_id !== null, (qb) => qb.where('id', '=', event.endpoint_id!))
+      .$if(event.endpoint_id === null, (qb) => qb.where('created_at', '<=', Number(event.created_at)))
+      .execute();
+    if (endpoints.length === 0) return 0;
+    await trx
+      .insertInto('webhook_deliveries')
+      .values(endpoints.map((endpoint) => newDelivery(event, endpoint.id, newDeliveryId(), now)))
+      .execute();
+    return endpoints.length;
+  });
+}
+
+export function newDelivery(event: Pick<WebhookEventRow, 'id' | 'account_id' | 'env'>, endpointId: string, id: string, now: number): WebhookDeliveryRow {
+  return {
+    id,
+    event_id: event.id,
+    endpoint_id: endpointId,
+    account_id: event.account_id,
+    env: event.env,
+    status: 'pending',
+    attempts: 0,
+    next_attempt_at: now,
+    lease_owner: null,
+    lease_expires_at: null,
+    last_status_code: null,
+    last_error: null,
+    created_at: now,
+    updated_at: now,
+    completed_at: null,
+  };
+}
+
+export async function insertDelivery(db: Kysely<Database>, row: WebhookDeliveryRow): Promise<void> {
+  await db.insertInto('webhook_deliveries').values(row).execute();
+}
+
+/** Due deliveries for this sender, under a lease (one that runs out lets another process take them). */
+export async function claimDueDeliveries(
+  db: Kysely<Database>,
+  dialect: Dialect,
+  owner: string,
+  options: { limit: number; leaseMs: number; now: number },
+): Promise<WebhookDeliveryRow[]> {
+  const { now } = options;
+  let due = db
+    .selectFrom('webhook_deliveries')
+    .select('id')
+    .where('status', '=', 'pending')
+    .where('next_attempt_at', '<=', now)
+    .where((eb) => eb.or([eb('lease_expires_at', 'is', null), eb('lease_expires_at', '<', now)]))
+    .orderBy('next_attempt_at')
+    .limit(options.limit);
+  if (dialect === 'postgres') due = due.forUpdate().skipLocked();
+  return db
+    .updateTable('webhook_deliveries')
+    .set((eb) => ({ lease_owner: owner, lease_expires_at: now + options.leaseMs, attempts: eb('attempts', '+', 1), updated_at: now }))
+    .where('id', 'in', due)
+    .returningAll()
+    .execute();
+}
+
+/** When the next delivery or held-back event falls due (undefined: nothing waits). */
+export async function nextWebhookDueAt(db: Kysely<Database>): Promise<number | undefined> {
+  const [delivery, event] = await Promise.all([
+    db.selectFrom('webhook_deliveries').select('next_attempt_at as at').where('status', '=', 'pending').orderBy('next_attempt_at').limit(1).executeTakeFirst(),
+    db.selectFrom('webhook_events').select('available_at as at').where('fanned_out_at', 'is', null).orderBy('available_at').limit(1).executeTakeFirst(),
+  ]);
+  const times = [delivery?.at, event?.at].filter((t): t is number => t !== undefined && t !== null).map(Number);
+  return times.length > 0 ? Math.min(...times) : undefined;
+}
+
+/** One HTTP try and what the delivery becomes after it, in one transaction; false when the lease was lost. */
+export async function recordDeliveryAttempt(
+  db: Kysely<Database>,
+  delivery: WebhookDeliveryRow,
+  owner: string,
+  attempt: WebhookAttemptRow,
+  next: { status: 'pending' | 'succeeded' | 'failed'; nextAttemptAt: number; now: number },
+): Promise<boolean> {
+  return db.transaction().execute(async (trx) => {
+    const result = await trx
+      .updateTable('webhook_deliveries')
+      .set({
+        status: next.status,
+        next_attempt_at: next.nextAttemptAt,
+        lease_owner: null,
+        lease_expires_at: null,
+        last_status_code: attempt.status_code,
+        last_error: attempt.error,
+        updated_at: next.now,
+        completed_at: next.status === 'pending' ? null : next.now,
+      })
+      .where('id', '=', delivery.id)
+      .where('lease_owner', '=', owner)
+      .executeTakeFirst();
+    if (Number(result.numUpdatedRows) === 0) return false;
+    await trx.insertInto('webhook_attempts').values(attempt).execute();
+    return true;
+  });
+}
+
+export async function releaseDeliveryLeases(db: Kysely<Database>, owner: string, ids: string[]): Promise<void> {
+  if (ids.length === 0) return;
+  await db
+    .updateTable('webhook_deliveries')
+    .set((eb) => ({ lease_owner: null, lease_expires_at: null, attempts: eb('attempts', '-', 1) }))
+    .where('lease_owner', '=', owner)
+    .where('id', 'in', ids)
+    .where('status', '=', 'pending')
+    .execute();
+}
+
+export async function listDeliveries(db: Kysely<Database>, owner: Owner, endpointId: string, limit: number): Promise<WebhookDeliveryRow[]> {
+  return db
+    .selectFrom('webhook_deliveries')
+    .selectAll()
+    .where('endpoint_id', '=', endpointId)
+    .where('account_id', '=', owner.accountId)
+    .where('env', '=', owner.env)
+    .orderBy('id', 'desc')
+    .limit(limit)
+    .execute();
+}
+
+export async function findDelivery(db: Kysely<Database>, owner: Owner, id: string): Promise<WebhookDeliveryRow | undefined> {
+  return db
+    .selectFrom('webhook_deliveries')
+    .selectAll()
+    .where('id', '=', id)
+    .where('account_id', '=', owner.accountId)
+    .where('env', '=', owner.env)
+    .executeTakeFirst();
+}
+
+export async function attemptsOf(db: Kysely<Database>, deliveryIds: string[]): Promise<WebhookAttemptRow[]> {
+  if (deliveryIds.length === 0) return [];
+  return db.selectFrom('webhook_attempts').selectAll().where('delivery_id', 'in', deliveryIds).orderBy('started_at').orderBy('id').execute();
+}
+
+export async function eventTypes(db: Kysely<Database>, eventIds: string[]): Promise<Map<string, string>> {
+  if (eventIds.length === 0) return new Map();
+  const rows = await db.selectFrom('webhook_events').select(['id', 'type']).where('id', 'in', eventIds).execute();
+  return new Map(rows.map((r) => [r.id, r.type]));
+}

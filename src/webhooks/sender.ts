@@ -1,0 +1,248 @@
+import { randomUUID } from 'node:crypto';
+import type { LookupFunction } from 'node:net';
+import type { Logger } from 'pino';
+import { request, type Agent } from 'undici';
+import { createAudioAgent } from '../audio/fetch.js';
+import type { AddressPolicy } from '../audio/url-check.js';
+import { vetAudioUrl } from '../audio/url-check.js';
+import type { SecretBox } from '../core/secret-box.js';
+import type { Db } from '../store/db.js';
+import {
+  claimDueDeliveries,
+  fanOutEvent,
+  findEndpointById,
+  findEvent,
+  nextWebhookDueAt,
+  pendingEvents,
+  recordDeliveryAttempt,
+  releaseDeliveryLeases,
+  type WebhookDeliveryRow,
+} from '../store/webhooks.js';
+import { signingSecrets } from './endpoints.js';
+import { newRowId, newWebhookDeliveryId } from './ids.js';
+import { webhookHeaders } from './signing.js';
+
+/** Waits before the 2nd … 6th try of a delivery: 1 s, 5 s, 30 s, 2 min, 10 min. Then it has failed. */
+export const RETRY_DELAYS_MS: readonly number[] = [1_000, 5_000, 30_000, 120_000, 600_000];
+/** A receiver that has not answered in this long counts as a failure (and is retried). */
+export const DEFAULT_TIMEOUT_MS = 10_000;
+const EXCERPT_CHARS = 1_000;
+const MAX_BODY_READ_BYTES = 16 * 1024;
+
+export interface WebhookSenderOptions {
+  db: Db;
+  secretBox: SecretBox;
+  logger: Logger;
+  allowPrivateUrls: boolean;
+  retryDelaysMs?: readonly number[];
+  timeoutMs?: number;
+  /** Longest sleep between looks at the outbox (other processes write to it too). */
+  pollMs?: number;
+  /** Deliveries in flight at once. */
+  concurrency?: number;
+  /** Tests: stand a loopback receiver in for a public host. */
+  addressPolicy?: AddressPolicy;
+  /** Tests: replaces DNS resolution (made-up names pointed at loopback). */
+  lookup?: LookupFunction;
+}
+
+/** The delay before the next try after `attempts` tries, or null when every retry is used up. */
+export function retryDelayAfter(attempts: number, delays: readonly number[] = RETRY_DELAYS_MS): number | null {
+  return attempts >= 1 && attempts <= delays.length ? delays[attempts - 1]! : null;
+}
+
+interface Answer {
+  statusCode: number | null;
+  excerpt: string | null;
+  error: string | null;
+}
+
+/**
+ * Sends the outbox: hands each due event to its endpoints, posts each delivery signed, records every
+ * answer and retries on the schedule. Runs beside the API and the delivery worker on its own timers
+ * and connections, so a slow or dead receiver never holds up a voice note. Any number of processes
+ * may run one over the same database: deliveries are claimed under leases.
+ */
+export class WebhookSender {
+  readonly id = `webhooks_${randomUUID()}`;
+  readonly #opts: Required<Pick<WebhookSenderOptions, 'retryDelaysMs' | 'timeoutMs' | 'pollMs' | 'concurrency'>> & WebhookSenderOptions;
+  readonly #agent: Agent;
+  readonly #inFlight = new Map<string, Promise<void>>();
+  readonly #stopping = new AbortController();
+  #running = false;
+  #loop: Promise<void> | undefined;
+  #wake: (() => void) | undefined;
+  #wakeRequested = false;
+
+  constructor(options: WebhookSenderOptions) {
+    this.#opts = { retryDelaysMs: RETRY_DELAYS_MS, timeoutMs: DEFAULT_TIMEOUT_MS, pollMs: 1_000, concurrency: 8, ...options };
+    // The audio fetcher's agent: every resolved and connected address is checked the same way.
+    this.#agent = createAudioAgent({ allowPrivate: options.allowPrivateUrls, addressPolicy: options.addressPolicy, lookup: options.lookup });
+  }
+
+  start(): void {
+    if (this.#running) return;
+    this.#running = true;
+    this.#loop = this.#run();
+  }
+
+  /** Something was just written to the outbox in this process: look now rather than at the next poll. */
+  wake(): void {
+    this.#wakeRequested = true;
+    this.#wake?.();
+  }
+
+  /** Stops looking, gives deliveries in flight a moment, and hands back the leases of the rest. */
+  async stop(graceMs = 2_000): Promise<void> {
+    if (!this.#running) return;
+    this.#running = false;
+    this.#wake?.();
+    await this.#loop;
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([Promise.allSettled([...this.#inFlight.values()]), new Promise((resolve) => (timer = setTimeout(resolve, graceMs)))]);
+    clearTimeout(timer);
+    this.#stopping.abort();
+    await Promise.allSettled([...this.#inFlight.values()]);
+    await releaseDeliveryLeases(this.#opts.db.kysely, this.id, [...this.#inFlight.keys()]).catch(() => undefined);
+    await this.#agent.close().catch(() => undefined);
+  }
+
+  async #run(): Promise<void> {
+    const { db, logger, concurrency, timeoutMs } = this.#opts;
+    while (this.#running) {
+      this.#wakeRequested = false;
+      const now = Date.now();
+      try {
+        for (const event of await pendingEvents(db.kysely, now, 100)) {
+          await fanOutEvent(db.kysely, event, now, () => newWebhookDeliveryId(now));
+        }
+        const free = concurrency - this.#inFlight.size;
+        if (free > 0) {
+          // The lease outlasts a try (timeout plus recording), so only a dead process loses one.
+          const claimed = await claimDueDeliveries(db.kysely, db.dialect, this.id, { limit: free, leaseMs: timeoutMs + 30_000, now });
+          for (const delivery of claimed) {
+            const job = this.#deliver(delivery)
+              .catch((err: unknown) => logger.warn({ err, delivery_id: delivery.id }, 'webhook delivery could not be recorded'))
+              .finally(() => {
+                this.#inFlight.delete(delivery.id);
+                this.wake();
+              });
+            this.#inFlight.set(delivery.id, job);
+          }
+        }
+      } catch (err) {
+        logger.warn({ err }, 'webhook outbox could not be read; retrying');
+      }
+      await this.#sleep(await this.#untilNextDue());
+    }
+  }
+
+  async #untilNextDue(): Promise<number> {
+    const { pollMs } = this.#opts;
+    try {
+      const due = await nextWebhookDueAt(this.#opts.db.kysely);
+      return due === undefined ? pollMs : Math.min(pollMs, Math.max(due - Date.now(), 5));
+    } catch {
+      return pollMs;
+    }
+  }
+
+  #sleep(ms: number): Promise<void> {
+    if (this.#wakeRequested || !this.#running) return Promise.resolve();
+    return new Promise((resolve) => {
+      const timer = setTimeout(done, ms);
+      function done(): void {
+        clearTimeout(timer);
+        resolve();
+      }
+      this.#wake = done;
+    });
+  }
+
+  async #deliver(delivery: WebhookDeliveryRow): Promise<void> {
+    const { db, secretBox, retryDelaysMs } = this.#opts;
+    const [endpoint, event] = await Promise.all([findEndpointById(db.kysely, delivery.endpoint_id), findEvent(db.kysely, delivery.event_id)]);
+    const startedAt = Date.now();
+    let answer: Answer;
+    let final = false;
+    if (!endpoint || !event) {
+      answer = { statusCode: null, excerpt: null, error: endpoint ? 'the event is gone' : 'the endpoint was deleted' };
+      final = true;
+    } else {
+      answer = await this.#post(endpoint.url, signingSecrets(secretBox, endpoint, startedAt), event.id, event.payload);
+    }
+    const endedAt = Date.now();
+    const ok = answer.statusCode !== null && answer.statusCode >= 200 && answer.statusCode <= 299;
+    const delay = ok || final ? null : retryDelayAfter(delivery.attempts, retryDelaysMs);
+    await recordDeliveryAttempt(
+      db.kysely,
+      delivery,
+      this.id,
+      {
+        id: newRowId('wha', startedAt),
+        delivery_id: delivery.id,
+        attempt: delivery.attempts,
+        started_at: startedAt,
+        duration_ms: endedAt - startedAt,
+        status_code: answer.statusCode,
+        response_excerpt: answer.excerpt,
+        error: answer.error,
+      },
+      { status: ok ? 'succeeded' : delay === null ? 'failed' : 'pending', nextAttemptAt: delay === null ? endedAt : endedAt + delay, now: endedAt },
+    );
+  }
+
+  /** One signed POST; whatever happens comes back as an answer, never as a throw. */
+  async #post(url: string, secrets: string[], eventId: string, body: string): Promise<Answer> {
+    const { allowPrivateUrls, addressPolicy, timeoutMs } = this.#opts;
+    const verdict = vetAudioUrl(url, { allowPrivate: allowPrivateUrls, addressPolicy });
+    if (!verdict.ok) return { statusCode: null, excerpt: null, error: `refused: ${verdict.message.replace(/^audio_url/, 'url')}` };
+    const timeout = AbortSignal.timeout(timeoutMs);
+    try {
+      const res = await request(verdict.url, {
+        method: 'POST',
+        dispatcher: this.#agent,
+        headers: webhookHeaders(secrets, eventId, Math.floor(Date.now() / 1000), body),
+        body,
+        signal: AbortSignal.any([timeout, this.#stopping.signal]),
+        headersTimeout: timeoutMs,
+        bodyTimeout: timeoutMs,
+      });
+      const excerpt = await readExcerpt(res.body);
+      return { statusCode: res.statusCode, excerpt, error: res.statusCode >= 200 && res.statusCode <= 299 ? null : `the receiver answered HTTP ${res.statusCode}` };
+    } catch (err) {
+      if (timeout.aborted) return { statusCode: null, excerpt: null, error: `no answer within ${Math.round(timeoutMs / 100) / 10} s` };
+      return { statusCode: null, excerpt: null, error: describe(err) };
+    }
+  }
+}
+
+async function readExcerpt(body: AsyncIterable<Buffer> & { destroy(): void }): Promise<string | null> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  try {
+    for await (const chunk of body) {
+      chunks.push(chunk);
+      size += chunk.length;
+      if (size >= MAX_BODY_READ_BYTES) break;
+    }
+  } catch {
+    // A body cut short still tells what it said so far.
+  } finally {
+    body.destroy();
+  }
+  const text = Buffer.concat(chunks).toString('utf8');
+  return text === '' ? null : text.slice(0, EXCERPT_CHARS);
+}
+
+function describe(err: unknown): string {
+  let cur: unknown = err;
+  for (let i = 0; i < 5 && cur instanceof Error; i++) {
+    const code = (cur as Error & { code?: unknown }).code;
+    if (code === 'AUDIO_FETCH_BLOCKED') return `refused: ${cur.message}`;
+    if (typeof code === 'string' && code.startsWith('E') && !code.startsWith('ERR_')) return `could not connect (${code})`;
+    if (!(cur.cause instanceof Error)) break;
+    cur = cur.cause;
+  }
+  return err instanceof Error ? err.message : String(err);
+}
