@@ -1,10 +1,17 @@
+import fs from 'node:fs';
+import path from 'node:path';
 import { Command, CommanderError, InvalidArgumentError, Option } from 'commander';
 import { bootstrapOwner, createAccountWithKeys, type CreatedAccount } from './admin/accounts.js';
 // app.js (HTTP server, worker, audio) is imported only by serve and worker: the admin commands start faster without it.
-import { ConfigError, loadConfig, type Config } from './config.js';
-import { isPlanName, PLAN_NAMES, type PlanName } from './core/plans.js';
+import { ConfigError, loadConfig, PACKAGE_ROOT, type Config } from './config.js';
+import { isPlanName, limitsFor, PLAN_NAMES, type PlanName } from './core/plans.js';
 import { createLogger } from './logger.js';
-import { findAccount, updatePlan } from './store/accounts.js';
+import { findAccount, listAccounts, updatePlan, type AccountRow } from './store/accounts.js';
+import { backupSqlite, BackupFailure } from './cli/backup.js';
+import { firstStartBanner } from './cli/first-start.js';
+import { ApiClient, Unreachable } from './cli/http.js';
+import { SendFailure, sendCsv, sendOne, type SendFields } from './cli/send.js';
+import { noticeEmptyStorage, sqliteExists } from './cli/storage.js';
 import { migrate, openDb, type Db } from './store/db.js';
 import { findKey, issueKey, listKeys, revokeKey, rollKey, type KeyRow } from './store/keys.js';
 import { iso } from './api/views.js';
@@ -18,9 +25,16 @@ const out = (line: string): void => {
 const json = (value: unknown): void => out(JSON.stringify(value));
 
 async function withDb<T>(config: Config, work: (db: Db) => Promise<T>): Promise<T> {
-  const db = await openDb({ databaseUrl: config.databaseUrl, dataDir: config.dataDir });
+  const existed = sqliteExists(config);
+  const db = await openDb({ databaseUrl: config.databaseUrl, dataDir: config.dataDir }).catch((error: unknown) => {
+    throw storageFailure(config, error);
+  });
   try {
-    await migrate(db);
+    await migrate(db).catch((error: unknown) => {
+      throw storageFailure(config, error);
+    });
+    // A command run with another DATA_DIR (or DATABASE_URL) than the service's says so, instead of quietly working on an empty database.
+    await noticeEmptyStorage(config, db, existed);
     return await work(db);
   } finally {
     await db.close();
@@ -90,10 +104,49 @@ const keyView = (key: KeyRow) => ({
   last_used_at: key.last_used_at === null ? null : iso(key.last_used_at),
 });
 
+/** An account as `accounts list` and `accounts show` print it: the limits in force, not the raw overrides. */
+const accountView = (account: AccountRow) => {
+  const limits = limitsFor(account.plan as PlanName, { rateLimit: account.rate_limit, quota: account.quota });
+  return {
+    id: account.id,
+    name: account.name,
+    email: account.email,
+    plan: account.plan,
+    rate_limit_per_minute: limits.sendPerMinute,
+    monthly_quota: limits.monthlyQuota,
+    owner: account.is_owner === 1,
+    created_at: iso(account.created_at),
+  };
+};
+
+function packageVersion(): string {
+  const manifest = JSON.parse(fs.readFileSync(path.join(PACKAGE_ROOT, 'package.json'), 'utf8')) as { version?: string };
+  return manifest.version ?? '0.0.0';
+}
+
+function parseSeconds(value: string): number {
+  if (!/^\d+(\.\d+)?$/.test(value) || Number(value) <= 0) throw new InvalidArgumentError('must be a number of seconds');
+  return Number(value);
+}
+
+/** The API of the service on this machine unless --url says otherwise. */
+const defaultApiUrl = (): string => `http://127.0.0.1:${loadConfig().port}/api/v1`;
+
 const messageOf = (error: unknown): string => (error instanceof Error ? error.message : String(error));
 
 /** Storage that cannot be opened at start-up, said in terms of the variable that chose it. */
 function storageFailure(cfg: Config, error: unknown): CliError {
+  // PostgreSQL's "database does not exist": the first thing to do on a new server, so say how.
+  if (cfg.databaseUrl && (error as { code?: string }).code === '3D000') {
+    const name = (() => {
+      try {
+        return decodeURIComponent(new URL(cfg.databaseUrl!).pathname.slice(1)) || 'voicenote';
+      } catch {
+        return 'voicenote';
+      }
+    })();
+    return new CliError(`DATABASE_URL: database "${name}" does not exist; create it first (createdb ${name}, or CREATE DATABASE ${name}; as a PostgreSQL superuser), then run voicenote migrate`);
+  }
   return cfg.databaseUrl
     ? new CliError(`DATABASE_URL: cannot open the database: ${messageOf(error)}`)
     : new CliError(`DATA_DIR: cannot open the database in ${cfg.dataDir}: ${messageOf(error)}`);
@@ -129,6 +182,7 @@ function onSignals(stop: () => Promise<void>, graceMs: number): void {
 export function buildProgram(): Command {
   const program = new Command('voicenote')
     .description('Voice notes on LinkedIn, Telegram and WhatsApp through one HTTP API')
+    .version(packageVersion(), '-V, --version', 'print the version')
     .exitOverride()
     .configureOutput({
       writeErr: (text) => process.stderr.write(text),
@@ -157,13 +211,9 @@ export function buildProgram(): Command {
         await app.close().catch(() => undefined);
         throw new CliError(`PORT/HOST: cannot listen on ${cfg.host}:${cfg.port}: ${messageOf(error)}`);
       }
-      // Only once the service is up: keys printed by a start that then failed would never be shown again.
+      // Only once the service is up: a start that failed leaves no owner behind whose keys were never shown.
       const owner = await bootstrapOwner(app.services.db.kysely);
-      if (owner) {
-        out('First start: created the owner account. These are shown once:');
-        printCreatedAccount(owner, false);
-        out(`dashboard login  ${owner.account.email}  password ${owner.generatedPassword}`);
-      }
+      if (owner) process.stderr.write(firstStartBanner(owner, cfg));
       logger.info({ address, worker: options.worker, storage: app.services.db.dialect }, 'voicenote is listening');
     });
 
@@ -191,10 +241,14 @@ export function buildProgram(): Command {
     .action(async () => {
       // Not withDb: it migrates first, and this command should report what it applied itself.
       const cfg = config();
-      const db = await openDb({ databaseUrl: cfg.databaseUrl, dataDir: cfg.dataDir });
+      const db = await openDb({ databaseUrl: cfg.databaseUrl, dataDir: cfg.dataDir }).catch((error: unknown) => {
+        throw storageFailure(cfg, error);
+      });
       let applied: string[];
       try {
-        applied = await migrate(db);
+        applied = await migrate(db).catch((error: unknown) => {
+          throw storageFailure(cfg, error);
+        });
       } finally {
         await db.close();
       }
@@ -215,6 +269,45 @@ export function buildProgram(): Command {
         createAccountWithKeys(db.kysely, { name: options.name, email: options.email ?? null, plan: options.plan, password: options.password ?? null }),
       );
       printCreatedAccount(created, options.json === true);
+    });
+  accounts
+    .command('list')
+    .description('list every account')
+    .option('--json', 'print one JSON object')
+    .action(async (options: { json?: boolean }) => {
+      const rows = await withDb(config(), (db) => listAccounts(db.kysely));
+      const views = rows.map(accountView);
+      if (options.json) {
+        json({ accounts: views });
+        return;
+      }
+      for (const a of views) {
+        out(`${a.id}  ${a.name}${a.email ? ` <${a.email}>` : ''}  plan ${a.plan}  ${a.rate_limit_per_minute}/min  quota ${a.monthly_quota}${a.owner ? '  owner' : ''}  created ${a.created_at}`);
+      }
+    });
+  accounts
+    .command('show <account_id>')
+    .description('one account with its keys')
+    .option('--json', 'print one JSON object')
+    .action(async (accountId: string, options: { json?: boolean }) => {
+      const { account, keys } = await withDb(config(), async (db) => {
+        const found = await findAccount(db.kysely, accountId);
+        if (!found) throw new CliError(`no account ${accountId}`);
+        return { account: found, keys: await listKeys(db.kysely, accountId) };
+      });
+      const view = { account: accountView(account), keys: keys.map(keyView) };
+      if (options.json) {
+        json(view);
+        return;
+      }
+      const a = view.account;
+      out(`account  ${a.id}  ${a.name}${a.email ? ` <${a.email}>` : ''}${a.owner ? '  (owner)' : ''}`);
+      out(`plan     ${a.plan}: ${a.rate_limit_per_minute} sends per minute per key, ${a.monthly_quota} per billing period`);
+      out(`created  ${a.created_at}`);
+      for (const key of view.keys) {
+        const state = key.revoked_at ? `revoked ${key.revoked_at}` : key.expires_at ? `expires ${key.expires_at}` : 'active';
+        out(`key      ${key.id}  ${key.env.padEnd(4)}  ${key.prefix}…  ${state}`);
+      }
     });
   accounts
     .command('set-plan <account_id>')
@@ -308,6 +401,97 @@ export function buildProgram(): Command {
       else out(`revoked ${keyId}`);
     });
 
+  program
+    .command('send')
+    .description('send one voice note (or one per row of --csv FILE) through the HTTP API')
+    .requiredOption('--key <key>', 'API key (sk_test_… or sk_live_…)')
+    .option('--url <base>', 'API base address (default http://127.0.0.1:$PORT/api/v1)')
+    .option('--csv <file>', 'one send per row: platform, recipient, audio_url [, caption, duration, bot_token, li_at, csrf_token, session_id]')
+    .option('--platform <platform>', 'linkedin, telegram or whatsapp')
+    .option('--recipient <recipient>', 'who receives it')
+    .option('--audio <url>', 'http(s) URL of the audio')
+    .option('--bot-token <token>', 'telegram: the bot token')
+    .option('--li-at <cookie>', 'linkedin: the li_at cookie')
+    .option('--csrf-token <token>', 'linkedin: the csrf token (ajax:…)')
+    .option('--session-id <id>', 'whatsapp: the session (ws_…)')
+    .option('--caption <text>', 'telegram: a caption')
+    .addOption(new Option('--duration <seconds>', 'duration in seconds (detected when omitted)').argParser(parseSeconds))
+    .option('--idempotency-key <key>', 'send once even if the command is run again (single sends; --csv derives its own)')
+    .option('--wait', 'follow the message until it is delivered or failed')
+    .option('--json', 'print one JSON object')
+    .action(
+      async (options: {
+        key: string;
+        url?: string;
+        csv?: string;
+        platform?: string;
+        recipient?: string;
+        audio?: string;
+        botToken?: string;
+        liAt?: string;
+        csrfToken?: string;
+        sessionId?: string;
+        caption?: string;
+        duration?: number;
+        idempotencyKey?: string;
+        wait?: boolean;
+        json?: boolean;
+      }) => {
+        const client = new ApiClient(options.url ?? defaultApiUrl(), options.key);
+        if (options.csv !== undefined) {
+          const single = ['platform', 'recipient', 'audio', 'botToken', 'liAt', 'csrfToken', 'sessionId', 'caption', 'duration', 'wait'] as const;
+          const mixed = single.filter((name) => options[name] !== undefined);
+          if (mixed.length > 0) throw new CliError(`--csv takes every field from the file; drop --${mixed[0]!.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`);
+          let text: string;
+          try {
+            text = fs.readFileSync(options.csv, 'utf8');
+          } catch (error) {
+            throw new CliError(`cannot read ${options.csv}: ${messageOf(error)}`);
+          }
+          const result = await sendCsv(client, text);
+          if (options.json) json(result);
+          else {
+            for (const row of result.rows) if ('error' in row) out(`row ${row.row}: ${row.error.code}: ${row.error.message}`);
+            out(`${result.accepted} accepted, ${result.rejected} rejected, of ${result.rows.length} rows`);
+          }
+          if (result.rejected > 0) throw new CliError(`${result.rejected} of ${result.rows.length} rows rejected`);
+          return;
+        }
+        const missing = (['platform', 'recipient', 'audio'] as const).filter((name) => options[name] === undefined);
+        if (missing.length > 0) throw new CliError(`send needs --${missing.join(', --')} (or --csv FILE)`);
+        const fields: SendFields = {
+          platform: options.platform!,
+          recipient: options.recipient!,
+          audio_url: options.audio!,
+          ...(options.caption !== undefined ? { caption: options.caption } : {}),
+          ...(options.duration !== undefined ? { duration: String(options.duration) } : {}),
+          ...(options.botToken !== undefined ? { bot_token: options.botToken } : {}),
+          ...(options.liAt !== undefined ? { li_at: options.liAt } : {}),
+          ...(options.csrfToken !== undefined ? { csrf_token: options.csrfToken } : {}),
+          ...(options.sessionId !== undefined ? { session_id: options.sessionId } : {}),
+        };
+        await sendOne(client, { fields, wait: options.wait === true, json: options.json === true, ...(options.idempotencyKey ? { idempotencyKey: options.idempotencyKey } : {}) }, out);
+      },
+    );
+
+  program
+    .command('backup <file>')
+    .description('a consistent copy of the embedded SQLite database, safe while the service runs')
+    .option('--json', 'print one JSON object')
+    .action(async (file: string, options: { json?: boolean }) => {
+      const report = await backupSqlite(config(), file);
+      if (options.json) {
+        json(report);
+        return;
+      }
+      out(`backed up ${report.database} to ${report.file} (${report.accounts} accounts, ${report.messages} messages, ${report.bytes} bytes)`);
+      out(
+        report.secret_key === 'SECRET_KEY'
+          ? 'To read it you also need this environment\'s SECRET_KEY: keep it, apart from the backup.'
+          : `To read it you also need ${report.secret_key} (not copied): keep it, apart from the backup.`,
+      );
+    });
+
   return program;
 }
 
@@ -335,7 +519,8 @@ export async function main(argv: string[]): Promise<void> {
       // Commander has printed its own one-line message (or the help text) already.
       process.exit(error.exitCode === 0 ? 0 : 1);
     }
-    const message = error instanceof ConfigError || error instanceof CliError ? error.message : error instanceof Error ? error.message : String(error);
+    const known = error instanceof ConfigError || error instanceof CliError || error instanceof SendFailure || error instanceof BackupFailure || error instanceof Unreachable;
+    const message = known ? error.message : error instanceof Error ? error.message : String(error);
     process.stderr.write(`voicenote: ${message.split('\n')[0]}\n`);
     process.exit(1);
   }

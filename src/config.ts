@@ -1,5 +1,14 @@
 import fs from 'node:fs';
+import net from 'node:net';
 import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+/**
+ * The folder of the voicenote installation (where package.json is): a relative DATA_DIR, and the
+ * default `data`, are resolved against it, so every command finds the service's database whatever
+ * the current directory is. (This module sits one level below it, in src/ or in dist/.)
+ */
+export const PACKAGE_ROOT = fileURLToPath(new URL('..', import.meta.url));
 
 /** Everything the service reads from its environment, typed and validated once at start-up. */
 export interface Config {
@@ -22,6 +31,13 @@ export interface Config {
   workerConcurrency: number;
   /** How long a stopping worker lets deliveries in hand finish before aborting them. */
   shutdownGraceMs: number;
+  /** Settled messages older than this many days are deleted; 0 keeps them for ever. */
+  messageRetentionDays: number;
+  /**
+   * Which proxies' X-Forwarded-For to believe for the client address: false (none, the default),
+   * true (any), a hop count, or a list of addresses / CIDR ranges.
+   */
+  trustProxy: boolean | number | string[];
 }
 
 /** A bad configuration value: its message is one line that names the variable. */
@@ -102,6 +118,44 @@ export function parseSecretKey(raw: string, name = 'SECRET_KEY'): Buffer {
   throw new ConfigError(name, 'must be 32 bytes written as 64 hex characters or as base64');
 }
 
+/** The folder DATA_DIR names: absolute as given, relative to the installation folder otherwise. */
+export function resolveDataDir(raw: string | undefined): string {
+  return path.resolve(PACKAGE_ROOT, raw ?? 'data');
+}
+
+const PROXY_RANGE_NAMES = ['loopback', 'linklocal', 'uniquelocal'];
+
+function proxyEntry(entry: string): boolean {
+  if (PROXY_RANGE_NAMES.includes(entry)) return true;
+  const [address, prefix, extra] = entry.split('/');
+  if (extra !== undefined || address === undefined) return false;
+  const family = net.isIP(address);
+  if (family === 0) return false;
+  if (prefix === undefined) return true;
+  if (!/^\d{1,3}$/.test(prefix)) return false;
+  return Number(prefix) <= (family === 4 ? 32 : 128);
+}
+
+function trustProxy(env: Env): boolean | number | string[] {
+  const raw = text(env, 'TRUST_PROXY');
+  if (raw === undefined) return false;
+  const lowered = raw.toLowerCase();
+  if (['false', 'no'].includes(lowered)) return false;
+  if (['true', 'yes'].includes(lowered)) return true;
+  if (/^\d+$/.test(raw)) {
+    const hops = Number(raw);
+    if (hops === 0) return false;
+    if (hops < 1 || hops > 10) throw new ConfigError('TRUST_PROXY', `a hop count must be between 1 and 10, got ${hops}`);
+    return hops;
+  }
+  const entries = raw.split(',').map((entry) => entry.trim()).filter((entry) => entry !== '');
+  const bad = entries.find((entry) => !proxyEntry(entry));
+  if (bad !== undefined) {
+    throw new ConfigError('TRUST_PROXY', `expected true, false, a hop count, or proxy addresses/CIDR ranges separated by commas; "${bad}" is none of these`);
+  }
+  return entries;
+}
+
 export function loadConfig(env: Env = process.env): Config {
   const databaseUrl = text(env, 'DATABASE_URL');
   if (databaseUrl !== undefined && !/^postgres(ql)?:\/\//.test(databaseUrl)) {
@@ -122,7 +176,7 @@ export function loadConfig(env: Env = process.env): Config {
   return {
     port: integer(env, 'PORT', 3000, 0, 65535),
     host: text(env, 'HOST') ?? '0.0.0.0',
-    dataDir: path.resolve(text(env, 'DATA_DIR') ?? './data'),
+    dataDir: resolveDataDir(text(env, 'DATA_DIR')),
     databaseUrl,
     redisUrl,
     secretKey,
@@ -135,5 +189,7 @@ export function loadConfig(env: Env = process.env): Config {
     sandboxAutoScanSeconds: integer(env, 'SANDBOX_AUTO_SCAN_SECONDS', 3, 0, 86_400),
     workerConcurrency: integer(env, 'WORKER_CONCURRENCY', DEFAULT_WORKER_CONCURRENCY, 1, 1_000),
     shutdownGraceMs: integer(env, 'SHUTDOWN_GRACE_MS', 10_000, 0, 600_000),
+    messageRetentionDays: integer(env, 'MESSAGE_RETENTION_DAYS', 90, 0, 36_500),
+    trustProxy: trustProxy(env),
   };
 }

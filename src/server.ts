@@ -4,6 +4,7 @@ import swaggerUi from '@fastify/swagger-ui';
 import { authenticate, limitByIp } from './api/auth.js';
 import { ApiError, invalidRequest, registerErrorHandling, sendError } from './api/errors.js';
 import { registerHealthRoutes } from './api/health.js';
+import { registerRootRedirect } from './api/root.js';
 import { ErrorEnvelope } from './api/schemas.js';
 import { ping } from './store/db.js';
 import { registerSendRoute } from './api/send.js';
@@ -24,12 +25,20 @@ export interface Server {
   startDraining(): void;
 }
 
+/** A hop count becomes "trust the nearest N hops" (what proxy-addr does with a number). */
+function fastifyTrustProxy(setting: boolean | number | string[]): boolean | string[] | ((address: string, hop: number) => boolean) {
+  if (typeof setting !== 'number') return setting;
+  return (_address, hop) => hop < setting;
+}
+
 /** Builds the HTTP app without listening, so tests can inject requests into it. */
 export async function buildServer(services: Services): Promise<Server> {
   let draining = false;
   const app = Fastify({
     loggerInstance: services.logger as FastifyBaseLogger,
     bodyLimit: BODY_LIMIT_BYTES,
+    // Behind a reverse proxy, the client address (per-IP bucket, logs) comes from X-Forwarded-For of trusted hops only.
+    trustProxy: fastifyTrustProxy(services.config.trustProxy),
     return503OnClosing: false,
     // `/api/v1/usage/` is the same resource; ids longer than any real one still reach the route (and get a 404 there).
     routerOptions: { ignoreTrailingSlash: true, maxParamLength: 500 },
@@ -84,6 +93,7 @@ export async function buildServer(services: Services): Promise<Server> {
 
   app.get(`${API_PREFIX}/openapi.json`, { schema: { hide: true }, onRequest: limitByIp(services) }, async () => app.swagger());
   registerHealthRoutes(app, services, () => draining);
+  registerRootRedirect(app);
 
   await app.register(
     async (api) => {

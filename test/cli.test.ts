@@ -77,11 +77,12 @@ async function freshStorage(label: string, options: { secretKey?: boolean } = {}
   };
 }
 
-/** A command that must succeed: exit 0, nothing on stderr. */
+/** A command that must succeed: exit 0, nothing on stderr but the note that names a new or empty database. */
 async function ok(args: string[], env: Record<string, string>): Promise<string> {
   const run = await runCli(args, env);
   assert.equal(run.code, 0, `voicenote ${args.join(' ')} failed: ${run.stderr}`);
-  assert.equal(run.stderr, '', `nothing on stderr for voicenote ${args.join(' ')}`);
+  const others = run.stderr.split('\n').filter((line) => line !== '' && !line.startsWith('voicenote: note: '));
+  assert.deepEqual(others, [], `nothing else on stderr for voicenote ${args.join(' ')}`);
   return run.stdout;
 }
 
@@ -463,18 +464,26 @@ describe(`voicenote serve (${STORAGE_LABEL})`, () => {
     await storage.cleanup();
   });
 
-  test('first start on an empty DATA_DIR prints the owner keys and dashboard login once, answers probes, and stops on SIGTERM with exit 0', async () => {
+  test('first start on an empty DATA_DIR prints the owner keys and dashboard login once, framed on stderr, answers probes, and stops on SIGTERM with exit 0', async () => {
     const served = await serve(storage);
-    const banner = served.banner;
+    const banner = served.stderr();
     const sandbox = /^sandbox key\s+(key_\S+)\s+(sk_test_\S+)$/m.exec(banner);
     const live = /^live key\s+(key_\S+)\s+(sk_live_\S+)$/m.exec(banner);
-    assert.ok(sandbox && live, `both owner keys are printed before the server listens:\n${banner}`);
+    assert.ok(sandbox && live, `both owner keys are printed on stderr once the server listens:\n${banner}`);
     assert.match(sandbox[2]!, SECRET);
     assert.match(live[2]!, SECRET);
     assert.match(banner, /acct_[0-9A-Za-z]+/);
     const login = /^dashboard login\s+(\S+@\S+)\s+password\s+(\S+)$/m.exec(banner);
     assert.ok(login, `the dashboard login is printed:\n${banner}`);
     assert.ok(login[2]!.length >= 12, 'a generated password of some length');
+    const lines = banner.split('\n');
+    const rules = lines.map((line, i) => (/^={40,}$/.test(line) ? i : -1)).filter((i) => i >= 0);
+    assert.equal(rules.length, 2, `one block framed by two rules:\n${banner}`);
+    const inside = lines.slice(rules[0]! + 1, rules[1]!).join('\n');
+    for (const part of [sandbox[0], live[0], login[0]]) assert.ok(inside.includes(part), 'keys and login inside the frame');
+    assert.ok(inside.includes(storage.schema ? 'DATABASE_URL' : storage.dataDir), `the frame names where the data is:\n${inside}`);
+    assert.match(inside, storage.schema ? /Keep SECRET_KEY/ : /Keep \S*secret\.key/, 'a reminder to keep the secret key');
+    assert.doesNotMatch(served.stdout(), /sk_(test|live)_|password/, 'nothing of it in the JSON logs on stdout');
     ownerTestKey = sandbox[2]!;
     ownerLiveKey = live[2]!;
 
@@ -489,8 +498,7 @@ describe(`voicenote serve (${STORAGE_LABEL})`, () => {
       assert.equal(usage.status, 200, 'the printed keys work');
       assert.equal(((await usage.json()) as { plan: string }).plan, 'scale', 'the owner account');
     }
-    const afterBanner = served.stdout().slice(banner.length);
-    assert.ok(!afterBanner.includes(ownerTestKey) && !afterBanner.includes(ownerLiveKey), 'request logs never carry the key');
+    assert.ok(!served.stdout().includes(ownerTestKey) && !served.stdout().includes(ownerLiveKey), 'request logs never carry the key');
 
     if (!storage.schema) {
       secretFile = path.join(storage.dataDir, 'secret.key');
@@ -500,15 +508,16 @@ describe(`voicenote serve (${STORAGE_LABEL})`, () => {
 
     const exit = await terminate(served);
     assert.deepEqual(exit, { code: 0, signal: null }, `graceful shutdown exits 0; stderr: ${served.stderr()}`);
-    assert.deepEqual(stderrLines(served), ['voicenote: SIGTERM received, shutting down'], 'no warnings or errors on stderr');
+    const afterFrame = stderrLines(served).slice(stderrLines(served).findLastIndex((line) => /^={40,}$/.test(line)) + 1);
+    assert.deepEqual(afterFrame, ['voicenote: SIGTERM received, shutting down'], 'no warnings or errors on stderr');
   });
 
   test('a second start prints no keys and no password; the owner keys still work', async () => {
     assert.ok(ownerTestKey, 'needs the first start');
     const keyFileBefore = secretFile ? await readFile(secretFile, 'utf8') : undefined;
     const served = await serve(storage);
-    assert.doesNotMatch(served.banner, /sk_(test|live)_/);
-    assert.doesNotMatch(served.banner, /password|First start/i);
+    assert.doesNotMatch(served.banner + served.stderr(), /sk_(test|live)_/);
+    assert.doesNotMatch(served.banner + served.stderr(), /password|first start/i);
     const usage = await fetch(`${served.url}/api/v1/usage`, { headers: { authorization: `Bearer ${ownerTestKey}` } });
     assert.equal(usage.status, 200);
     if (secretFile) assert.equal(await readFile(secretFile, 'utf8'), keyFileBefore, 'the generated secret key is reused, not replaced');

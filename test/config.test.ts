@@ -6,19 +6,19 @@ import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { createServer, type Server } from 'node:net';
 import type { AddressInfo } from 'node:net';
-import { ConfigError, loadConfig } from '../src/config.js';
+import { ConfigError, loadConfig, PACKAGE_ROOT } from '../src/config.js';
 import { CONFIG_VARIABLES, runCli } from './fixtures/cli-process.js';
 
 const HEX_KEY = randomBytes(32).toString('hex');
 const BASE64_KEY = randomBytes(32).toString('base64');
 
-describe('loadConfig: defaults of PRODUCT.md', () => {
+describe('loadConfig: the documented defaults', () => {
   test('an empty environment gives every documented default', () => {
     const config = loadConfig({});
     assert.deepEqual(config, {
       port: 3000,
       host: '0.0.0.0',
-      dataDir: path.resolve('./data'),
+      dataDir: path.join(PACKAGE_ROOT, 'data'),
       databaseUrl: undefined,
       redisUrl: undefined,
       secretKey: undefined,
@@ -31,6 +31,8 @@ describe('loadConfig: defaults of PRODUCT.md', () => {
       sandboxAutoScanSeconds: 3,
       workerConcurrency: 8,
       shutdownGraceMs: 10_000,
+      messageRetentionDays: 90,
+      trustProxy: false,
     });
   });
 
@@ -61,7 +63,7 @@ describe('loadConfig: values are read and typed', () => {
     });
     assert.equal(config.port, 8080);
     assert.equal(config.host, '127.0.0.1');
-    assert.equal(config.dataDir, path.resolve('some/dir'));
+    assert.equal(config.dataDir, path.join(PACKAGE_ROOT, 'some', 'dir'), 'a relative DATA_DIR is relative to the installation, not the current directory');
     assert.equal(config.databaseUrl, 'postgres://user:pw@db.example:5432/voicenote');
     assert.equal(config.redisUrl, 'redis://cache.example:6379');
     assert.deepEqual(config.secretKey, Buffer.from(HEX_KEY, 'hex'));
@@ -86,6 +88,31 @@ describe('loadConfig: values are read and typed', () => {
     const config = loadConfig({ DATABASE_URL: 'postgresql://db/voicenote', SECRET_KEY: BASE64_KEY, REDIS_URL: 'rediss://cache:6380' });
     assert.equal(config.databaseUrl, 'postgresql://db/voicenote');
     assert.equal(config.redisUrl, 'rediss://cache:6380');
+  });
+
+  test('DATA_DIR: absolute as given; unset or relative, under the installation folder whatever the current directory', () => {
+    assert.equal(loadConfig({ DATA_DIR: '/var/lib/voicenote' }).dataDir, '/var/lib/voicenote');
+    const cwd = process.cwd();
+    try {
+      process.chdir(tmpdir());
+      assert.equal(loadConfig({}).dataDir, path.join(PACKAGE_ROOT, 'data'));
+      assert.equal(loadConfig({ DATA_DIR: 'state' }).dataDir, path.join(PACKAGE_ROOT, 'state'));
+    } finally {
+      process.chdir(cwd);
+    }
+  });
+
+  test('MESSAGE_RETENTION_DAYS is a whole number of days; 0 keeps messages for ever', () => {
+    assert.equal(loadConfig({ MESSAGE_RETENTION_DAYS: '30' }).messageRetentionDays, 30);
+    assert.equal(loadConfig({ MESSAGE_RETENTION_DAYS: '0' }).messageRetentionDays, 0);
+  });
+
+  test('TRUST_PROXY: true, false, a hop count, or addresses and CIDR ranges', () => {
+    assert.equal(loadConfig({ TRUST_PROXY: 'true' }).trustProxy, true);
+    assert.equal(loadConfig({ TRUST_PROXY: 'false' }).trustProxy, false);
+    assert.equal(loadConfig({ TRUST_PROXY: '0' }).trustProxy, false);
+    assert.equal(loadConfig({ TRUST_PROXY: '2' }).trustProxy, 2);
+    assert.deepEqual(loadConfig({ TRUST_PROXY: '127.0.0.1, 10.0.0.0/8,::1,loopback' }).trustProxy, ['127.0.0.1', '10.0.0.0/8', '::1', 'loopback']);
   });
 
   test('AUDIO_ALLOW_PRIVATE_URLS=false is false', () => {
@@ -115,6 +142,11 @@ const BAD_VALUES: Array<{ env: Record<string, string>; variable: string }> = [
   { env: { DATABASE_URL: 'postgres://db/voicenote' }, variable: 'SECRET_KEY' },
   { env: { FFMPEG_PATH: '/nonexistent/ffmpeg' }, variable: 'FFMPEG_PATH' },
   { env: { FFMPEG_PATH: '/tmp' }, variable: 'FFMPEG_PATH' },
+  { env: { MESSAGE_RETENTION_DAYS: 'forever' }, variable: 'MESSAGE_RETENTION_DAYS' },
+  { env: { MESSAGE_RETENTION_DAYS: '-5' }, variable: 'MESSAGE_RETENTION_DAYS' },
+  { env: { TRUST_PROXY: 'maybe' }, variable: 'TRUST_PROXY' },
+  { env: { TRUST_PROXY: '10.0.0.0/33' }, variable: 'TRUST_PROXY' },
+  { env: { TRUST_PROXY: '99' }, variable: 'TRUST_PROXY' },
 ];
 
 describe('loadConfig: a bad value is one line naming the variable', () => {
@@ -192,7 +224,7 @@ describe('the process refuses to start on a bad value', () => {
       const lines = run.stderr.split('\n').filter((line) => line !== '');
       assert.equal(lines.length, 1, `exactly one stderr line, got: ${run.stderr}`);
       assert.match(lines[0]!, variable);
-      assert.doesNotMatch(run.stdout, /sk_(test|live)_|First start/);
+      assert.doesNotMatch(run.stdout + run.stderr, /sk_(test|live)_|first start/i);
     });
   }
 });

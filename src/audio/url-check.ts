@@ -53,5 +53,7 @@ export function vetAudioUrl(
 /** Synchronous check for POST /send: null when acceptable, else a message for a 422. */
 export function checkAudioUrl(url: string, opts: { allowPrivate: boolean }): string | null {
   const verdict = vetAudioUrl(url, { allowPrivate: opts.allowPrivate });
-  return verdict.ok ? null : verdict.message;
+  if (verdict.ok) return null;
+  // The usual cause is a developer serving audio from their own machine: say how to allow that.
+  return verdict.blocked ? `${verdict.message}; to allow private addresses in development, set AUDIO_ALLOW_PRIVATE_URLS=true` : verdict.message;
 }

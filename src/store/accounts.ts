@@ -66,3 +66,8 @@ export async function updatePlan(
   announceAuthChange({ accountId: id });
   return findAccount(db, id);
 }
+
+/** Every account, oldest first (ids are time-sortable). */
+export async function listAccounts(db: Kysely<Database>): Promise<AccountRow[]> {
+  return db.selectFrom('accounts').selectAll().orderBy('id').execute();
+}

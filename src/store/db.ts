@@ -34,6 +34,9 @@ export interface OpenDbOptions {
   sqliteFile?: string;
 }
 
+/** The embedded database's file name inside DATA_DIR. */
+export const SQLITE_FILE = 'voicenote.db';
+
 const STATEMENT_CACHE_SIZE = 256;
 
 /**
@@ -70,7 +73,7 @@ export async function openDb(options: OpenDbOptions): Promise<Db> {
     return { kysely, dialect: 'postgres', close: () => kysely.destroy() };
   }
   fs.mkdirSync(options.dataDir, { recursive: true });
-  const file = path.join(options.dataDir, options.sqliteFile ?? 'voicenote.db');
+  const file = path.join(options.dataDir, options.sqliteFile ?? SQLITE_FILE);
   const database = new SqliteDatabase(file);
   database.pragma('journal_mode = WAL');
   // A 202 is a promise: with FULL, a commit is on disk before the answer goes out, even across a power

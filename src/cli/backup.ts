@@ -1,0 +1,72 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import SqliteDatabase from 'better-sqlite3';
+import type { Config } from '../config.js';
+import { sqlitePath } from './storage.js';
+
+export class BackupFailure extends Error {}
+
+export interface BackupReport {
+  file: string;
+  database: string;
+  bytes: number;
+  accounts: number;
+  messages: number;
+  /** What else is needed to read the copy: the key file's path, or "SECRET_KEY" when the key comes from the environment. */
+  secret_key: string;
+}
+
+/**
+ * A consistent copy of the embedded database while the service keeps writing: SQLite's online
+ * backup API copies pages under a read transaction and starts over if a writer changes one already
+ * copied, so the copy is one committed state, WAL included (a file copy of voicenote.db is not).
+ * The secret key is not copied: a backup that carries its own key protects nothing.
+ */
+export async function backupSqlite(config: Config, target: string): Promise<BackupReport> {
+  if (config.databaseUrl) {
+    throw new BackupFailure('backup copies the embedded SQLite database; with DATABASE_URL use pg_dump (see docs/deploy.md, "Backups")');
+  }
+  const source = sqlitePath(config);
+  if (!fs.existsSync(source)) throw new BackupFailure(`no database at ${source} (DATA_DIR=${config.dataDir})`);
+  const file = path.resolve(target);
+  if (fs.existsSync(file)) throw new BackupFailure(`${file} exists already; choose a new file name`);
+  const tmp = `${file}.partial`;
+  fs.rmSync(tmp, { force: true });
+  const db = new SqliteDatabase(source, { readonly: true, fileMustExist: true });
+  try {
+    db.pragma('busy_timeout = 5000');
+    await db.backup(tmp);
+  } catch (error) {
+    fs.rmSync(tmp, { force: true });
+    throw new BackupFailure(`cannot back up ${source}: ${(error as Error).message}`);
+  } finally {
+    db.close();
+  }
+  let counts: { accounts: number; messages: number };
+  const copy = new SqliteDatabase(tmp, { fileMustExist: true });
+  try {
+    const check = copy.pragma('integrity_check', { simple: true });
+    if (check !== 'ok') throw new BackupFailure(`the copy failed its integrity check: ${String(check)}`);
+    // A single file is what an operator moves around: no WAL beside it.
+    copy.pragma('journal_mode = DELETE');
+    counts = {
+      accounts: (copy.prepare('select count(*) as n from accounts').get() as { n: number }).n,
+      messages: (copy.prepare('select count(*) as n from messages').get() as { n: number }).n,
+    };
+  } catch (error) {
+    copy.close();
+    fs.rmSync(tmp, { force: true });
+    throw error instanceof BackupFailure ? error : new BackupFailure(`the copy cannot be read back: ${(error as Error).message}`);
+  }
+  copy.close();
+  // Hashed keys and sealed credentials: readable by its owner only, like the database itself should be.
+  fs.chmodSync(tmp, 0o600);
+  fs.renameSync(tmp, file);
+  return {
+    file,
+    database: source,
+    bytes: fs.statSync(file).size,
+    ...counts,
+    secret_key: config.secretKey ? 'SECRET_KEY' : path.join(config.dataDir, 'secret.key'),
+  };
+}

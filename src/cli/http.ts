@@ -1,0 +1,97 @@
+/** The few calls the CLI makes to a running service's HTTP API, with its error envelope decoded. */
+
+export interface ApiErrorBody {
+  code: string;
+  message: string;
+  details?: Record<string, unknown> | null;
+}
+
+export type ApiAnswer<T> =
+  | { ok: true; status: number; body: T; headers: Headers }
+  | { ok: false; status: number; error: ApiErrorBody; headers: Headers };
+
+/** The service could not be reached at all (refused, reset, DNS): no answer to judge. */
+export class Unreachable extends Error {}
+
+export interface SentMessage {
+  id: string;
+  status: string;
+  platform: string;
+  recipient: string;
+  created_at: string;
+}
+
+export interface MessageStatus extends SentMessage {
+  delivered_at: string | null;
+  error: { code: string; message: string } | null;
+}
+
+export interface SendBody {
+  platform: string;
+  recipient: string;
+  audio_url: string;
+  session: Record<string, string>;
+  caption?: string;
+  duration?: number | string;
+}
+
+export class ApiClient {
+  constructor(
+    readonly baseUrl: string,
+    private readonly key: string,
+  ) {}
+
+  private async call<T>(method: string, path: string, body?: unknown, headers: Record<string, string> = {}): Promise<ApiAnswer<T>> {
+    let response: Response;
+    try {
+      response = await fetch(`${this.baseUrl.replace(/\/+$/, '')}${path}`, {
+        method,
+        headers: {
+          authorization: `Bearer ${this.key}`,
+          ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+          ...headers,
+        },
+        ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+        signal: AbortSignal.timeout(60_000),
+      });
+    } catch (error) {
+      const cause = (error as { cause?: { code?: string; message?: string } }).cause;
+      throw new Unreachable(`cannot reach ${this.baseUrl}: ${cause?.code ?? cause?.message ?? (error as Error).message}`);
+    }
+    const text = await response.text();
+    let parsed: unknown;
+    try {
+      parsed = text === '' ? undefined : JSON.parse(text);
+    } catch {
+      parsed = undefined;
+    }
+    if (response.ok) return { ok: true, status: response.status, body: parsed as T, headers: response.headers };
+    const envelope = (parsed as { error?: ApiErrorBody } | undefined)?.error;
+    const error: ApiErrorBody =
+      envelope && typeof envelope.code === 'string'
+        ? envelope
+        : { code: response.status >= 500 ? 'internal_error' : 'invalid_request', message: `HTTP ${response.status} from ${this.baseUrl}${path}`, details: null };
+    return { ok: false, status: response.status, error, headers: response.headers };
+  }
+
+  send(body: SendBody, idempotencyKey?: string): Promise<ApiAnswer<SentMessage>> {
+    return this.call<SentMessage>('POST', '/send', body, idempotencyKey ? { 'idempotency-key': idempotencyKey } : {});
+  }
+
+  status(id: string): Promise<ApiAnswer<MessageStatus>> {
+    return this.call<MessageStatus>('GET', `/status/${encodeURIComponent(id)}`);
+  }
+}
+
+/** Seconds to wait before retrying a 429 or 503: Retry-After when given, else the fallback. */
+export function retryAfterSeconds(headers: Headers, fallback: number): number {
+  const raw = headers.get('retry-after');
+  if (raw !== null && /^\d+$/.test(raw.trim())) return Math.min(Number(raw.trim()), 3_600);
+  return fallback;
+}
+
+/** "422 invalid_parameter: … (session.bot_token)" */
+export function describeApiError(status: number, error: ApiErrorBody): string {
+  const field = typeof error.details?.field === 'string' ? ` (${error.details.field})` : '';
+  return `${status} ${error.code}: ${error.message}${field}`;
+}

@@ -1,0 +1,236 @@
+import { createHash } from 'node:crypto';
+import { ApiClient, describeApiError, retryAfterSeconds, Unreachable, type ApiErrorBody, type MessageStatus, type SendBody, type SentMessage } from './http.js';
+import { CsvError, parseCsv } from './csv.js';
+import { startProgressBar, startSpinner } from './progress.js';
+
+/** A failure the user can act on: one line on stderr, exit code 1. */
+export class SendFailure extends Error {}
+
+const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+
+const SESSION_FIELDS = ['bot_token', 'li_at', 'csrf_token', 'session_id'] as const;
+const REQUIRED_COLUMNS = ['platform', 'recipient', 'audio_url'] as const;
+const OPTIONAL_COLUMNS = ['caption', 'duration', ...SESSION_FIELDS] as const;
+const FINAL = new Set(['delivered', 'failed']);
+/** Answers worth trying again with the same Idempotency-Key: nothing can be sent twice. */
+const TRANSIENT_STATUSES = new Set([500, 502, 503, 504]);
+const MAX_TRANSIENT_TRIES = 5;
+
+/** `duration` as given: a number when it reads as one, else the text (the API then says what is wrong). */
+function durationValue(raw: string): number | string {
+  return /^\d+(\.\d+)?$/.test(raw.trim()) ? Number(raw.trim()) : raw;
+}
+
+export interface SendFields {
+  platform: string;
+  recipient: string;
+  audio_url: string;
+  caption?: string;
+  duration?: string;
+  bot_token?: string;
+  li_at?: string;
+  csrf_token?: string;
+  session_id?: string;
+}
+
+/** The request body of one send: empty optional fields are "not given". */
+export function sendBody(fields: SendFields): SendBody {
+  const session: Record<string, string> = {};
+  for (const name of SESSION_FIELDS) {
+    const value = fields[name];
+    if (value !== undefined && value !== '') session[name] = value;
+  }
+  return {
+    platform: fields.platform,
+    recipient: fields.recipient,
+    audio_url: fields.audio_url,
+    session,
+    ...(fields.caption !== undefined && fields.caption !== '' ? { caption: fields.caption } : {}),
+    ...(fields.duration !== undefined && fields.duration !== '' ? { duration: durationValue(fields.duration) } : {}),
+  };
+}
+
+export type Waiting = (seconds: number, why: string) => void;
+
+/**
+ * POST /send until it has an answer to keep: 429s are waited out (Retry-After), 5xx retried a few
+ * times; the Idempotency-Key makes every retry safe.
+ */
+export async function sendUntilAnswered(
+  client: ApiClient,
+  body: SendBody,
+  idempotencyKey: string | undefined,
+  onWait: Waiting,
+  /** Try again when the service cannot be reached (a restart in the middle of a run), rather than stop at once. */
+  retryUnreachable = false,
+): Promise<{ ok: true; message: SentMessage } | { ok: false; status: number; error: ApiErrorBody }> {
+  let transient = 0;
+  for (;;) {
+    let answer;
+    try {
+      answer = await client.send(body, idempotencyKey);
+    } catch (error) {
+      if (!(error instanceof Unreachable) || !retryUnreachable || ++transient >= MAX_TRANSIENT_TRIES) throw error;
+      const seconds = 2 ** (transient - 1);
+      onWait(seconds, error.message);
+      await sleep(seconds * 1000);
+      continue;
+    }
+    if (answer.ok) return { ok: true, message: answer.body };
+    if (answer.status === 429) {
+      const seconds = retryAfterSeconds(answer.headers, 5);
+      onWait(seconds, 'rate limited');
+      await sleep(seconds * 1000);
+      continue;
+    }
+    if (TRANSIENT_STATUSES.has(answer.status) && ++transient < MAX_TRANSIENT_TRIES) {
+      const seconds = retryAfterSeconds(answer.headers, 2 ** transient);
+      onWait(seconds, `${answer.status} ${answer.error.code}`);
+      await sleep(seconds * 1000);
+      continue;
+    }
+    return { ok: false, status: answer.status, error: answer.error };
+  }
+}
+
+/** GET /status every half second until the message is delivered or failed. */
+export async function followMessage(client: ApiClient, id: string, onStatus: (status: string) => void): Promise<MessageStatus> {
+  let transient = 0;
+  for (;;) {
+    let answer;
+    try {
+      answer = await client.status(id);
+    } catch (error) {
+      if (!(error instanceof Unreachable) || ++transient >= MAX_TRANSIENT_TRIES) throw error;
+      await sleep(1000 * 2 ** transient);
+      continue;
+    }
+    if (answer.ok) {
+      transient = 0;
+      if (FINAL.has(answer.body.status)) return answer.body;
+      onStatus(answer.body.status);
+    } else if (answer.status === 429 || TRANSIENT_STATUSES.has(answer.status)) {
+      await sleep(retryAfterSeconds(answer.headers, 2) * 1000);
+      continue;
+    } else {
+      throw new SendFailure(describeApiError(answer.status, answer.error));
+    }
+    await sleep(500);
+  }
+}
+
+const stderrLine = (line: string): void => {
+  process.stderr.write(`voicenote: ${line}\n`);
+};
+
+export interface OneSendOptions {
+  fields: SendFields;
+  idempotencyKey?: string;
+  wait: boolean;
+  json: boolean;
+}
+
+/** `voicenote send --platform … --recipient … --audio …`: one voice note, optionally followed to its outcome. */
+export async function sendOne(client: ApiClient, options: OneSendOptions, out: (line: string) => void): Promise<void> {
+  const tty = process.stderr.isTTY === true;
+  const answer = await sendUntilAnswered(client, sendBody(options.fields), options.idempotencyKey, (seconds, why) => {
+    if (!tty) stderrLine(`${why}; retrying in ${seconds} s`);
+  });
+  if (!answer.ok) throw new SendFailure(describeApiError(answer.status, answer.error));
+  const sent = answer.message;
+  if (!options.wait) {
+    if (options.json) out(JSON.stringify(sent));
+    else out(`${sent.status} ${sent.id}  ${sent.platform} → ${sent.recipient}`);
+    return;
+  }
+  const spinner = startSpinner(`${sent.id} ${sent.status}`);
+  let final: MessageStatus;
+  try {
+    final = await followMessage(client, sent.id, (status) => spinner.update(`${sent.id} ${status}`));
+  } finally {
+    spinner.stop();
+  }
+  if (options.json) out(JSON.stringify(final));
+  else if (final.status === 'delivered') out(`delivered ${final.id}  ${final.platform} → ${final.recipient}  at ${final.delivered_at ?? ''}`);
+  else out(`failed ${final.id}  ${final.platform} → ${final.recipient}  ${final.error?.code ?? ''}: ${final.error?.message ?? ''}`);
+  if (final.status === 'failed') throw new SendFailure(`${final.id} failed: ${final.error?.code ?? 'platform_error'}`);
+}
+
+export type RowOutcome = { row: number; id: string } | { row: number; error: { code: string; message: string } };
+
+export interface BulkResult {
+  accepted: number;
+  rejected: number;
+  rows: RowOutcome[];
+}
+
+interface CsvRow {
+  row: number;
+  fields: SendFields;
+  idempotencyKey: string;
+}
+
+/**
+ * Rows of the file, each with an Idempotency-Key derived from the header, the row's number and its
+ * content: running the same file again replays the sends already made instead of making them twice
+ * (for as long as the service keeps idempotency keys, 24 hours).
+ */
+export function readSendCsv(text: string): CsvRow[] {
+  let records: string[][];
+  try {
+    records = parseCsv(text);
+  } catch (error) {
+    throw new SendFailure(`CSV: ${(error as CsvError).message}`);
+  }
+  const header = records.shift()?.map((name) => name.trim().toLowerCase());
+  if (!header) throw new SendFailure('CSV: the file is empty (expected a header line)');
+  const known = new Set<string>([...REQUIRED_COLUMNS, ...OPTIONAL_COLUMNS]);
+  const unknown = header.filter((name) => !known.has(name));
+  if (unknown.length > 0) throw new SendFailure(`CSV: unknown column ${unknown.map((n) => `"${n}"`).join(', ')} (columns: ${[...known].join(', ')})`);
+  const missing = REQUIRED_COLUMNS.filter((name) => !header.includes(name));
+  if (missing.length > 0) throw new SendFailure(`CSV: the header must name ${REQUIRED_COLUMNS.join(', ')}; missing ${missing.join(', ')}`);
+  const duplicate = header.find((name, i) => header.indexOf(name) !== i);
+  if (duplicate) throw new SendFailure(`CSV: column "${duplicate}" appears twice`);
+  return records.map((record, index) => {
+    const fields = Object.fromEntries(header.map((name, i) => [name, (record[i] ?? '').trim()])) as unknown as SendFields;
+    const digest = createHash('sha256').update(JSON.stringify([header, index + 1, record])).digest('hex').slice(0, 40);
+    return { row: index + 1, fields, idempotencyKey: `csv-${digest}` };
+  });
+}
+
+/** `voicenote send --csv FILE`: one send per row, in order, through the API and its limits. */
+export async function sendCsv(client: ApiClient, text: string): Promise<BulkResult> {
+  const rows = readSendCsv(text);
+  const result: BulkResult = { accepted: 0, rejected: 0, rows: [] };
+  const tty = process.stderr.isTTY === true;
+  const bar = startProgressBar();
+  const counts = () => ({ done: result.accepted, failed: result.rejected, total: rows.length });
+  bar.update(counts());
+  try {
+    for (const row of rows) {
+      const answer = await sendUntilAnswered(
+        client,
+        sendBody(row.fields),
+        row.idempotencyKey,
+        (seconds, why) => {
+          if (tty) bar.update(counts(), `waiting ${seconds}s (${why})`);
+          else stderrLine(`${why}; waiting ${seconds} s before row ${row.row}`);
+        },
+        // Once the service has answered, a connection that drops is a restart to wait for, not a wrong address.
+        result.rows.length > 0,
+      );
+      if (answer.ok) {
+        result.accepted++;
+        result.rows.push({ row: row.row, id: answer.message.id });
+      } else {
+        result.rejected++;
+        const field = typeof answer.error.details?.field === 'string' ? ` (${answer.error.details.field})` : '';
+        result.rows.push({ row: row.row, error: { code: answer.error.code, message: `${answer.error.message}${field}` } });
+      }
+      bar.update(counts());
+    }
+  } finally {
+    bar.stop();
+  }
+  return result;
+}
