@@ -22,6 +22,7 @@ import { migrate, openDb } from './store/db.js';
 import { purgeExpiredIdempotency } from './store/idempotency.js';
 import { createAttemptRecorder } from './message-log/recorder.js';
 import { WebhookSender, type WebhookSenderOptions } from './webhooks/sender.js';
+import { sweepDueSandboxSessions } from './webhooks/session-sweep.js';
 
 export interface AppOptions {
   /** Run the delivery worker in this process (`serve` does unless --no-worker). */
@@ -66,6 +67,7 @@ export interface App {
 }
 
 const HOUSEKEEPING_INTERVAL_MS = 10 * 60_000;
+const SESSION_SWEEP_INTERVAL_MS = 1_000;
 
 interface OpenedServices {
   services: Services;
@@ -120,6 +122,14 @@ export async function openServices(config: Config, options: Omit<AppOptions, 'wo
   // Every process sends the webhook outbox (leases keep them from sending one delivery twice).
   const webhookSender = new WebhookSender({ ...options.webhooks, db, secretBox, logger, allowPrivateUrls: config.audioAllowPrivateUrls });
   webhookSender.start();
+  // Timed sandbox session moves happen even when nobody polls, so whatsapp_session.updated goes out on time.
+  let sweeping: Promise<unknown> | undefined;
+  const sessionSweep = setInterval(() => {
+    sweeping ??= sweepDueSandboxSessions(db.kysely, whatsappSessions)
+      .catch((err: unknown) => logger.warn({ err }, 'sandbox session sweep failed'))
+      .finally(() => (sweeping = undefined));
+  }, SESSION_SWEEP_INTERVAL_MS);
+  sessionSweep.unref();
   return {
     services,
     attachWorker: (w) => {
@@ -127,6 +137,8 @@ export async function openServices(config: Config, options: Omit<AppOptions, 'wo
     },
     async close() {
       clearInterval(housekeeping);
+      clearInterval(sessionSweep);
+      await sweeping;
       await webhookSender.stop();
       callers.close();
       await whatsappLive.stop();

@@ -304,6 +304,27 @@ describe(`webhook deliveries (${STORAGE_LABEL})`, () => {
   });
 });
 
+describe(`sandbox sessions announce their timed moves (${STORAGE_LABEL})`, () => {
+  it('sends whatsapp_session.updated when a session connects by itself, with nobody polling it', async () => {
+    const receiver = await startWebhookReceiver();
+    const t = await startTestApp({ worker: false, env: { SANDBOX_AUTO_SCAN_SECONDS: '1' } });
+    try {
+      const account = await t.createAccount();
+      const { secret } = await createEndpoint(t, account.testKey, { url: receiver.url(), events: ['whatsapp_session.updated'] });
+      const created = await t.request({ method: 'POST', url: '/api/v1/whatsapp/sessions', key: account.testKey });
+      assert.equal(created.statusCode, 201, created.body);
+      const [hook] = await receiver.waitFor(1);
+      const payload = verified(secret, hook!);
+      assert.equal(payload.data.session_id, created.json().session_id);
+      assert.equal(payload.data.status, 'connected');
+      assert.equal(payload.data.phone_number, '15550000000');
+    } finally {
+      await t.close();
+      await receiver.close();
+    }
+  });
+});
+
 describe(`the webhook outbox outlives the process (${STORAGE_LABEL})`, () => {
   it('sends an event written before a restart once the service is back', async () => {
     const receiver = await startWebhookReceiver();
