@@ -15,6 +15,7 @@ import { createWhatsappSessions } from './platforms/whatsapp/sessions.js';
 import { createWhatsappAdapter } from './platforms/whatsapp/adapter.js';
 import { createLiveWhatsapp, type LiveTuning } from './platforms/whatsapp/live.js';
 import { createBaileysSocketFactory, type WhatsappSocketFactory } from './platforms/whatsapp/socket.js';
+import { startRetention } from './housekeeping/retention.js';
 import { loadOrCreateSecretKey } from './secret-key.js';
 import { buildServer, type Server } from './server.js';
 import type { Services } from './services.js';
@@ -164,9 +165,12 @@ export function startWorker(services: Services, tuning: WorkerTuning = {}): Runn
   });
   const worker = createWorker(services, audio, tuning);
   worker.start();
+  // Housekeeping of the worker's process, beside the delivery loop rather than in it.
+  const retention = startRetention(services.db.kysely, config.messageRetentionDays, logger);
   return {
     worker,
     async stop() {
+      await retention.stop();
       await worker.stop(config.shutdownGraceMs);
       await audio.close();
     },

@@ -13,6 +13,7 @@ import * as processAffinity from './migrations/006_process_affinity.js';
 import * as usageByPlatform from './migrations/006b_usage_by_platform.js';
 import * as dashboardSessions from './migrations/008_dashboard_sessions.js';
 import * as reliability from './migrations/005_reliability.js';
+import * as messageRetention from './migrations/010_message_retention.js';
 
 export type Dialect = 'sqlite' | 'postgres';
 
@@ -95,6 +96,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '006b_usage_by_platform': usageByPlatform,
   '008_dashboard_sessions': dashboardSessions,
   '005_reliability': reliability,
+  '010_message_retention': messageRetention,
 };
 
 const provider: MigrationProvider = { getMigrations: async () => MIGRATIONS };
