@@ -1,9 +1,10 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import SqliteDatabase from 'better-sqlite3';
-import { Kysely, Migrator, PostgresAdapter, PostgresDialect, SqliteDialect, sql, type Migration, type MigrationProvider, type RawBuilder, type SqliteDialectConfig } from 'kysely';
+import { Kysely, Migrator, PostgresAdapter, PostgresDialect, sql, type Migration, type MigrationProvider, type RawBuilder, type SqliteDialectConfig } from 'kysely';
 import pg from 'pg';
 import type { Database } from './schema.js';
+import { DurableSqliteDialect, WalFlusher, WriteTracker } from './sqlite-durable.js';
 import * as initial from './migrations/001_initial.js';
 import * as whatsappKeys from './migrations/002_whatsapp_keys.js';
 import * as messageRoute from './migrations/003_message_route.js';
@@ -44,7 +45,7 @@ const STATEMENT_CACHE_SIZE = 256;
  * Kysely prepares every query anew; on SQLite preparing costs about as much as running. The service
  * issues a few dozen distinct statements, so reusing the prepared ones is a cheap, bounded win.
  */
-function withStatementCache(database: SqliteDatabase.Database): SqliteDialectConfig['database'] {
+function withStatementCache(database: SqliteDatabase.Database, tracker: WriteTracker): SqliteDialectConfig['database'] {
   const cache = new Map<string, SqliteDatabase.Statement>();
   return {
     close: () => database.close(),
@@ -55,6 +56,7 @@ function withStatementCache(database: SqliteDatabase.Database): SqliteDialectCon
         statement = database.prepare(text);
         cache.set(text, statement);
       }
+      tracker.note(statement);
       return statement;
     },
   };
@@ -77,12 +79,16 @@ export async function openDb(options: OpenDbOptions): Promise<Db> {
   const file = path.join(options.dataDir, options.sqliteFile ?? SQLITE_FILE);
   const database = new SqliteDatabase(file);
   database.pragma('journal_mode = WAL');
-  // A 202 is a promise: with FULL, a commit is on disk before the answer goes out, even across a power
-  // cut (NORMAL in WAL mode may lose the last commits). Measured cost in BENCHMARKS.md.
-  database.pragma('synchronous = FULL');
+  // A 202 is a promise: a commit is on disk before the answer goes out, even across a power cut. SQLite
+  // would flush the WAL at every commit with FULL, on the event loop; NORMAL leaves the flush to
+  // DurableSqliteDialect, which does it off the event loop, shared by the commits made meanwhile, and
+  // still before any write's promise resolves (sqlite-durable.ts). Measured in BENCHMARKS.md.
+  database.pragma('synchronous = NORMAL');
   database.pragma('busy_timeout = 5000');
   database.pragma('foreign_keys = ON');
-  const kysely = new Kysely<Database>({ dialect: new SqliteDialect({ database: withStatementCache(database) }) });
+  const tracker = new WriteTracker();
+  const dialect = new DurableSqliteDialect({ database: withStatementCache(database, tracker) }, tracker, new WalFlusher(file));
+  const kysely = new Kysely<Database>({ dialect });
   return { kysely, dialect: 'sqlite', close: () => kysely.destroy() };
 }
 
