@@ -95,7 +95,7 @@ export async function runIdempotent(
   const outside = options.outsideTransaction;
   const idempotency = idempotencyScope(request, caller);
   if (!idempotency) {
-    return outside ? work(db) : db.transaction().execute(work);
+    return outside ? work(db) : services.db.writeTransaction(work);
   }
   const { key, endpoint, requestHash, owner: scope } = idempotency;
 
@@ -119,7 +119,7 @@ export async function runIdempotent(
       await outside.undo(result).catch((err: unknown) => request.log.warn({ err }, 'could not undo the work of a request that lost an idempotency race'));
       throw new LostRace();
     }
-    const outcome = await db.transaction().execute(async (trx) => {
+    const outcome = await services.db.writeTransaction(async (trx) => {
       const result = await work(trx);
       if (!(await store(trx, result))) throw new LostRace();
       return result;

@@ -5,6 +5,7 @@ import { Kysely, Migrator, PostgresAdapter, PostgresDialect, sql, type Migration
 import pg from 'pg';
 import type { Database } from './schema.js';
 import { DurableSqliteDialect, WalFlusher, WriteTracker } from './sqlite-durable.js';
+import { WriteBatcher } from './write-batch.js';
 import * as initial from './migrations/001_initial.js';
 import * as whatsappKeys from './migrations/002_whatsapp_keys.js';
 import * as messageRoute from './migrations/003_message_route.js';
@@ -21,6 +22,12 @@ export type Dialect = 'sqlite' | 'postgres';
 export interface Db {
   kysely: Kysely<Database>;
   dialect: Dialect;
+  /**
+   * One write transaction for the hot path (accepting a send). On SQLite, work asked for together
+   * shares a transaction and a disk flush (write-batch.ts); on PostgreSQL each runs in its own.
+   * Resolves after commit, on disk. `work` must use only the `trx` it is given.
+   */
+  writeTransaction<T>(work: (trx: Kysely<Database>) => Promise<T>): Promise<T>;
   close(): Promise<void>;
 }
 
@@ -73,7 +80,7 @@ export async function openDb(options: OpenDbOptions): Promise<Db> {
     });
     const kysely = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
     if (schema) await sql`create schema if not exists ${sql.id(schema)}`.execute(kysely);
-    return { kysely, dialect: 'postgres', close: () => kysely.destroy() };
+    return { kysely, dialect: 'postgres', writeTransaction: (work) => kysely.transaction().execute(work), close: () => kysely.destroy() };
   }
   fs.mkdirSync(options.dataDir, { recursive: true });
   const file = path.join(options.dataDir, options.sqliteFile ?? SQLITE_FILE);
@@ -87,9 +94,19 @@ export async function openDb(options: OpenDbOptions): Promise<Db> {
   database.pragma('busy_timeout = 5000');
   database.pragma('foreign_keys = ON');
   const tracker = new WriteTracker();
-  const dialect = new DurableSqliteDialect({ database: withStatementCache(database, tracker) }, tracker, new WalFlusher(file));
+  const flusher = new WalFlusher(file);
+  const dialect = new DurableSqliteDialect({ database: withStatementCache(database, tracker) }, tracker, flusher);
   const kysely = new Kysely<Database>({ dialect });
-  return { kysely, dialect: 'sqlite', close: () => kysely.destroy() };
+  const batcher = new WriteBatcher(kysely);
+  return {
+    kysely,
+    dialect: 'sqlite',
+    writeTransaction: (work) => batcher.run(work),
+    close: async () => {
+      await kysely.destroy();
+      await flusher.close();
+    },
+  };
 }
 
 const MIGRATIONS: Record<string, Migration> = {

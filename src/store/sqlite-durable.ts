@@ -1,4 +1,4 @@
-import { open } from 'node:fs/promises';
+import { open, type FileHandle } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import type SqliteDatabase from 'better-sqlite3';
 import { SqliteDialect, SqliteDriver, type Driver, type SqliteDialectConfig } from 'kysely';
@@ -24,15 +24,22 @@ import { SqliteDialect, SqliteDriver, type Driver, type SqliteDialectConfig } fr
 
 const noop = (): void => undefined;
 
-/** Flushes the `-wal` file; concurrent callers share flushes (a caller never rides on one already running). */
+/** At most this many flushes at once (each holds a thread of libuv's pool, shared with file and DNS work). */
+const MAX_PARALLEL_FLUSHES = 2;
+
+/**
+ * Flushes the `-wal` file. Writers that ask before a flush has started share it; a writer that asks
+ * while one is running gets a new one (the running one may have started before its write), which runs
+ * alongside when a slot is free, so a commit waits about one disk flush, not one and a half.
+ */
 export class WalFlusher {
   readonly #walPath: string;
   readonly #dir: string;
-  #running: Promise<void> | undefined;
-  #next: Promise<void> | undefined;
-  /** The WAL file (inode) whose directory entry was last flushed: a new WAL file needs its entry flushed once. */
-  #knownInode: number | undefined;
-  flushes = 0;
+  #file: Promise<FileHandle | undefined> | undefined;
+  /** The flush not yet started, which any writer may still join. */
+  #pending: Promise<void> | undefined;
+  #running = new Set<Promise<void>>();
+  #slotWaiters: Array<() => void> = [];
 
   constructor(databaseFile: string) {
     this.#walPath = `${databaseFile}-wal`;
@@ -41,49 +48,64 @@ export class WalFlusher {
 
   /** Resolves once everything written to the WAL before this call is on disk. */
   flush(): Promise<void> {
-    if (this.#next) return this.#next;
-    if (!this.#running) return this.#begin();
-    // The running flush may have started before our write: wait for it, then flush again.
-    this.#next = this.#running.catch(noop).then(() => {
-      this.#next = undefined;
-      return this.#begin();
-    });
-    return this.#next;
+    this.#pending ??= this.#startSoon();
+    return this.#pending;
   }
 
-  #begin(): Promise<void> {
-    const run = this.#flushOnce().finally(() => {
-      if (this.#running === run) this.#running = undefined;
-    });
-    this.#running = run;
-    return run;
+  async #startSoon(): Promise<void> {
+    // Let every write of this turn of the event loop join, then wait for a slot.
+    await new Promise<void>((resolve) => setImmediate(resolve));
+    while (this.#running.size >= MAX_PARALLEL_FLUSHES) await new Promise<void>((resolve) => this.#slotWaiters.push(resolve));
+    this.#pending = undefined; // from here on, a new write needs a flush that starts after it
+    const run = this.#flushOnce();
+    this.#running.add(run);
+    try {
+      await run;
+    } finally {
+      this.#running.delete(run);
+      this.#slotWaiters.shift()?.();
+    }
   }
 
   async #flushOnce(): Promise<void> {
-    this.flushes++;
-    let file;
+    this.#file ??= this.#openWal();
+    const file = await this.#file;
+    if (!file) {
+      this.#file = undefined;
+      return;
+    }
+    await file.datasync();
+  }
+
+  /**
+   * Kept open: SQLite removes the WAL file only when the last connection closes, and ours is open for
+   * as long as this flusher is used. Its directory entry is flushed once, when first opened.
+   */
+  async #openWal(): Promise<FileHandle | undefined> {
+    let file: FileHandle;
     try {
       file = await open(this.#walPath, 'r+');
     } catch (err) {
-      // No WAL file: the last connection checkpointed and removed it, so every commit is in the database file.
-      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return;
+      // No WAL file: nothing was written through it, so every commit is in the database file.
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
       throw err;
     }
+    const dir = await open(this.#dir, 'r');
     try {
-      await file.datasync();
-      const { ino } = await file.stat();
-      if (ino !== this.#knownInode) {
-        const dir = await open(this.#dir, 'r');
-        try {
-          await dir.sync();
-        } finally {
-          await dir.close();
-        }
-        this.#knownInode = ino;
-      }
+      await dir.sync();
     } finally {
-      await file.close();
+      await dir.close();
     }
+    return file;
+  }
+
+  /** After the connection is closed (SQLite then checkpoints and removes the WAL itself). */
+  async close(): Promise<void> {
+    await this.#pending?.catch(noop);
+    await Promise.allSettled([...this.#running]);
+    const file = await this.#file?.catch(() => undefined);
+    this.#file = undefined;
+    await file?.close();
   }
 }
 
