@@ -62,6 +62,22 @@ describe(`dashboard in a browser (${STORAGE_LABEL})`, () => {
     assert.equal(await page.evaluate<boolean>("document.cookie.includes('vn_session')"), false);
   });
 
+  it('labels every control, starts keyboard users at a skip link, and has one heading per page', async () => {
+    const { page } = browser;
+    for (const path of ['/dashboard/usage', '/dashboard/keys', '/dashboard/messages', '/dashboard/whatsapp', '/dashboard/account']) {
+      await page.goto(`${base}${path}`);
+      // Controls without an accessible name, as a screen reader would meet them.
+      const unlabelled = await page.evaluate<string[]>(`[...document.querySelectorAll('input:not([type=hidden]), select, textarea, button')]
+        .filter((el) => !((el.labels && el.labels.length > 0) || el.getAttribute('aria-label') || el.getAttribute('aria-labelledby') || (el.tagName === 'BUTTON' && el.textContent.trim() !== '')))
+        .map((el) => el.outerHTML.slice(0, 80))`);
+      assert.deepEqual(unlabelled, [], path);
+      assert.equal(await page.locator('h1').count(), 1, path);
+      assert.equal(await page.locator('html').getAttribute('lang'), 'en');
+      await page.keyboard.press('Tab');
+      assert.equal(await page.evaluate<string>('document.activeElement.textContent'), 'Skip to content', path);
+    }
+  });
+
   it('creates a key, rolls it, and both work against the API', async () => {
     const { page } = browser;
     await browser.context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: base });
