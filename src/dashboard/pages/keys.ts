@@ -111,7 +111,7 @@ export function registerKeyPages(app: FastifyInstance, deps: DashboardDeps): voi
     const ctx = ctxOf(request);
     const env: KeyEnv = field(request.body, 'env') === 'live' ? 'live' : 'test';
     const issued = await issueKey(db, ctx.account.id, env);
-    const notice: Notice = { kind: 'ok', text: `Created ${env} key ${issued.row.prefix}….` };
+    const notice: Notice = { kind: 'ok', text: `Created a ${env} key (${issued.row.prefix}…).` };
     return sendPage(reply, keysPage(deps, ctx, await listKeys(db, ctx.account.id), notice, { secret: issued.secret, env }), 201);
   });
 
