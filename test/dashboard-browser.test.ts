@@ -1,7 +1,9 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { closeSharedAudio, defaultSendBody, startTestApp, STORAGE_LABEL, type TestApp } from './fixtures/app-harness.js';
+import { Webhook } from 'standardwebhooks';
 import { launchBrowser, until, type Browser } from './fixtures/browser.js';
+import { startWebhookReceiver } from './fakes/webhook-receiver.js';
 import { createDashboardAccount, type DashboardAccount } from './fixtures/dashboard-harness.js';
 
 // The dashboard as a person uses it: real Chromium, real HTTP on loopback, the API beside it.
@@ -64,7 +66,7 @@ describe(`dashboard in a browser (${STORAGE_LABEL})`, () => {
 
   it('labels every control, starts keyboard users at a skip link, and has one heading per page', async () => {
     const { page } = browser;
-    for (const path of ['/dashboard/usage', '/dashboard/keys', '/dashboard/messages', '/dashboard/whatsapp', '/dashboard/account']) {
+    for (const path of ['/dashboard/usage', '/dashboard/keys', '/dashboard/messages', '/dashboard/whatsapp', '/dashboard/webhooks', '/dashboard/account']) {
       await page.goto(`${base}${path}`);
       // Controls without an accessible name, as a screen reader would meet them.
       const unlabelled = await page.evaluate<string[]>(`[...document.querySelectorAll('input:not([type=hidden]), select, textarea, button')]
@@ -194,6 +196,55 @@ describe(`dashboard in a browser (${STORAGE_LABEL})`, () => {
     const played = await until('the audio to play', async () => audio.evaluate((el: any) => (el.currentTime > 0 && el.error === null ? el.currentTime : 0)));
     assert.ok(played > 0);
     assert.equal(await audio.evaluate((el: any) => el.error), null);
+  });
+
+  it('configures a webhook; a test event and a real one arrive signed, and a delivery can be resent', async () => {
+    const { page } = browser;
+    const receiver = await startWebhookReceiver();
+    try {
+      await page.getByRole('link', { name: 'Webhooks' }).click();
+      await page.waitForURL(`${base}/dashboard/webhooks`);
+      await page.getByLabel('URL').fill(receiver.url('/voicenote'));
+      await page.getByLabel('Description (optional)').fill('browser test');
+      // Every event is ticked by default.
+      assert.equal(await page.getByRole('checkbox', { checked: true }).count(), 5);
+      await page.getByRole('button', { name: 'Add endpoint' }).click();
+      const secret = (await page.locator('#new-secret').innerText()).trim();
+      assert.match(secret, /^whsec_/);
+
+      await page.getByRole('button', { name: `Send a test event to ${receiver.url('/voicenote')}` }).click();
+      await page.waitForURL(/\/dashboard\/webhooks\/we_/);
+      const [test] = await receiver.waitFor(1, 'voice_note.delivered', 60_000);
+      const testEvent = new Webhook(secret).verify(test!.body, test!.headers as Record<string, string>) as any;
+      assert.equal(testEvent.type, 'voice_note.delivered');
+      assert.equal(test!.path, '/voicenote');
+
+      // A real send of this account and environment is reported too.
+      const sent = await api(account.testKey, '/send', { method: 'POST', body: defaultSendBody('telegram', t.voiceUrl) });
+      assert.equal(sent.status, 202);
+      const real = await until('the real voice_note.delivered', async () =>
+        receiver.received.find((r) => (JSON.parse(r.body) as any).data?.id === sent.body.id),
+      60_000);
+      const realEvent = new Webhook(secret).verify(real.body, real.headers as Record<string, string>) as any;
+      assert.equal(realEvent.data.status, 'delivered');
+
+      // The page lists the test delivery with the receiver's answer; resend it.
+      const testEventId = String(test!.headers['webhook-id']);
+      const row = page.locator(`tr[data-event-id="${testEventId}"][data-status="succeeded"]`).first();
+      await until('the test delivery listed as succeeded', async () => {
+        await page.getByRole('link', { name: 'Refresh' }).click();
+        return (await row.count()) > 0;
+      }, 60_000);
+      assert.match(await row.locator('[data-last-answer]').innerText(), /HTTP 200/);
+      const deliveryId = (await row.getAttribute('data-delivery-id'))!;
+      const before = receiver.received.length;
+      await page.getByRole('button', { name: `Resend delivery ${deliveryId}` }).click();
+      await page.getByRole('status').filter({ hasText: 'sent again' }).waitFor();
+      const again = await until('the resent event', async () => receiver.received.slice(before).find((r) => r.headers['webhook-id'] === testEventId), 60_000);
+      assert.equal((new Webhook(secret).verify(again.body, again.headers as Record<string, string>) as any).type, 'voice_note.delivered');
+    } finally {
+      await receiver.close();
+    }
   });
 
   it('signs out: the session is over and pages ask for a sign-in again', async () => {

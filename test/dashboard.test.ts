@@ -305,3 +305,43 @@ describe(`dashboard message log (${STORAGE_LABEL})`, () => {
     assert.match(detail.body, /<td>delivered<\/td>/);
   });
 });
+
+describe(`dashboard behind a trusted proxy (${STORAGE_LABEL})`, () => {
+  let t: TestApp;
+
+  before(async () => {
+    t = await startTestApp({ worker: false, env: { TRUST_PROXY: 'true' } });
+  });
+  after(async () => {
+    await t?.close();
+    await closeSharedAudio();
+  });
+
+  it('makes the session cookie Secure when the trusted proxy says the browser came over https', async () => {
+    const account = await createDashboardAccount(t);
+    const viaTls = new FormClient(t, '127.0.0.1');
+    const form = await viaTls.get('/dashboard/sign-in', { 'x-forwarded-proto': 'https' });
+    const res = await viaTls.post('/dashboard/sign-in', { _csrf: csrfIn(form.body), email: account.email, password: account.password }, { 'x-forwarded-proto': 'https' });
+    assert.equal(res.statusCode, 303);
+    assert.ok(sessionCookieLine(setCookies(res)).split(';').map((a) => a.trim()).includes('Secure'));
+
+    const plain = new FormClient(t, '127.0.0.1');
+    const res2 = await plain.signIn(account.email, account.password);
+    assert.equal(res2.statusCode, 303);
+    assert.ok(!sessionCookieLine(setCookies(res2)).includes('Secure'), 'plain http through the proxy: not Secure');
+  });
+
+  it('refuses a webhook URL that is not http(s), showing why, and adds none', async () => {
+    const account = await createDashboardAccount(t);
+    const client = new FormClient(t);
+    assert.equal((await client.signIn(account.email, account.password)).statusCode, 303);
+    const token = csrfIn((await client.get('/dashboard/webhooks')).body);
+    const res = await client.post('/dashboard/webhooks', { _csrf: token, url: 'ftp://example.com/hook', events: 'voice_note.failed' });
+    assert.equal(res.statusCode, 422);
+    assert.match(res.body, /role="alert">[^<]*url/);
+    assert.match(res.body, /value="ftp:\/\/example.com\/hook"/, 'the form keeps what was typed');
+    const list = await t.request({ method: 'GET', url: '/api/v1/webhook_endpoints', key: account.testKey });
+    assert.equal(list.statusCode, 200);
+    assert.deepEqual(list.json().data, []);
+  });
+});

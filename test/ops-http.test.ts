@@ -11,14 +11,17 @@ after(async () => {
 });
 
 describe(`GET / (${STORAGE_LABEL})`, () => {
-  test('redirects to the API docs instead of a bare 404', async () => {
+  test('redirects to the dashboard instead of a bare 404', async () => {
     const t = await startTestApp({ worker: false });
     try {
       const res = await t.request({ method: 'GET', url: '/' });
       assert.equal(res.statusCode, 302);
-      assert.equal(res.headers.location, '/docs');
-      const docs = await t.request({ method: 'GET', url: '/docs' });
-      assert.ok(docs.statusCode === 200 || docs.statusCode === 302, `the target exists: ${docs.statusCode}`);
+      assert.equal(res.headers.location, '/dashboard');
+      // The target exists: a signed-out visitor is sent on to the sign-in form.
+      const dashboard = await t.request({ method: 'GET', url: '/dashboard' });
+      assert.equal(dashboard.statusCode, 303);
+      assert.equal(dashboard.headers.location, '/dashboard/sign-in');
+      assert.equal((await t.request({ method: 'GET', url: '/dashboard/sign-in' })).statusCode, 200);
     } finally {
       await t.close();
     }

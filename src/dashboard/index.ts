@@ -11,6 +11,7 @@ import { registerKeyPages } from './pages/keys.js';
 import { registerMessagePages } from './pages/messages.js';
 import { registerSignInPages, registerSignOut } from './pages/sign-in.js';
 import { registerUsagePage } from './pages/usage.js';
+import { registerWebhookPages } from './pages/webhooks.js';
 import { registerWhatsappPages } from './pages/whatsapp.js';
 
 export const DASHBOARD_PREFIX = '/dashboard';
@@ -46,7 +47,7 @@ const errorPage = (title: string, text: string) =>
  */
 export async function registerDashboard(app: FastifyInstance, services: Services): Promise<void> {
   const assets = loadAssets();
-  const sections = new Set<Section>(['usage', 'keys', 'messages', 'whatsapp', 'account']);
+  const sections = new Set<Section>(['usage', 'keys', 'messages', 'whatsapp', 'webhooks', 'account']);
   const deps: DashboardDeps = { services, sections };
 
   const purge = setInterval(() => {
@@ -106,6 +107,7 @@ export async function registerDashboard(app: FastifyInstance, services: Services
         registerUsagePage(signedIn, deps);
         registerMessagePages(signedIn, deps);
         registerWhatsappPages(signedIn, deps);
+        registerWebhookPages(signedIn, deps);
       });
     },
     { prefix: DASHBOARD_PREFIX },
