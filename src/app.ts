@@ -7,6 +7,8 @@ import type { Config } from './config.js';
 import { SecretBox } from './core/secret-box.js';
 import { DeliveryWorker, type AudioSource } from './delivery/worker.js';
 import { createLogger } from './logger.js';
+import { startMetricsListener, type MetricsListener } from './metrics/exposure.js';
+import { createMetrics, withAttemptMetrics } from './metrics/metrics.js';
 import { createSandboxAdapter, createUnavailableAdapter } from './platforms/sandbox.js';
 import { createLinkedinAdapter, type LinkedinPace } from './platforms/linkedin/adapter.js';
 import { createTelegramAdapter } from './platforms/telegram.js';
@@ -47,6 +49,8 @@ export interface AppOptions {
   linkedinPace?: LinkedinPace;
   /** Tests: webhook retry delays, receiver timeout, outbox poll, address policy. */
   webhooks?: Pick<WebhookSenderOptions, 'retryDelaysMs' | 'timeoutMs' | 'pollMs' | 'addressPolicy' | 'lookup'>;
+  /** Tests: how often event-loop pressure is sampled for load shedding (default 1 s). */
+  pressureSampleMs?: number;
 }
 
 /** How a worker process is tuned; none of it comes from the environment. */
@@ -102,6 +106,19 @@ export async function openServices(config: Config, options: Omit<AppOptions, 'wo
     live: whatsappLive,
   });
 
+  const metrics = createMetrics({ db, logger });
+  let metricsListener: MetricsListener | undefined;
+  if (config.metricsPort !== undefined) {
+    metricsListener = await startMetricsListener({ metrics, host: config.host, port: config.metricsPort, token: config.metricsToken }).catch(
+      async (error: unknown) => {
+        redis?.disconnect();
+        await db.close();
+        throw new Error(`METRICS_PORT: cannot listen on ${config.host}:${config.metricsPort}: ${error instanceof Error ? error.message : String(error)}`);
+      },
+    );
+    logger.info({ address: metricsListener.address }, 'metrics listening');
+  }
+
   let worker: DeliveryWorker | undefined;
   const services: Services = {
     config,
@@ -114,6 +131,7 @@ export async function openServices(config: Config, options: Omit<AppOptions, 'wo
     whatsappSessions,
     whatsappLive,
     logger,
+    metrics,
     wakeWorker: () => worker?.wake(),
   };
   const housekeeping = setInterval(() => {
@@ -142,6 +160,7 @@ export async function openServices(config: Config, options: Omit<AppOptions, 'wo
       await sweeping;
       await webhookSender.stop();
       callers.close();
+      await metricsListener?.close();
       await whatsappLive.stop();
       redis?.disconnect();
       await db.close();
@@ -162,6 +181,7 @@ export function startWorker(services: Services, tuning: WorkerTuning = {}): Runn
     ffmpegPath: resolveFfmpegPath(config.ffmpegPath),
     allowPrivateUrls: config.audioAllowPrivateUrls,
     logger,
+    metrics: services.metrics,
   });
   const worker = createWorker(services, audio, tuning);
   worker.start();
@@ -190,7 +210,7 @@ export async function createApp(config: Config, options: AppOptions): Promise<Ap
       })
     : undefined;
   if (running) opened.attachWorker(running.worker);
-  const server = await buildServer(services);
+  const server = await buildServer(services, options.pressureSampleMs !== undefined ? { pressureSampleMs: options.pressureSampleMs } : {});
 
   let closing: Promise<void> | undefined;
   return {
@@ -231,7 +251,7 @@ export function createWorker(services: Services, audio: AudioSource, tuning: Wor
     logger: services.logger,
     // This process holds its platform resources (live WhatsApp sessions) under this id: their messages come here.
     affinityHolder: services.whatsappLive.holderId,
-    recorder: createAttemptRecorder(db.kysely, services.logger),
+    recorder: withAttemptMetrics(createAttemptRecorder(db.kysely, services.logger), services.metrics),
     concurrency: config.workerConcurrency,
     ...workerTuning,
   });

@@ -38,6 +38,12 @@ export interface Config {
    * true (any), a hop count, or a list of addresses / CIDR ranges.
    */
   trustProxy: boolean | number | string[];
+  /** A listener of its own serving only GET /metrics; undefined: none. */
+  metricsPort: number | undefined;
+  /** Bearer token for /metrics: required on the metrics listener when set, and enables /metrics on the API's port. */
+  metricsToken: string | undefined;
+  /** Mean event-loop delay (ms) over which requests are shed with 503; 0 turns shedding off. */
+  maxEventLoopDelayMs: number;
 }
 
 /** A bad configuration value: its message is one line that names the variable. */
@@ -156,6 +162,14 @@ function trustProxy(env: Env): boolean | number | string[] {
   return entries;
 }
 
+// Long enough that guessing is hopeless; printable and without spaces so it fits a header as is.
+function metricsToken(env: Env): string | undefined {
+  const raw = text(env, 'METRICS_TOKEN');
+  if (raw === undefined) return undefined;
+  if (!/^[\x21-\x7e]{16,256}$/.test(raw)) throw new ConfigError('METRICS_TOKEN', 'must be 16 to 256 printable characters without spaces');
+  return raw;
+}
+
 export function loadConfig(env: Env = process.env): Config {
   const databaseUrl = text(env, 'DATABASE_URL');
   if (databaseUrl !== undefined && !/^postgres(ql)?:\/\//.test(databaseUrl)) {
@@ -191,5 +205,8 @@ export function loadConfig(env: Env = process.env): Config {
     shutdownGraceMs: integer(env, 'SHUTDOWN_GRACE_MS', 10_000, 0, 600_000),
     messageRetentionDays: integer(env, 'MESSAGE_RETENTION_DAYS', 90, 0, 36_500),
     trustProxy: trustProxy(env),
+    metricsPort: text(env, 'METRICS_PORT') === undefined ? undefined : integer(env, 'METRICS_PORT', 0, 1, 65535),
+    metricsToken: metricsToken(env),
+    maxEventLoopDelayMs: integer(env, 'MAX_EVENT_LOOP_DELAY_MS', 1000, 0, 60_000),
   };
 }

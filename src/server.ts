@@ -1,10 +1,13 @@
-import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import { authenticate, limitByIp } from './api/auth.js';
 import { ApiError, invalidRequest, registerErrorHandling, sendError } from './api/errors.js';
 import { registerHealthRoutes } from './api/health.js';
 import { registerRootRedirect } from './api/root.js';
+import { registerLoadShedding } from './api/load-shedding.js';
+import { requestIdOf } from './api/request-id.js';
+import { registerHttpMetrics, registerMetricsRoute } from './metrics/exposure.js';
 import { ErrorEnvelope } from './api/schemas.js';
 import { ping } from './store/db.js';
 import { registerSendRoute } from './api/send.js';
@@ -18,6 +21,7 @@ import type { Services } from './services.js';
 
 export const API_PREFIX = '/api/v1';
 const BODY_LIMIT_BYTES = 64 * 1024;
+const BODY_METHODS = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
 
 export interface Server {
   app: FastifyInstance;
@@ -31,8 +35,13 @@ function fastifyTrustProxy(setting: boolean | number | string[]): boolean | stri
   return (_address, hop) => hop < setting;
 }
 
+export interface ServerOptions {
+  /** Tests: how often event-loop pressure is sampled (default 1 s). */
+  pressureSampleMs?: number;
+}
+
 /** Builds the HTTP app without listening, so tests can inject requests into it. */
-export async function buildServer(services: Services): Promise<Server> {
+export async function buildServer(services: Services, options: ServerOptions = {}): Promise<Server> {
   let draining = false;
   const app = Fastify({
     loggerInstance: services.logger as FastifyBaseLogger,
@@ -40,10 +49,15 @@ export async function buildServer(services: Services): Promise<Server> {
     // Behind a reverse proxy, the client address (per-IP bucket, logs) comes from X-Forwarded-For of trusted hops only.
     trustProxy: fastifyTrustProxy(services.config.trustProxy),
     return503OnClosing: false,
+    // X-Request-Id: the caller's own when well-formed, else ours; every log line of the request carries it.
+    requestIdHeader: false,
+    genReqId: requestIdOf,
+    logController: new LogController({ requestIdLogLabel: 'request_id' }),
     // `/api/v1/usage/` is the same resource; ids longer than any real one still reach the route (and get a 404 there).
     routerOptions: { ignoreTrailingSlash: true, maxParamLength: 500 },
     // Errors the router raises before any route runs (a malformed percent-encoding) get the envelope too.
-    frameworkErrors: (error, _request, reply) => {
+    frameworkErrors: (error, request, reply) => {
+      reply.header('X-Request-Id', request.id);
       sendError(reply, error.code === 'FST_ERR_BAD_URL' ? invalidRequest(null, 'the URL is not valid (bad percent-encoding)') : new ApiError('not_found', 'no such route'));
     },
     // A mistyped field is the caller's error to see, not something to guess around.
@@ -71,10 +85,26 @@ export async function buildServer(services: Services): Promise<Server> {
   app.removeContentTypeParser('text/plain');
 
   app.addHook('onRequest', async (request, reply) => {
+    reply.header('X-Request-Id', request.id);
+  });
+  registerHttpMetrics(app, services.metrics);
+
+  app.addHook('onRequest', async (request, reply) => {
     // Liveness stays true while draining: the process is alive, it only takes no new work.
     if (!draining || request.url === '/healthz') return undefined;
     return sendError(reply, new ApiError('service_unavailable', 'the service is shutting down; retry shortly', null, { 'Retry-After': '5' }));
   });
+
+  // Any request that carries a body can be refused before its route runs (malformed JSON, over 64 KiB, not
+  // JSON): every operation that takes one documents those answers, whatever its own schema lists.
+  app.addHook('onRoute', (route) => {
+    const methods = Array.isArray(route.method) ? route.method : [route.method];
+    const response = route.schema?.response as Record<string, unknown> | undefined;
+    if (!response || !methods.some((m) => BODY_METHODS.has(m))) return;
+    for (const status of [400, 413, 415]) response[status] ??= { $ref: 'Error#' };
+  });
+
+  await registerLoadShedding(app, { maxEventLoopDelayMs: services.config.maxEventLoopDelayMs, ...(options.pressureSampleMs !== undefined ? { sampleIntervalMs: options.pressureSampleMs } : {}) });
 
   await app.register(swagger, {
     openapi: {
@@ -94,6 +124,7 @@ export async function buildServer(services: Services): Promise<Server> {
   app.get(`${API_PREFIX}/openapi.json`, { schema: { hide: true }, onRequest: limitByIp(services) }, async () => app.swagger());
   registerHealthRoutes(app, services, () => draining);
   registerRootRedirect(app);
+  if (services.config.metricsToken !== undefined) registerMetricsRoute(app, services.metrics, services.config.metricsToken);
 
   await app.register(
     async (api) => {

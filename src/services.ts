@@ -5,6 +5,7 @@ import type { RateLimiter } from './api/rate-limiter.js';
 import type { Config } from './config.js';
 import type { SecretBox } from './core/secret-box.js';
 import type { Db } from './store/db.js';
+import type { Metrics } from './metrics/metrics.js';
 import type { WhatsappSessions } from './platforms/whatsapp/sessions.js';
 import type { LiveWhatsapp } from './platforms/whatsapp/live.js';
 
@@ -24,6 +25,8 @@ export interface Services {
   /** Live WhatsApp sockets held by this process (pairing here; delivery in worker processes). */
   whatsappLive: LiveWhatsapp;
   logger: Logger;
+  /** Prometheus metrics of this process. */
+  metrics: Metrics;
   /** Tells a worker in this process that a message is waiting (others find it by polling). */
   wakeWorker(): void;
 }

@@ -33,6 +33,9 @@ describe('loadConfig: the documented defaults', () => {
       shutdownGraceMs: 10_000,
       messageRetentionDays: 90,
       trustProxy: false,
+      metricsPort: undefined,
+      metricsToken: undefined,
+      maxEventLoopDelayMs: 1000,
     });
   });
 

@@ -76,6 +76,7 @@ export function registerSendRoute(app: FastifyInstance, services: Services): voi
         credentials: services.secretBox.sealJson(session),
         // A WhatsApp message can only leave through the process holding its session's socket.
         affinity: session.platform === 'whatsapp' ? session.session_id : null,
+        request_id: request.id,
         status: 'queued',
         error_code: null,
         error_message: null,

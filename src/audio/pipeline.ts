@@ -4,6 +4,7 @@ import type { LookupFunction } from 'node:net';
 import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
 import { AUDIO_CACHE_DIR, AudioCache, type AudioLogger, type CacheEntry, type SourceFacts } from './cache.js';
+import type { AudioMetrics } from '../metrics/metrics.js';
 import { AudioError } from './errors.js';
 import { FfmpegRunner } from './ffmpeg.js';
 import { createAudioAgent, fetchAudio, type FetchedSource } from './fetch.js';
@@ -21,6 +22,7 @@ export interface AudioPipelineOptions {
   fetchTimeoutMs?: number;
   maxSourceBytes?: number;
   logger?: AudioLogger;
+  metrics?: AudioMetrics;
 }
 
 /** Seams for tests and tuning that are not part of the service configuration. */
@@ -180,6 +182,7 @@ export function createAudioPipeline(opts: AudioPipelineOptions, internals: Audio
             passThrough: outcome.passThrough,
             source: { container: detected.container, codec: detected.codec, durationSeconds: detected.durationSeconds, sizeBytes: src.sizeBytes },
           });
+          opts.metrics?.converted(format, (performance.now() - started) / 1000);
           log?.debug(
             { sha256: src.sha256, format, passThrough: outcome.passThrough, ms: Math.round(performance.now() - started), container: detected.container, codec: detected.codec },
             'audio converted',
@@ -205,6 +208,7 @@ export function createAudioPipeline(opts: AudioPipelineOptions, internals: Audio
   }
 
   function hand(entry: CacheEntry, target: AudioTarget, hint: number | null, cacheHit: boolean): PreparedAudio {
+    opts.metrics?.cacheLookup(cacheHit);
     const durationSeconds = lengthOf(entry.meta.durationSeconds, hint) ?? 0;
     try {
       if (exceedsDuration(durationSeconds, target)) throw tooLong(durationSeconds, target.maxDurationSeconds ?? 0);

@@ -304,7 +304,7 @@ export class DeliveryWorker {
   async #handle(job: Job): Promise<void> {
     const { message } = job;
     const { logger } = this.#options;
-    const log = logger.child({ message_id: message.id, attempt: message.attempts });
+    const log = logger.child({ message_id: message.id, attempt: message.attempts, request_id: message.request_id ?? undefined });
     try {
       if (Number(message.orphaned_claims ?? 0) >= MAX_CLAIMS_WITHOUT_OUTCOME) {
         log.warn({ claims: message.orphaned_claims }, 'attempts keep ending without an outcome; failing the message');
@@ -445,7 +445,7 @@ export class DeliveryWorker {
       }
       this.#storageBack();
       this.#pending.delete(id);
-      const log = logger.child({ message_id: id, attempt: message.attempts });
+      const log = logger.child({ message_id: id, attempt: message.attempts, request_id: message.request_id ?? undefined });
       if (!written) log.warn('kept outcome not written: another worker has taken the message since');
       else log.info({ outcome: outcome.kind === 'settle' ? outcome.settlement.status : 'retry' }, 'kept outcome written');
     }

@@ -16,6 +16,7 @@ import * as usageByPlatform from './migrations/006b_usage_by_platform.js';
 import * as dashboardSessions from './migrations/008_dashboard_sessions.js';
 import * as reliability from './migrations/005_reliability.js';
 import * as messageRetention from './migrations/010_message_retention.js';
+import * as messageRequestId from './migrations/011_message_request_id.js';
 
 export type Dialect = 'sqlite' | 'postgres';
 
@@ -120,6 +121,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '008_dashboard_sessions': dashboardSessions,
   '005_reliability': reliability,
   '010_message_retention': messageRetention,
+  '011_message_request_id': messageRequestId,
 };
 
 const provider: MigrationProvider = { getMigrations: async () => MIGRATIONS };

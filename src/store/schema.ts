@@ -42,6 +42,8 @@ export interface MessagesTable {
    * its lease lasts (a platform session whose connection lives in one process); null for any process.
    */
   affinity: string | null;
+  /** The X-Request-Id of the POST /send that created it, so its delivery log lines can be matched to the request. */
+  request_id?: string | null;
   status: string;
   error_code: string | null;
   error_message: string | null;
