@@ -7,6 +7,7 @@ import { registerHealthRoutes } from './api/health.js';
 import { registerRootRedirect } from './api/root.js';
 import { registerLoadShedding } from './api/load-shedding.js';
 import { requestIdOf } from './api/request-id.js';
+import { registerNulGuard } from './api/nul-guard.js';
 import { registerHttpMetrics, registerMetricsRoute } from './metrics/exposure.js';
 import { ErrorEnvelope } from './api/schemas.js';
 import { ping } from './store/db.js';
@@ -88,6 +89,7 @@ export async function buildServer(services: Services, options: ServerOptions = {
     reply.header('X-Request-Id', request.id);
   });
   registerHttpMetrics(app, services.metrics);
+  registerNulGuard(app);
 
   app.addHook('onRequest', async (request, reply) => {
     // Liveness stays true while draining: the process is alive, it only takes no new work.

@@ -133,6 +133,7 @@ export function fuzzRequest(ctx: FuzzContext): fc.Arbitrary<FuzzRequest> {
     { weight: 1, arbitrary: fc.constantFrom('{"event":"scan"}', '{"event":"expire"}', '{"event":"disconnect"}', '{"event":"nope"}').map((s) => Buffer.from(s)) },
     { weight: 1, arbitrary: fc.string({ maxLength: 200 }).map((s) => Buffer.from(s)) },
     { weight: 1, arbitrary: fc.uint8Array({ maxLength: 200 }).map((a) => Buffer.from(a)) },
+    { weight: 1, arbitrary: fc.constantFrom('{"platform":"telegram","recipient":"1\\u0000","caption":"\\u0000"}', '{"url":"https://example.com/\\u0000","event":"scan\\u0000"}').map((s) => Buffer.from(s)) },
     { weight: 1, arbitrary: fc.constantFrom('{', '[]', 'null', '""', '1', '{"a":', '\uFEFF{}', '{"platform":"telegram"}\u0000').map((s) => Buffer.from(s)) },
     { weight: 1, arbitrary: fc.constantFrom(70 * 1024, 64 * 1024 + 1).map((n) => Buffer.from(JSON.stringify({ caption: 'x'.repeat(n) }))) },
     { weight: 1, arbitrary: fc.string({ maxLength: 50 }).map((s) => Buffer.from(JSON.stringify({ platform: 'telegram', recipient: s }), 'utf16le')) },
