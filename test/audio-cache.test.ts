@@ -198,6 +198,34 @@ describe('audio cache and concurrency', () => {
     assert.deepEqual(await leftovers(dataDir), []);
   });
 
+  it('one URL asked for by 200 recipients at once is downloaded once and converted once', async () => {
+    const dataDir = await freshDir('url-once');
+    const ff = await countingFfmpeg(ffmpegPath, dataDir);
+    server.route('/broadcast.mp3', { kind: 'file', path: fixtures['tone.mp3'] });
+    const p = track(createAudioPipeline({ dataDir, ffmpegPath: ff.path, allowPrivateUrls: true }));
+    const downloads = () => server.requests.filter((r) => r.path === '/broadcast.mp3').length;
+    const prepared = await Promise.all(Array.from({ length: 200 }, () => p.prepare({ url: server.url('/broadcast.mp3'), platform: 'whatsapp' })));
+    assert.equal(downloads(), 1);
+    assert.equal(await ff.encodes(), 1);
+    assert.equal(new Set(prepared.map((a) => a.path)).size, 1);
+    for (const a of prepared) a.release();
+    // Later requests within the freshness window are served from the cache too.
+    (await p.prepare({ url: server.url('/broadcast.mp3'), platform: 'whatsapp' })).release();
+    assert.equal(downloads(), 1);
+    // Another platform's format is a conversion of its own, from a new download.
+    (await p.prepare({ url: server.url('/broadcast.mp3'), platform: 'linkedin' })).release();
+    assert.equal(downloads(), 2);
+    assert.deepEqual(await leftovers(dataDir), []);
+  });
+
+  it('with urlFreshMs 0 every request downloads the URL again (and still converts once)', async () => {
+    const dataDir = await freshDir('url-fresh-0');
+    server.route('/every-time.mp3', { kind: 'file', path: fixtures['tone.mp3'] });
+    const p = track(createAudioPipeline({ dataDir, ffmpegPath, allowPrivateUrls: true, urlFreshMs: 0 }));
+    for (let i = 0; i < 3; i++) (await p.prepare({ url: server.url('/every-time.mp3'), platform: 'whatsapp' })).release();
+    assert.equal(server.requests.filter((r) => r.path === '/every-time.mp3').length, 3);
+  });
+
   it('kills ffmpeg after its timeout (audio_unsupported) and leaves nothing behind', async () => {
     const dataDir = await freshDir('ff-timeout');
     const sleeper = join(dataDir, 'sleepy-ffmpeg.sh');

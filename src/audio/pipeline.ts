@@ -21,6 +21,11 @@ export interface AudioPipelineOptions {
   maxConcurrentTranscodes?: number;
   fetchTimeoutMs?: number;
   maxSourceBytes?: number;
+  /**
+   * How long what a URL served (its SHA-256) is trusted without downloading it again; 0 downloads
+   * every time. Default 60 s.
+   */
+  urlFreshMs?: number;
   logger?: AudioLogger;
   metrics?: AudioMetrics;
 }
@@ -77,6 +82,8 @@ const DEFAULT_FFMPEG_TIMEOUT_MS = 10 * 60_000;
 // Encoders pad a few frames; a 60.0 s recording must not fail a 60 s limit over 20 ms of padding.
 const DURATION_TOLERANCE_SECONDS = 0.1;
 const STALE_DOWNLOAD_MS = 15 * 60_000;
+const DEFAULT_URL_FRESH_MS = 60_000;
+const MAX_KNOWN_URLS = 10_000;
 
 /** Settles a conversion nobody is waiting for any more (every requester failed its own checks first). */
 class NoTakers extends Error {}
@@ -136,6 +143,11 @@ export function createAudioPipeline(opts: AudioPipelineOptions, internals: Audio
   const ffmpegTimeoutMs = internals.ffmpegTimeoutMs ?? DEFAULT_FFMPEG_TIMEOUT_MS;
   const closing = new AbortController();
   const inflight = new Map<string, Flight>();
+  const urlFreshMs = opts.urlFreshMs ?? DEFAULT_URL_FRESH_MS;
+  /** What each URL served last, and when it was downloaded. */
+  const knownUrls = new Map<string, { sha256: string; at: number }>();
+  /** The first request for a URL while others wait for its download and conversion instead of downloading too. */
+  const urlLeaders = new Map<string, Promise<void>>();
   const pending = new Set<Promise<unknown>>();
   let closed = false;
 
@@ -239,11 +251,58 @@ export function createAudioPipeline(opts: AudioPipelineOptions, internals: Audio
     };
   }
 
+  /** The converted audio for a URL downloaded less than `urlFreshMs` ago, without downloading it again. */
+  async function fromKnownUrl(url: string, format: AudioFormat): Promise<CacheEntry | null> {
+    const known = knownUrls.get(url);
+    if (!known) return null;
+    if (Date.now() - known.at >= urlFreshMs) {
+      knownUrls.delete(url);
+      return null;
+    }
+    return cache.acquireKnown(known.sha256, format) ?? (await cache.acquire(known.sha256, format));
+  }
+
+  function rememberUrl(url: string, sha256: string): void {
+    if (urlFreshMs <= 0) return;
+    knownUrls.delete(url);
+    knownUrls.set(url, { sha256, at: Date.now() });
+    for (const oldest of knownUrls.keys()) {
+      if (knownUrls.size <= MAX_KNOWN_URLS) break;
+      knownUrls.delete(oldest);
+    }
+  }
+
   async function prepareOnce(input: PrepareInput): Promise<PreparedAudio> {
     const target = audioTargetFor(input.platform);
     const hintRaw = input.durationHint;
     const hint = typeof hintRaw === 'number' && Number.isFinite(hintRaw) && hintRaw > 0 ? hintRaw : null;
     await ready;
+    if (urlFreshMs <= 0) return prepareFromSource(input, target, hint);
+    // A thousand recipients of one URL: the first request downloads (and converts) while the others
+    // wait for it, then take its result from the cache. Leading is decided with no await in between.
+    const known = knownUrls.get(input.url);
+    const inMemory = known && Date.now() - known.at < urlFreshMs ? cache.acquireKnown(known.sha256, target.format) : null;
+    if (inMemory) return hand(inMemory, target, hint, true);
+    const leader = urlLeaders.get(input.url);
+    if (!leader) {
+      let done = noop;
+      urlLeaders.set(input.url, new Promise<void>((resolve) => (done = resolve)));
+      try {
+        const cached = await fromKnownUrl(input.url, target.format);
+        if (cached) return hand(cached, target, hint, true);
+        return await prepareFromSource(input, target, hint);
+      } finally {
+        urlLeaders.delete(input.url);
+        done();
+      }
+    }
+    await abortable(leader, input.signal);
+    const cached = await fromKnownUrl(input.url, target.format);
+    if (cached) return hand(cached, target, hint, true);
+    return prepareFromSource(input, target, hint);
+  }
+
+  async function prepareFromSource(input: PrepareInput, target: AudioTarget, hint: number | null): Promise<PreparedAudio> {
     const downloadPath = join(tmpDir, `dl-${randomUUID()}`);
     let handedOver = false;
     try {
@@ -257,6 +316,7 @@ export function createAudioPipeline(opts: AudioPipelineOptions, internals: Audio
         dispatcher: agent,
         signal: input.signal ? AbortSignal.any([closing.signal, input.signal]) : closing.signal,
       });
+      rememberUrl(input.url, src.sha256);
       const key = AudioCache.keyOf(src.sha256, target.format);
       for (;;) {
         const cached = await cache.acquire(src.sha256, target.format);
