@@ -41,6 +41,7 @@ import { startAudioServer } from '../test/fakes/audio-server.js';
 import { sharedFixtures, testFfmpegPath } from '../test/fixtures/audio-fixtures.js';
 import type { LoadRequest, LoadResult, LoadSpec } from './loadgen.js';
 import { commandLine, machineDescription, writeSection } from './report.js';
+import { audioTargetFor } from '../src/platforms/registry.js';
 
 type Storage = 'sqlite' | 'postgres';
 
@@ -319,7 +320,7 @@ async function runDelivery(storage: Storage, pgUrl: string | undefined, audioUrl
       const { config, logger } = app.services;
       // The conversion is cached (on disk, keyed by content) before the clock starts.
       const warm = createAudioPipeline({ dataDir: config.dataDir, ffmpegPath: resolveFfmpegPath(config.ffmpegPath), allowPrivateUrls: true, logger });
-      (await warm.prepare({ url: audioUrl, platform: 'telegram' })).release();
+      (await warm.prepare({ url: audioUrl, target: audioTargetFor('telegram') })).release();
       await warm.close();
 
       const account = await benchAccount(app);

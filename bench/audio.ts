@@ -9,9 +9,11 @@ import { mkdtemp, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { createAudioPipeline, resolveFfmpegPath, type AudioPlatform, type PreparedAudio } from '../src/audio/index.js';
+import { createAudioPipeline, resolveFfmpegPath, type PreparedAudio } from '../src/audio/index.js';
 import { startAudioServer } from '../test/fakes/audio-server.js';
 import { commandLine, machineDescription, writeSection } from './report.js';
+import { audioTargetFor } from '../src/platforms/registry.js';
+type VoicePlatform = 'linkedin' | 'telegram' | 'whatsapp';
 
 const run = promisify(execFile);
 const ITERATIONS = Number(process.env.BENCH_ITERATIONS ?? 15);
@@ -29,7 +31,7 @@ const pct = (xs: number[], p: number): number => {
 };
 const ms = (x: number): string => `${x.toFixed(1)} ms`;
 
-const RAW_ARGS: Record<AudioPlatform, string[]> = {
+const RAW_ARGS: Record<VoicePlatform, string[]> = {
   whatsapp: ['-c:a', 'libopus', '-b:a', '32k', '-ac', '1', '-ar', '48000', '-application', 'voip', '-f', 'ogg'],
   telegram: ['-c:a', 'libopus', '-b:a', '32k', '-ac', '1', '-ar', '48000', '-application', 'voip', '-f', 'ogg'],
   linkedin: ['-c:a', 'aac', '-b:a', '64k', '-ac', '1', '-movflags', '+faststart', '-f', 'ipod'],
@@ -52,7 +54,7 @@ async function main(): Promise<void> {
   server.route('/voice.mp3', { kind: 'file', path: source, contentType: 'audio/mpeg' });
   const url = server.url('/voice.mp3');
 
-  const rawOnce = async (platform: AudioPlatform): Promise<number> => {
+  const rawOnce = async (platform: VoicePlatform): Promise<number> => {
     const out = join(work, `raw-${platform}.out`);
     const t = performance.now();
     await run(ffmpegPath, ['-nostdin', '-y', '-i', source, '-vn', ...RAW_ARGS[platform], out]);
@@ -60,11 +62,11 @@ async function main(): Promise<void> {
     await rm(out, { force: true });
     return took;
   };
-  const oursOnce = async (platform: AudioPlatform): Promise<number> => {
+  const oursOnce = async (platform: VoicePlatform): Promise<number> => {
     const dataDir = await mkdtemp(join(work, 'data-'));
     const pipeline = createAudioPipeline({ dataDir, ffmpegPath, allowPrivateUrls: true });
     const t = performance.now();
-    const a = await pipeline.prepare({ url, platform });
+    const a = await pipeline.prepare({ url, target: audioTargetFor(platform) });
     const took = performance.now() - t;
     if (a.cacheHit) throw new Error('fresh cache expected');
     a.release();
@@ -73,7 +75,7 @@ async function main(): Promise<void> {
     return took;
   };
 
-  const perJob: Array<{ platform: AudioPlatform; raw: number[]; ours: number[] }> = [];
+  const perJob: Array<{ platform: VoicePlatform; raw: number[]; ours: number[] }> = [];
   for (const platform of ['whatsapp', 'linkedin'] as const) {
     await rawOnce(platform);
     await oursOnce(platform); // warm-up: page cache, JIT
@@ -111,7 +113,7 @@ async function main(): Promise<void> {
       while (next < RECIPIENTS) {
         next++;
         const t = performance.now();
-        const a: PreparedAudio = await pipeline.prepare({ url, platform: 'whatsapp' });
+        const a: PreparedAudio = await pipeline.prepare({ url, target: audioTargetFor('whatsapp') });
         latencies.push(performance.now() - t);
         if (a.cacheHit) hits++;
         a.release();

@@ -9,12 +9,11 @@ import { DeliveryWorker, type AudioSource } from './delivery/worker.js';
 import { createLogger } from './logger.js';
 import { startMetricsListener, type MetricsListener } from './metrics/exposure.js';
 import { createMetrics, withAttemptMetrics } from './metrics/metrics.js';
-import { createSandboxAdapter, createUnavailableAdapter } from './platforms/sandbox.js';
-import { createLinkedinAdapter, type LinkedinPace } from './platforms/linkedin/adapter.js';
-import { createTelegramAdapter } from './platforms/telegram.js';
-import type { PlatformAdapter } from './platforms/platform.js';
+import { createSandboxAdapter, createUnavailableAdapter } from './platforms/sandbox/adapter.js';
+import type { LinkedinTuning } from './platforms/linkedin/index.js';
+import type { PlatformAdapter, PlatformContext, PlatformDefinition } from './platforms/platform.js';
+import { createPlatformRegistry } from './platforms/registry.js';
 import { createWhatsappSessions } from './platforms/whatsapp/sessions.js';
-import { createWhatsappAdapter } from './platforms/whatsapp/adapter.js';
 import { createLiveWhatsapp, type LiveTuning } from './platforms/whatsapp/live.js';
 import { createBaileysSocketFactory, type WhatsappSocketFactory } from './platforms/whatsapp/socket.js';
 import { startRetention } from './housekeeping/retention.js';
@@ -45,12 +44,17 @@ export interface AppOptions {
   whatsappSocketFactory?: WhatsappSocketFactory;
   /** Tests: live WhatsApp timings (QR validity and wait, leases, reconnects, send pacing). */
   whatsappLive?: LiveTuning;
-  /** Tests: the gap between two live LinkedIn deliveries of one account (default 3–5 s). */
-  linkedinPace?: LinkedinPace;
   /** Tests: webhook retry delays, receiver timeout, outbox poll, address policy. */
   webhooks?: Pick<WebhookSenderOptions, 'retryDelaysMs' | 'timeoutMs' | 'pollMs' | 'addressPolicy' | 'lookup'>;
   /** Tests: how often event-loop pressure is sampled for load shedding (default 1 s). */
   pressureSampleMs?: number;
+  /** Tests: the gap between two live LinkedIn deliveries of one account (default 3–5 s), and the per-call timeout. */
+  linkedinPace?: LinkedinTuning;
+  /**
+   * Tests only: extra platforms registered beside the built-in ones (never listed to users). The hook a
+   * suite uses to prove a platform is one folder and one registry entry.
+   */
+  testPlatforms?: readonly PlatformDefinition[];
 }
 
 /** How a worker process is tuned; none of it comes from the environment. */
@@ -60,7 +64,7 @@ export interface WorkerTuning {
   pollMs?: number;
   leaseMs?: number;
   clock?: () => number;
-  linkedinPace?: LinkedinPace;
+  linkedinPace?: LinkedinTuning;
 }
 
 export interface App {
@@ -128,6 +132,7 @@ export async function openServices(config: Config, options: Omit<AppOptions, 'wo
     redis,
     redisKeyPrefix: options.redisKeyPrefix,
     callers,
+    platforms: createPlatformRegistry(options.testPlatforms),
     whatsappSessions,
     whatsappLive,
     logger,
@@ -233,23 +238,24 @@ export async function createApp(config: Config, options: AppOptions): Promise<Ap
 export function createWorker(services: Services, audio: AudioSource, tuning: WorkerTuning = {}): DeliveryWorker {
   const { linkedinPace, ...workerTuning } = tuning;
   const { config, db } = services;
+  const context: PlatformContext = { services, tuning: { ...(linkedinPace ? { linkedin: linkedinPace } : {}) } };
+  const platforms = services.platforms.all();
   const sandbox = createSandboxAdapter({
     latencyMs: config.sandboxLatencyMs,
-    whatsappSessionStatus: async (job, sessionId) =>
-      (await services.whatsappSessions.get({ accountId: job.accountId, env: job.env }, sessionId))?.status,
+    checkFor: (name) => {
+      const check = services.platforms.get(name)?.sandboxCheck;
+      return check ? (job) => check(job, context) : undefined;
+    },
   });
-  const live: Record<string, PlatformAdapter> = {
-    linkedin: createLinkedinAdapter({ apiRoot: config.linkedinApiRoot, ...(linkedinPace ? { pace: linkedinPace } : {}) }),
-    telegram: createTelegramAdapter({ apiRoot: config.telegramApiRoot }),
-    whatsapp: createWhatsappAdapter({ db: db.kysely, live: services.whatsappLive }),
-  };
+  const live = new Map<string, PlatformAdapter>(platforms.map((p) => [p.name, p.createLiveAdapter(context)]));
   return new DeliveryWorker({
     db,
     secretBox: services.secretBox,
     audio,
-    adapterFor: (env, platform) => (env === 'test' ? sandbox : (live[platform] ?? createUnavailableAdapter(platform))),
+    adapterFor: (env, platform) => (env === 'test' ? sandbox : (live.get(platform) ?? createUnavailableAdapter(platform))),
+    audioTargetFor: (platform) => services.platforms.get(platform)?.audio,
     logger: services.logger,
-    // This process holds its platform resources (live WhatsApp sessions) under this id: their messages come here.
+    // This process holds its platform resources (live WhatsApp sessions' sockets) under this id: their messages come here.
     affinityHolder: services.whatsappLive.holderId,
     recorder: withAttemptMetrics(createAttemptRecorder(db.kysely, services.logger), services.metrics),
     concurrency: config.workerConcurrency,

@@ -4,6 +4,7 @@ import type { CallerDirectory } from './api/caller.js';
 import type { RateLimiter } from './api/rate-limiter.js';
 import type { Config } from './config.js';
 import type { SecretBox } from './core/secret-box.js';
+import type { PlatformRegistry } from './platforms/registry.js';
 import type { Db } from './store/db.js';
 import type { Metrics } from './metrics/metrics.js';
 import type { WhatsappSessions } from './platforms/whatsapp/sessions.js';
@@ -21,6 +22,8 @@ export interface Services {
   redisKeyPrefix: string | undefined;
   /** Callers by API key and usage counts, cached briefly (src/api/caller.ts). */
   callers: CallerDirectory;
+  /** The platforms of this app (src/platforms/registry.ts). */
+  platforms: PlatformRegistry;
   whatsappSessions: WhatsappSessions;
   /** Live WhatsApp sockets held by this process (pairing here; delivery in worker processes). */
   whatsappLive: LiveWhatsapp;

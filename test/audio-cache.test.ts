@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { audioTargetFor } from '../src/platforms/registry.js';
 import { chmod, readdir, readFile, stat, utimes, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -46,14 +47,14 @@ describe('audio cache and concurrency', () => {
     const dataDir = await freshDir('hit');
     const ff = await countingFfmpeg(ffmpegPath, dataDir);
     const p = track(createAudioPipeline({ dataDir, ffmpegPath: ff.path, allowPrivateUrls: true }));
-    const first = await p.prepare({ url: server.url('/tone.flac'), platform: 'whatsapp' });
+    const first = await p.prepare({ url: server.url('/tone.flac'), target: audioTargetFor('whatsapp') });
     assert.equal(first.cacheHit, false);
     const callsAfterFirst = (await ff.calls()).length;
     assert.equal(await ff.encodes(), 1);
     const before = await stat(first.path);
     first.release();
 
-    const second = await p.prepare({ url: server.url('/tone.flac'), platform: 'telegram' }); // same target format
+    const second = await p.prepare({ url: server.url('/tone.flac'), target: audioTargetFor('telegram') }); // same target format
     assert.equal(second.cacheHit, true);
     assert.equal(second.path, first.path);
     assert.equal(second.durationSeconds, first.durationSeconds);
@@ -66,13 +67,13 @@ describe('audio cache and concurrency', () => {
     second.release();
 
     // The cache is keyed by content, not URL: the same bytes elsewhere are a hit too.
-    const mp3 = await p.prepare({ url: server.url('/tone.mp3'), platform: 'whatsapp' });
+    const mp3 = await p.prepare({ url: server.url('/tone.mp3'), target: audioTargetFor('whatsapp') });
     mp3.release();
-    const sameBytes = await p.prepare({ url: server.url('/same-bytes-other-url.mp3'), platform: 'whatsapp' });
+    const sameBytes = await p.prepare({ url: server.url('/same-bytes-other-url.mp3'), target: audioTargetFor('whatsapp') });
     assert.equal(sameBytes.cacheHit, true);
     sameBytes.release();
     // ...and per target format: LinkedIn needs its own conversion.
-    const li = await p.prepare({ url: server.url('/tone.flac'), platform: 'linkedin' });
+    const li = await p.prepare({ url: server.url('/tone.flac'), target: audioTargetFor('linkedin') });
     assert.equal(li.cacheHit, false);
     li.release();
     assert.equal(await ff.encodes(), 3);
@@ -81,7 +82,7 @@ describe('audio cache and concurrency', () => {
   it('stores the converted file next to a JSON record, written atomically', async () => {
     const dataDir = await freshDir('layout');
     const p = track(createAudioPipeline({ dataDir, ffmpegPath, allowPrivateUrls: true }));
-    const a = await p.prepare({ url: server.url('/tone.wav'), platform: 'whatsapp' });
+    const a = await p.prepare({ url: server.url('/tone.wav'), target: audioTargetFor('whatsapp') });
     a.release();
     const names = (await readdir(join(dataDir, 'audio-cache'))).sort();
     assert.deepEqual(names, [`${a.sourceSha256}.ogg_opus.json`, `${a.sourceSha256}.ogg_opus.ogg`]);
@@ -99,9 +100,9 @@ describe('audio cache and concurrency', () => {
     const jobs: Array<Promise<PreparedAudio>> = [];
     for (let i = 0; i < 40; i++) {
       const url = server.url(i % 2 === 0 ? '/tone.mp3' : '/same-bytes-other-url.mp3');
-      jobs.push(p.prepare({ url, platform: i % 3 === 0 ? 'telegram' : 'whatsapp' }));
+      jobs.push(p.prepare({ url, target: audioTargetFor(i % 3 === 0 ? 'telegram' : 'whatsapp') }));
     }
-    for (let i = 0; i < 10; i++) jobs.push(p.prepare({ url: server.url('/tone.mp3'), platform: 'linkedin' }));
+    for (let i = 0; i < 10; i++) jobs.push(p.prepare({ url: server.url('/tone.mp3'), target: audioTargetFor('linkedin') }));
     const done = await Promise.all(jobs);
     assert.equal(await ff.encodes(), 2, 'one conversion per target format');
     assert.equal((await ff.calls()).length, 2, 'and no other ffmpeg run');
@@ -114,15 +115,15 @@ describe('audio cache and concurrency', () => {
   it('concurrent prepares that fail all get the failure, and clean up', async () => {
     const dataDir = await freshDir('concurrent-fail');
     const p = track(createAudioPipeline({ dataDir, ffmpegPath, allowPrivateUrls: true }));
-    const results = await Promise.allSettled(Array.from({ length: 10 }, () => p.prepare({ url: server.url('/truncated.mp3'), platform: 'whatsapp' })));
+    const results = await Promise.allSettled(Array.from({ length: 10 }, () => p.prepare({ url: server.url('/truncated.mp3'), target: audioTargetFor('whatsapp') })));
     for (const r of results) {
       assert.equal(r.status, 'rejected');
       assert.ok(isAudioError('audio_unsupported')(r.reason));
     }
     // LinkedIn requests for a 75 s file fail their own limit; WhatsApp ones still get the conversion.
     const mixed = await Promise.allSettled([
-      p.prepare({ url: server.url('/long-75s.mp3'), platform: 'linkedin' }),
-      p.prepare({ url: server.url('/long-75s.mp3'), platform: 'linkedin' }),
+      p.prepare({ url: server.url('/long-75s.mp3'), target: audioTargetFor('linkedin') }),
+      p.prepare({ url: server.url('/long-75s.mp3'), target: audioTargetFor('linkedin') }),
     ]);
     assert.ok(mixed.every((r) => r.status === 'rejected' && isAudioError('audio_too_long')(r.reason)));
     assert.deepEqual(await leftovers(dataDir), []);
@@ -132,7 +133,7 @@ describe('audio cache and concurrency', () => {
     const dataDir = await freshDir('lru');
     // Each 3 s voice note is ~15-17 KB: room for two, not three.
     const p = track(createAudioPipeline({ dataDir, ffmpegPath, allowPrivateUrls: true, cacheMaxBytes: 40_000 }));
-    const get = async (name: string): Promise<PreparedAudio> => p.prepare({ url: server.url(`/${name}`), platform: 'whatsapp' });
+    const get = async (name: string): Promise<PreparedAudio> => p.prepare({ url: server.url(`/${name}`), target: audioTargetFor('whatsapp') });
     const a = await get('tone.mp3');
     a.release();
     const b = await get('tone.wav');
@@ -152,7 +153,7 @@ describe('audio cache and concurrency', () => {
 
     // Pinned: held while far more than the limit passes through.
     const tiny = track(createAudioPipeline({ dataDir: await freshDir('lru-pin'), ffmpegPath, allowPrivateUrls: true, cacheMaxBytes: 20_000 }));
-    const tget = async (name: string): Promise<PreparedAudio> => tiny.prepare({ url: server.url(`/${name}`), platform: 'whatsapp' });
+    const tget = async (name: string): Promise<PreparedAudio> => tiny.prepare({ url: server.url(`/${name}`), target: audioTargetFor('whatsapp') });
     const held = await tget('tone.m4a');
     for (const name of ['tone.aac', 'tone-vorbis.ogg', 'tone.webm']) (await tget(name)).release();
     await sleep(50);
@@ -171,9 +172,9 @@ describe('audio cache and concurrency', () => {
   it('survives a restart: the cache is rescanned, stale debris removed, bad records ignored', async () => {
     const dataDir = await freshDir('restart');
     const first = createAudioPipeline({ dataDir, ffmpegPath, allowPrivateUrls: true });
-    const a = await first.prepare({ url: server.url('/tone.mp3'), platform: 'linkedin' });
+    const a = await first.prepare({ url: server.url('/tone.mp3'), target: audioTargetFor('linkedin') });
     a.release();
-    const b = await first.prepare({ url: server.url('/tone.wav'), platform: 'linkedin' });
+    const b = await first.prepare({ url: server.url('/tone.wav'), target: audioTargetFor('linkedin') });
     b.release();
     await first.close();
 
@@ -187,12 +188,12 @@ describe('audio cache and concurrency', () => {
 
     const ff = await countingFfmpeg(ffmpegPath, dataDir);
     const second = track(createAudioPipeline({ dataDir, ffmpegPath: ff.path, allowPrivateUrls: true }));
-    const again = await second.prepare({ url: server.url('/tone.mp3'), platform: 'linkedin' });
+    const again = await second.prepare({ url: server.url('/tone.mp3'), target: audioTargetFor('linkedin') });
     assert.equal(again.cacheHit, true);
     assert.equal(again.path, a.path);
     again.release();
     assert.equal((await ff.calls()).length, 0);
-    const rebuilt = await second.prepare({ url: server.url('/tone.wav'), platform: 'linkedin' });
+    const rebuilt = await second.prepare({ url: server.url('/tone.wav'), target: audioTargetFor('linkedin') });
     assert.equal(rebuilt.cacheHit, false, 'a damaged record is not trusted');
     rebuilt.release();
     assert.deepEqual(await leftovers(dataDir), []);
@@ -233,7 +234,7 @@ describe('audio cache and concurrency', () => {
     await chmod(sleeper, 0o755);
     const p = track(createAudioPipeline({ dataDir, ffmpegPath: sleeper, allowPrivateUrls: true }, { ffmpegTimeoutMs: 300 }));
     const started = performance.now();
-    await assert.rejects(p.prepare({ url: server.url('/tone.mp3'), platform: 'whatsapp' }), isAudioError('audio_unsupported', { message: /too long/ }));
+    await assert.rejects(p.prepare({ url: server.url('/tone.mp3'), target: audioTargetFor('whatsapp') }), isAudioError('audio_unsupported', { message: /too long/ }));
     assert.ok(performance.now() - started < 5000);
     assert.deepEqual(await leftovers(dataDir), []);
   });
@@ -245,14 +246,14 @@ describe('audio cache and concurrency', () => {
     await writeFile(sleeper, `#!/bin/sh\ntouch '${marker}'\nexec sleep 30\n`);
     await chmod(sleeper, 0o755);
     const p = createAudioPipeline({ dataDir, ffmpegPath: sleeper, allowPrivateUrls: true });
-    const job = p.prepare({ url: server.url('/tone.mp3'), platform: 'whatsapp' });
+    const job = p.prepare({ url: server.url('/tone.mp3'), target: audioTargetFor('whatsapp') });
     job.catch(() => undefined);
     while (!(await exists(marker))) await sleep(20);
     const started = performance.now();
     await p.close();
     assert.ok(performance.now() - started < 3000, 'close did not wait 30 s for ffmpeg');
     await assert.rejects(job, (err: unknown) => err instanceof Error && !(err instanceof AudioError) && /closed/.test(err.message));
-    await assert.rejects(p.prepare({ url: server.url('/tone.mp3'), platform: 'whatsapp' }), /closed/);
+    await assert.rejects(p.prepare({ url: server.url('/tone.mp3'), target: audioTargetFor('whatsapp') }), /closed/);
     assert.deepEqual(await leftovers(dataDir), []);
   });
 
@@ -267,7 +268,7 @@ describe('audio cache and concurrency', () => {
     const maxRunning = async (limit: number): Promise<number> => {
       await writeFile(log, '');
       const p = track(createAudioPipeline({ dataDir: await freshDir(`sem-${limit}`), ffmpegPath: wrapper, allowPrivateUrls: true, maxConcurrentTranscodes: limit }));
-      const done = await Promise.all(names.map((n) => p.prepare({ url: server.url(`/${n}`), platform: 'linkedin' })));
+      const done = await Promise.all(names.map((n) => p.prepare({ url: server.url(`/${n}`), target: audioTargetFor('linkedin') })));
       for (const d of done) d.release();
       let running = 0;
       let peak = 0;

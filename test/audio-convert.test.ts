@@ -1,7 +1,9 @@
 import assert from 'node:assert/strict';
+type VoicePlatform = 'linkedin' | 'telegram' | 'whatsapp';
+import { audioTargetFor } from '../src/platforms/registry.js';
 import { readFile, stat } from 'node:fs/promises';
 import { after, afterEach, before, describe, it } from 'node:test';
-import { createAudioPipeline, type AudioPipeline, type AudioPlatform, type PreparedAudio } from '../src/audio/index.js';
+import { createAudioPipeline, type AudioPipeline, type PreparedAudio } from '../src/audio/index.js';
 import { startAudioServer, type AudioServer } from './fakes/audio-server.js';
 import {
   generateOversizedVoiceOgg,
@@ -41,11 +43,11 @@ describe('detecting and converting audio', () => {
     await removeDir(dataDir);
   });
 
-  async function prepare(name: string, platform: AudioPlatform, durationHint?: number): Promise<PreparedAudio> {
-    return pipeline.prepare({ url: server.url(`/${name}`), platform, durationHint });
+  async function prepare(name: string, platform: VoicePlatform, durationHint?: number): Promise<PreparedAudio> {
+    return pipeline.prepare({ url: server.url(`/${name}`), target: audioTargetFor(platform), durationHint });
   }
 
-  async function assertVoiceNote(a: PreparedAudio, platform: AudioPlatform, expectedSeconds: number): Promise<void> {
+  async function assertVoiceNote(a: PreparedAudio, platform: VoicePlatform, expectedSeconds: number): Promise<void> {
     const probed = await probeWithFfmpeg(ffmpegPath, a.path);
     assert.equal(probed.channels, 1, 'mono');
     assert.equal(probed.hasVideo, false, 'no video track');

@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { audioTargetFor } from '../src/platforms/registry.js';
 import { readFile } from 'node:fs/promises';
 import { after, afterEach, before, describe, it } from 'node:test';
 import { createAudioPipeline, type AudioPipeline } from '../src/audio/index.js';
@@ -37,29 +38,29 @@ describe('fetching audio', () => {
 
   it('judges the bytes, not the Content-Type: audio served as text/html converts', async () => {
     server.route('/lying.bin', { kind: 'file', path: fixtures['tone.mp3'], contentType: 'text/html; charset=utf-8', omitLength: true });
-    const a = await pipeline.prepare({ url: server.url('/lying.bin'), platform: 'whatsapp' });
+    const a = await pipeline.prepare({ url: server.url('/lying.bin'), target: audioTargetFor('whatsapp') });
     assert.equal(a.format, 'ogg_opus');
     a.release();
   });
 
   it('...and an HTML page served as audio/mpeg is audio_unsupported (permanent)', async () => {
     server.route('/page.mp3', { kind: 'file', path: fixtures['page.html'], contentType: 'audio/mpeg' });
-    await assert.rejects(pipeline.prepare({ url: server.url('/page.mp3'), platform: 'whatsapp' }), isAudioError('audio_unsupported', { transient: false }));
+    await assert.rejects(pipeline.prepare({ url: server.url('/page.mp3'), target: audioTargetFor('whatsapp') }), isAudioError('audio_unsupported', { transient: false }));
   });
 
   it('follows up to 5 redirects, relative or absolute, and re-checks each hop', async () => {
     server.route('/abs', { kind: 'redirect', location: server.url('/hop/3'), status: 301 });
-    const a = await pipeline.prepare({ url: server.url('/abs'), platform: 'linkedin' }); // /abs, /hop/3..6: 5 redirects
+    const a = await pipeline.prepare({ url: server.url('/abs'), target: audioTargetFor('linkedin') }); // /abs, /hop/3..6: 5 redirects
     assert.equal(a.format, 'm4a_aac');
     a.release();
   });
 
   it('gives up after a sixth redirect and on loops (audio_fetch_failed, permanent)', async () => {
-    await assert.rejects(pipeline.prepare({ url: server.url('/hop/1'), platform: 'whatsapp' }), isAudioError('audio_fetch_failed', { transient: false, message: /more than 5/ }));
+    await assert.rejects(pipeline.prepare({ url: server.url('/hop/1'), target: audioTargetFor('whatsapp') }), isAudioError('audio_fetch_failed', { transient: false, message: /more than 5/ }));
     server.route('/loop-a', { kind: 'redirect', location: '/loop-b', status: 307 });
     server.route('/loop-b', { kind: 'redirect', location: '/loop-a', status: 308 });
     const before = server.requests.length;
-    await assert.rejects(pipeline.prepare({ url: server.url('/loop-a'), platform: 'whatsapp' }), isAudioError('audio_fetch_failed', { transient: false }));
+    await assert.rejects(pipeline.prepare({ url: server.url('/loop-a'), target: audioTargetFor('whatsapp') }), isAudioError('audio_fetch_failed', { transient: false }));
     assert.equal(server.requests.length - before, 6, 'the first request plus 5 followed redirects');
   });
 
@@ -67,16 +68,16 @@ describe('fetching audio', () => {
     server.route('/no-location', { kind: 'status', status: 302 });
     server.route('/to-file', { kind: 'redirect', location: 'file:///etc/passwd' });
     server.route('/to-ftp', { kind: 'redirect', location: 'ftp://example.com/a.mp3' });
-    await assert.rejects(pipeline.prepare({ url: server.url('/no-location'), platform: 'whatsapp' }), isAudioError('audio_fetch_failed', { message: /302/ }));
-    await assert.rejects(pipeline.prepare({ url: server.url('/to-file'), platform: 'whatsapp' }), isAudioError('audio_fetch_failed', { transient: false }));
-    await assert.rejects(pipeline.prepare({ url: server.url('/to-ftp'), platform: 'whatsapp' }), isAudioError('audio_fetch_failed', { transient: false }));
+    await assert.rejects(pipeline.prepare({ url: server.url('/no-location'), target: audioTargetFor('whatsapp') }), isAudioError('audio_fetch_failed', { message: /302/ }));
+    await assert.rejects(pipeline.prepare({ url: server.url('/to-file'), target: audioTargetFor('whatsapp') }), isAudioError('audio_fetch_failed', { transient: false }));
+    await assert.rejects(pipeline.prepare({ url: server.url('/to-ftp'), target: audioTargetFor('whatsapp') }), isAudioError('audio_fetch_failed', { transient: false }));
   });
 
   for (const [status, transient] of [[400, false], [401, false], [403, false], [404, false], [410, false], [429, true], [500, true], [502, true], [503, true], [504, true]] as const) {
     it(`HTTP ${status} is audio_fetch_failed with the status in the message, transient=${transient}`, async () => {
       server.route(`/status/${status}`, { kind: 'status', status, body: 'nope' });
       await assert.rejects(
-        pipeline.prepare({ url: server.url(`/status/${status}`), platform: 'telegram' }),
+        pipeline.prepare({ url: server.url(`/status/${status}`), target: audioTargetFor('telegram') }),
         isAudioError('audio_fetch_failed', { transient, message: new RegExp(`HTTP ${status}`) }),
       );
     });
@@ -86,7 +87,7 @@ describe('fetching audio', () => {
     const gone = await startAudioServer();
     const url = gone.url('/x.mp3');
     await gone.close();
-    await assert.rejects(pipeline.prepare({ url, platform: 'whatsapp' }), isAudioError('audio_fetch_failed', { transient: true, message: /ECONNREFUSED/ }));
+    await assert.rejects(pipeline.prepare({ url, target: audioTargetFor('whatsapp') }), isAudioError('audio_fetch_failed', { transient: true, message: /ECONNREFUSED/ }));
   });
 
   it('a host that stalls before or during the body times out (transient), within the total timeout', async () => {
@@ -94,7 +95,7 @@ describe('fetching audio', () => {
     server.route('/stall-body', { kind: 'stall', afterBytes: 4096 });
     for (const path of ['/stall-headers', '/stall-body']) {
       const started = performance.now();
-      await assert.rejects(pipeline.prepare({ url: server.url(path), platform: 'whatsapp' }), isAudioError('audio_fetch_failed', { transient: true, message: /timed out/ }));
+      await assert.rejects(pipeline.prepare({ url: server.url(path), target: audioTargetFor('whatsapp') }), isAudioError('audio_fetch_failed', { transient: true, message: /timed out/ }));
       const took = performance.now() - started;
       assert.ok(took >= 700 && took < 3000, `${path} gave up after ${took} ms`);
     }
@@ -103,7 +104,7 @@ describe('fetching audio', () => {
   it('the timeout covers the whole chain, not each hop', async () => {
     server.route('/slow-chain', { kind: 'redirect', location: '/stall-body' });
     const started = performance.now();
-    await assert.rejects(pipeline.prepare({ url: server.url('/slow-chain'), platform: 'whatsapp' }), isAudioError('audio_fetch_failed', { transient: true }));
+    await assert.rejects(pipeline.prepare({ url: server.url('/slow-chain'), target: audioTargetFor('whatsapp') }), isAudioError('audio_fetch_failed', { transient: true }));
     assert.ok(performance.now() - started < 3000);
   });
 
@@ -114,7 +115,7 @@ describe('fetching audio', () => {
       server.route('/huge-chunked', { kind: 'stream', totalBytes: 200 * MiB, declareLength: false });
       server.route('/huge-lying-length', { kind: 'stream', totalBytes: 50 * MiB + 1, declareLength: false });
       for (const path of ['/huge-declared', '/huge-chunked', '/huge-lying-length']) {
-        await assert.rejects(big.prepare({ url: server.url(path), platform: 'telegram' }), isAudioError('audio_too_large', { transient: false }), path);
+        await assert.rejects(big.prepare({ url: server.url(path), target: audioTargetFor('telegram') }), isAudioError('audio_too_large', { transient: false }), path);
       }
     } finally {
       await big.close();
@@ -125,10 +126,10 @@ describe('fetching audio', () => {
     const small = createAudioPipeline({ dataDir, ffmpegPath: await testFfmpegPath(), allowPrivateUrls: true, maxSourceBytes: (await readFile(fixtures['tone.wav'])).length });
     try {
       server.route('/tone.wav', { kind: 'file', path: fixtures['tone.wav'], omitLength: true });
-      const ok = await small.prepare({ url: server.url('/tone.wav'), platform: 'whatsapp' });
+      const ok = await small.prepare({ url: server.url('/tone.wav'), target: audioTargetFor('whatsapp') });
       ok.release();
       server.route('/one-more', { kind: 'stream', totalBytes: (await readFile(fixtures['tone.wav'])).length + 1, declareLength: false });
-      await assert.rejects(small.prepare({ url: server.url('/one-more'), platform: 'whatsapp' }), isAudioError('audio_too_large'));
+      await assert.rejects(small.prepare({ url: server.url('/one-more'), target: audioTargetFor('whatsapp') }), isAudioError('audio_too_large'));
     } finally {
       await small.close();
     }
@@ -136,6 +137,6 @@ describe('fetching audio', () => {
 
   it('an empty body is audio_unsupported', async () => {
     server.route('/empty', { kind: 'bytes', body: '', contentType: 'audio/mpeg' });
-    await assert.rejects(pipeline.prepare({ url: server.url('/empty'), platform: 'whatsapp' }), isAudioError('audio_unsupported', { message: /empty/ }));
+    await assert.rejects(pipeline.prepare({ url: server.url('/empty'), target: audioTargetFor('whatsapp') }), isAudioError('audio_unsupported', { message: /empty/ }));
   });
 });

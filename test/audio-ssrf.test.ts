@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { audioTargetFor } from '../src/platforms/registry.js';
 import type { LookupAddress } from 'node:dns';
 import type { LookupFunction } from 'node:net';
 import { after, before, describe, it } from 'node:test';
@@ -104,7 +105,7 @@ describe('SSRF: private addresses forbidden', () => {
   it('refuses every trick with audio_fetch_blocked (permanent) and the canary sees no request', async () => {
     const port6 = canary6?.port ?? canary.port;
     for (const url of tricks(canary.port, port6)) {
-      await assert.rejects(pipeline.prepare({ url, platform: 'whatsapp' }), isAudioError('audio_fetch_blocked', { transient: false }), url);
+      await assert.rejects(pipeline.prepare({ url, target: audioTargetFor('whatsapp') }), isAudioError('audio_fetch_blocked', { transient: false }), url);
     }
     assert.deepEqual(canary.requests, []);
     assert.deepEqual(canary6?.requests ?? [], []);
@@ -134,11 +135,11 @@ describe('SSRF: private addresses forbidden', () => {
     for (const path of Object.keys(redirects)) {
       for (const status of [301, 302, 303, 307, 308]) {
         const url = `http://public.test:${publicHost.port}${path}-${status}`;
-        await assert.rejects(pipeline.prepare({ url, platform: 'telegram' }), isAudioError('audio_fetch_blocked', { transient: false }), url);
+        await assert.rejects(pipeline.prepare({ url, target: audioTargetFor('telegram') }), isAudioError('audio_fetch_blocked', { transient: false }), url);
       }
     }
     await assert.rejects(
-      pipeline.prepare({ url: `http://public.test:${publicHost.port}/chain-1`, platform: 'linkedin' }),
+      pipeline.prepare({ url: `http://public.test:${publicHost.port}/chain-1`, target: audioTargetFor('linkedin') }),
       isAudioError('audio_fetch_blocked'),
     );
     // The public stand-in was really contacted, so the refusals happened at the private hop.
@@ -177,9 +178,9 @@ describe('SSRF: private addresses forbidden', () => {
     const openDir = await makeDataDir('ssrf-open');
     const open = createAudioPipeline({ dataDir: openDir, ffmpegPath, allowPrivateUrls: true }, { lookup: fakeLookup });
     try {
-      const ok = await open.prepare({ url: `http://0x7f.1:${canary.port}/x.ogg`, platform: 'whatsapp' });
+      const ok = await open.prepare({ url: `http://0x7f.1:${canary.port}/x.ogg`, target: audioTargetFor('whatsapp') });
       ok.release();
-      const viaName = await open.prepare({ url: `http://canary.test:${canary.port}/x.ogg`, platform: 'whatsapp' });
+      const viaName = await open.prepare({ url: `http://canary.test:${canary.port}/x.ogg`, target: audioTargetFor('whatsapp') });
       assert.equal(viaName.cacheHit, true);
       viaName.release();
       assert.equal(canary.requests.length, 2);

@@ -1,10 +1,11 @@
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
 import { describe, it } from 'node:test';
-import { audioTargetFor, checkAudioUrl, resolveFfmpegPath } from '../src/audio/index.js';
+import { checkAudioUrl, resolveFfmpegPath } from '../src/audio/index.js';
 import { forbiddenAddressReason } from '../src/audio/ip-ranges.js';
 import { WaveformAccumulator } from '../src/audio/waveform.js';
 import { parseInputStreams } from '../src/audio/probe.js';
+import { audioTargetFor } from '../src/platforms/registry.js';
 
 const MiB = 1024 * 1024;
 

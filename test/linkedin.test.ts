@@ -18,6 +18,8 @@ const JANE = { publicId: 'jane-smith-a1b2c3', urn: 'urn:li:fsd_profile:ACoAABjan
 const JOSE = { publicId: 'josé-garcía-12', urn: 'urn:li:fsd_profile:ACoAABjoseGarcia2' };
 // Small enough to keep the file quick, large enough that spacing is not an accident of scheduling.
 const PACE = { minMs: 700, maxMs: 900 };
+// Per-call timeout of the adapter here: short, so a lost answer is noticed quickly.
+const PACE_TIMEOUT_MS = 4_000;
 
 after(async () => {
   await closeSharedAudio();
@@ -68,7 +70,7 @@ describe(`LinkedIn live delivery through Voyager (${STORAGE_LABEL})`, () => {
 
   before(async () => {
     fake = await startLinkedinVoyagerFake({ profiles: [JANE, JOSE] });
-    t = await startTestApp({ env: { LINKEDIN_API_ROOT: fake.apiRoot }, linkedinPace: PACE });
+    t = await startTestApp({ env: { LINKEDIN_API_ROOT: fake.apiRoot }, linkedinPace: { ...PACE, timeoutMs: PACE_TIMEOUT_MS } });
     account = await t.createAccount({ plan: 'growth' });
     workDir = await mkdtemp(join(tmpdir(), 'voicenote-linkedin-'));
   });
@@ -115,10 +117,38 @@ describe(`LinkedIn live delivery through Voyager (${STORAGE_LABEL})`, () => {
     const [message] = fake.messages.filter((m) => m.liAt === session.liAt);
     assert.ok(message, 'createMessage reached LinkedIn');
     const audio = message.body.message.renderContentUnions[0].audio;
-    assert.equal(audio.media, upload.assetUrn);
+    assert.deepEqual(Object.keys(audio).sort(), ['assetUrn', 'byteSize', 'duration']);
+    assert.equal(audio.assetUrn, upload.assetUrn);
+    assert.equal(audio.byteSize, upload.bytes.length, 'byteSize is the number of bytes uploaded');
+    assert.equal(message.body.dedupeByClientGeneratedToken, true);
+    assert.equal([...message.body.trackingId].length, 16);
+    assert.match(message.body.message.originToken, /^[0-9a-f]{8}-[0-9a-f]{4}-5[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+    const createCall = fake.callsOf('createMessage', session.liAt)[0]!;
+    assert.equal(createCall.headers['content-type'], 'text/plain;charset=UTF-8');
     assert.equal(message.body.mailboxUrn, session.profileUrn);
     assert.deepEqual(message.body.hostRecipientUrns, [JANE.urn]);
     assert.ok(Math.abs(audio.duration - probed.durationSeconds * 1000) <= 150, `duration ${audio.duration} ms vs ${probed.durationSeconds} s of audio`);
+  });
+
+  it('a retry after a lost createMessage answer carries the same originToken, and LinkedIn keeps one message', async () => {
+    const session = newSession();
+    // LinkedIn takes the message but its answer arrives after the adapter stopped waiting.
+    fake.stallNextAcceptedMessage(PACE_TIMEOUT_MS * 3);
+    const id = await send(session, JOSE.urn);
+    const status = await outcome(id, 60_000);
+    assert.equal(status.status, 'delivered', JSON.stringify(status));
+    assert.deepEqual(fake.violations, []);
+    const creates = fake.callsOf('createMessage', session.liAt);
+    assert.equal(creates.length, 2, 'the attempt whose answer was lost, and the retry');
+    const tokens = creates.map((c) => (c.body as any).message.originToken);
+    assert.equal(tokens[0], tokens[1], 'both attempts carry one originToken');
+    assert.equal(fake.messages.filter((m) => m.liAt === session.liAt).length, 1, 'one voice note reached the recipient');
+    assert.equal(fake.deduplicated.filter((m) => m.liAt === session.liAt).length, 1, 'the retry was recognised as the same message');
+    // Another message gets another token.
+    const other = await send(session, JANE.publicId);
+    assert.equal((await outcome(other)).status, 'delivered');
+    const third = fake.callsOf('createMessage', session.liAt)[2]!;
+    assert.notEqual((third.body as any).message.originToken, tokens[0]);
   });
 
   it('finds the recipient from a profile URL (percent-encoded too) and takes a profile URN as it is', async () => {

@@ -207,9 +207,10 @@ describe(`POST /send and GET /status (${STORAGE_LABEL})`, () => {
   });
 
   describe('invalid values (422)', () => {
-    it('refuses an unknown platform, naming platform', async () => {
-      for (const platform of ['signal', 'Telegram', '', 'sms']) {
-        assertError(await t.send(account.testKey, { ...body('telegram'), platform }), 422, 'invalid_parameter', 'platform');
+    it('answers an unknown platform as a mistyped field: 400 invalid_request naming platform, listing the platforms', async () => {
+      for (const platform of ['signal', 'Telegram', '', 'sms', 'loopback']) {
+        const error = assertError(await t.send(account.testKey, { ...body('telegram'), platform }), 400, 'invalid_request', 'platform');
+        assert.match(error.message, /linkedin, telegram, whatsapp/);
       }
     });
 

@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { MockAgent } from 'undici';
 import { DeliveryError, type DeliveryJob } from '../src/platforms/platform.js';
-import { createTelegramAdapter } from '../src/platforms/telegram.js';
+import { createTelegramAdapter } from '../src/platforms/telegram/adapter.js';
 import { probeWithFfmpeg, sharedFixtures, testFfmpegPath } from './fixtures/audio-fixtures.js';
 import {
   closeSharedAudio,
@@ -144,9 +144,9 @@ describe(`telegram live delivery through the API (${STORAGE_LABEL})`, () => {
       { chatId: '200000004', failure: { kind: 'user_deactivated' }, code: 'recipient_blocked', message: /user is deactivated/ },
       {
         chatId: '200000005',
-        failure: { kind: 'bad_request', description: 'Bad Request: VOICE_MESSAGES_FORBIDDEN' },
+        failure: { kind: 'voice_forbidden' },
         code: 'recipient_blocked',
-        message: /VOICE_MESSAGES_FORBIDDEN/,
+        message: /VOICE_MESSAGES_FORBIDDEN.*the recipient does not accept voice messages/,
       },
       {
         chatId: '200000006',
@@ -325,6 +325,14 @@ describe('telegram adapter: network failures and timeouts', () => {
     const adapter = createTelegramAdapter({ apiRoot: fake.apiRoot });
     await adapter.deliver(job({ recipient: '500000001', durationSeconds: 2.2 }));
     assert.equal(fake.callsForChat('500000001')[0]?.duration, '3');
+  });
+
+  it('always sends a duration of at least 1 second, even when the length is unknown or under a second', async () => {
+    const adapter = createTelegramAdapter({ apiRoot: fake.apiRoot });
+    await adapter.deliver(job({ recipient: '500000011', durationSeconds: 0.3 }));
+    await adapter.deliver(job({ recipient: '500000012', durationSeconds: Number.NaN }));
+    assert.equal(fake.callsForChat('500000011')[0]?.duration, '1');
+    assert.equal(fake.callsForChat('500000012')[0]?.duration, '1');
   });
 
   it('uploads the bytes the file had when the attempt began, even if its path is touched or replaced meanwhile', async () => {

@@ -2,13 +2,13 @@ import type { FastifyInstance, FastifyReply } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { checkAudioUrl } from '../audio/index.js';
 import { newMessageId } from '../core/ids.js';
-import { checkCaption, checkDuration, checkRecipient, checkSession, isPlatform, PLATFORMS, type Violation } from '../core/send-rules.js';
+import { checkCaption, checkDuration, isViolation, type Violation } from '../platforms/rules.js';
 import { insertMessage, type MessageRow } from '../store/messages.js';
 import { reserveSend } from '../store/usage.js';
 import type { Services } from '../services.js';
 import { setUsageHeaders } from './auth.js';
 import { usageScope } from './caller.js';
-import { ApiError, invalidParameter } from './errors.js';
+import { ApiError, invalidParameter, invalidRequest } from './errors.js';
 import { findReplay, runIdempotent, sendOutcome } from './idempotency.js';
 import { SendBody, SentMessage, withErrors } from './schemas.js';
 import { iso, sentMessageView } from './views.js';
@@ -35,12 +35,13 @@ export function registerSendRoute(app: FastifyInstance, services: Services): voi
       const replayed = await findReplay(services, request, reply as unknown as FastifyReply, caller);
       if (replayed) return sendOutcome(reply as unknown as FastifyReply, replayed);
 
-      if (!isPlatform(body.platform)) throw invalidParameter('platform', `platform must be one of ${PLATFORMS.join(', ')}`);
-      const platform = body.platform;
-      const recipientProblem = checkRecipient(platform, body.recipient);
+      const platform = services.platforms.get(body.platform);
+      // A platform we do not know is a mistyped field, not a bad value for a known field.
+      if (!platform) throw invalidRequest('platform', `platform must be one of ${services.platforms.names.join(', ')}`);
+      const recipientProblem = platform.checkRecipient(body.recipient);
       if (recipientProblem) throw fail(recipientProblem);
-      const session = checkSession(platform, body.session as Record<string, unknown>);
-      if ('field' in session) throw fail(session);
+      const session = platform.checkSession(body.session as Record<string, unknown>);
+      if (isViolation(session)) throw fail(session);
       const urlProblem = checkAudioUrl(body.audio_url, { allowPrivate: services.config.audioAllowPrivateUrls });
       if (urlProblem) throw invalidParameter('audio_url', urlProblem);
       if (body.duration != null) {
@@ -51,15 +52,9 @@ export function registerSendRoute(app: FastifyInstance, services: Services): voi
         const captionProblem = checkCaption(platform, body.caption);
         if (captionProblem) throw fail(captionProblem);
       }
-      if (session.platform === 'whatsapp') {
-        const linked = await services.whatsappSessions.get({ accountId: caller.accountId, env: caller.env }, session.session_id);
-        if (!linked) throw invalidParameter('session.session_id', `no WhatsApp session ${session.session_id} for this API key's account and environment`);
-        if (linked.status !== 'connected') {
-          throw new ApiError('session_not_connected', `WhatsApp session ${linked.id} is ${linked.status}, not connected`, {
-            field: 'session.session_id',
-            status: linked.status,
-          });
-        }
+      if (platform.checkAtAccept) {
+        const problem = await platform.checkAtAccept(session, { accountId: caller.accountId, env: caller.env }, services);
+        if (problem) throw new ApiError(problem.code, problem.message, problem.details);
       }
 
       const now = Date.now();
@@ -68,14 +63,13 @@ export function registerSendRoute(app: FastifyInstance, services: Services): voi
         id: newMessageId(now),
         account_id: caller.accountId,
         env: caller.env,
-        platform,
+        platform: platform.name,
         recipient: body.recipient,
         audio_url: body.audio_url,
         duration: body.duration ?? null,
         caption: body.caption ?? null,
         credentials: services.secretBox.sealJson(session),
-        // A WhatsApp message can only leave through the process holding its session's socket.
-        affinity: session.platform === 'whatsapp' ? session.session_id : null,
+        affinity: platform.affinityKey?.(session) ?? null,
         request_id: request.id,
         status: 'queued',
         error_code: null,
@@ -93,7 +87,7 @@ export function registerSendRoute(app: FastifyInstance, services: Services): voi
       const outcome = await runIdempotent(services, request, reply, caller, async (trx) => {
         await insertMessage(trx, row);
         // Last before commit: the account's usage row stays locked from here to the end of the transaction.
-        reserved.sent = await reserveSend(trx, scope, platform, caller.limits.monthlyQuota);
+        reserved.sent = await reserveSend(trx, scope, platform.name, caller.limits.monthlyQuota);
         if (reserved.sent === null) {
           throw new ApiError(
             'quota_exceeded',

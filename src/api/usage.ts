@@ -1,5 +1,4 @@
 import type { FastifyInstance } from 'fastify';
-import { PLATFORMS } from '../core/send-rules.js';
 import { readUsage } from '../store/usage.js';
 import type { Services } from '../services.js';
 import { usageScope } from './caller.js';
@@ -24,7 +23,7 @@ export function registerUsageRoute(app: FastifyInstance, services: Services): vo
           total_sent: Number(usage.sent),
           total_delivered: Number(usage.delivered),
           total_failed: Number(usage.failed),
-          by_platform: Object.fromEntries(PLATFORMS.map((name) => [name, usage.byPlatform[name] ?? 0])),
+          by_platform: Object.fromEntries(services.platforms.names.map((name) => [name, usage.byPlatform[name] ?? 0])),
         },
         limits: {
           monthly_quota: quota,

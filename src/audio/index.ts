@@ -1,5 +1,5 @@
 export { AudioError, type AudioErrorCode } from './errors.js';
-export { audioTargetFor, type AudioFormat, type AudioPlatform, type AudioTarget } from './targets.js';
+export { type AudioFormat, type AudioTarget } from './targets.js';
 export { checkAudioUrl } from './url-check.js';
 export { resolveFfmpegPath } from './ffmpeg.js';
 export {

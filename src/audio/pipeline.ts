@@ -9,7 +9,7 @@ import { AudioError } from './errors.js';
 import { FfmpegRunner } from './ffmpeg.js';
 import { createAudioAgent, fetchAudio, type FetchedSource } from './fetch.js';
 import { detectSource, type SourceInfo } from './probe.js';
-import { audioTargetFor, DEFAULT_MAX_SOURCE_BYTES, type AudioFormat, type AudioPlatform, type AudioTarget } from './targets.js';
+import { DEFAULT_MAX_SOURCE_BYTES, type AudioFormat, type AudioTarget } from './targets.js';
 import { convertAudio } from './transcode.js';
 import type { AddressPolicy } from './url-check.js';
 
@@ -64,7 +64,8 @@ export interface AudioFacts {
 
 export interface PrepareInput {
   url: string;
-  platform: AudioPlatform;
+  /** The platform's voice format and limits. */
+  target: AudioTarget;
   /** The caller's `duration`: used only when the file's own length cannot be measured. */
   durationHint?: number;
   /** Stops this request: its download, and a conversion it started (ffmpeg is killed). */
@@ -273,7 +274,7 @@ export function createAudioPipeline(opts: AudioPipelineOptions, internals: Audio
   }
 
   async function prepareOnce(input: PrepareInput): Promise<PreparedAudio> {
-    const target = audioTargetFor(input.platform);
+    const target = input.target;
     const hintRaw = input.durationHint;
     const hint = typeof hintRaw === 'number' && Number.isFinite(hintRaw) && hintRaw > 0 ? hintRaw : null;
     await ready;

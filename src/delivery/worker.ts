@@ -1,7 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
-import type { PlatformSession } from '../core/send-rules.js';
-import { isPlatform } from '../core/send-rules.js';
+import type { AudioTarget } from '../audio/targets.js';
 import type { SecretBox } from '../core/secret-box.js';
 import type { Db } from '../store/db.js';
 import {
@@ -14,7 +13,7 @@ import {
   type MessageRow,
   type Settlement,
 } from '../store/messages.js';
-import { DeliveryError, type FailureCode, type PlatformAdapter, type VoiceFile } from '../platforms/platform.js';
+import { DeliveryError, type FailureCode, type PlatformAdapter, type PlatformSession, type VoiceFile } from '../platforms/platform.js';
 import { AUDIO_RETRY_WINDOW_MS, nextAttemptAt } from './retry-policy.js';
 import type { AudioFacts } from '../audio/pipeline.js';
 
@@ -22,7 +21,7 @@ import type { AudioFacts } from '../audio/pipeline.js';
 export interface AudioSource {
   prepare(input: {
     url: string;
-    platform: 'linkedin' | 'telegram' | 'whatsapp';
+    target: AudioTarget;
     durationHint?: number;
     /** Stops the download and the conversion of this request. */
     signal?: AbortSignal;
@@ -38,6 +37,8 @@ export interface WorkerOptions {
   audio: AudioSource;
   /** The adapter for a message's environment and platform. */
   adapterFor(env: 'test' | 'live', platform: string): PlatformAdapter;
+  /** The voice format and limits of a platform; undefined for a platform this build does not have. */
+  audioTargetFor(platform: string): AudioTarget | undefined;
   logger: Logger;
   /** Messages handled at once by this process. */
   concurrency?: number;
@@ -456,12 +457,13 @@ export class DeliveryWorker {
     const { secretBox, audio, adapterFor, db, leaseMs } = this.#options;
     const { message, controller } = job;
     const signal = controller.signal;
-    if (!isPlatform(message.platform)) throw new DeliveryError('platform_error', `unknown platform ${message.platform}`, false);
+    const target = this.#options.audioTargetFor(message.platform);
+    if (!target) throw new DeliveryError('platform_error', `unknown platform ${message.platform}`, false);
     if (message.credentials === null) throw new DeliveryError('invalid_session', 'the session credentials are gone', false);
     const session = openCredentials(secretBox, message.credentials);
     const voice = await audio.prepare({
       url: message.audio_url,
-      platform: message.platform,
+      target,
       ...(message.duration !== null ? { durationHint: Number(message.duration) } : {}),
       signal,
     });

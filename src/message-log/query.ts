@@ -1,4 +1,4 @@
-import { PLATFORMS } from '../core/send-rules.js';
+import { PLATFORM_NAMES as PLATFORMS } from '../platforms/registry.js';
 import type { MessageFilters, Page } from '../store/message-log.js';
 
 export const MESSAGE_STATUSES = ['queued', 'processing', 'delivered', 'failed'] as const;

@@ -1,4 +1,6 @@
-import type { Platform, PlatformSession } from '../core/send-rules.js';
+import type { AudioTarget } from '../audio/targets.js';
+import type { Services } from '../services.js';
+import type { Violation } from './rules.js';
 
 /** Why a delivery failed, as `error.code` on the message (PRODUCT.md, "Messages"). */
 export type FailureCode =
@@ -48,11 +50,17 @@ export interface VoiceFile {
   waveform: Uint8Array;
 }
 
+/** A send's `session` once its platform's rules accepted it: string fields, tagged with the platform's name. */
+export interface PlatformSession {
+  platform: string;
+  [field: string]: string;
+}
+
 export interface DeliveryJob {
   messageId: string;
   accountId: string;
   env: 'test' | 'live';
-  platform: Platform;
+  platform: string;
   recipient: string;
   session: PlatformSession;
   caption: string | null;
@@ -70,4 +78,50 @@ export interface DeliveryJob {
 /** One platform's way of handing over a voice note. Resolves when the platform accepted it. */
 export interface PlatformAdapter {
   deliver(job: DeliveryJob): Promise<void>;
+}
+
+/** Who a send belongs to. */
+export interface Owner {
+  accountId: string;
+  env: 'test' | 'live';
+}
+
+/** A send refused at accept time by a check that needs storage (an error code of the API, a message, details). */
+export interface AcceptProblem {
+  code: 'invalid_parameter' | 'session_not_connected';
+  message: string;
+  details: Record<string, unknown>;
+}
+
+/** What a platform's adapters are built from: the process's shared services, and tests' timings by platform name. */
+export interface PlatformContext {
+  services: Services;
+  /** Tests: per-platform timings (the platform reads and checks its own entry). */
+  tuning: Readonly<Record<string, unknown>>;
+}
+
+/**
+ * Everything that is one platform's, in one value: its rules, its audio, its adapters. Each lives in
+ * src/platforms/<name>/ and is listed once in src/platforms/registry.ts.
+ */
+export interface PlatformDefinition {
+  /** The `platform` value of a send. */
+  readonly name: string;
+  /** The voice note format and limits (size, duration) the platform takes. */
+  readonly audio: AudioTarget;
+  /** Longest caption; null when the platform takes none. */
+  readonly maxCaptionLength: number | null;
+  checkRecipient(recipient: string): Violation | null;
+  checkSession(session: Record<string, unknown>): PlatformSession | Violation;
+  /** Checks at accept time that need storage (a linked session that must be connected, say). */
+  checkAtAccept?(session: PlatformSession, owner: Owner, services: Services): Promise<AcceptProblem | null>;
+  /**
+   * The process-affinity key of a message (a resource whose connection lives in one process): only the
+   * process holding it takes the message. Null or absent: any process.
+   */
+  affinityKey?(session: PlatformSession): string | null;
+  /** The live adapter, built once per worker. */
+  createLiveAdapter(context: PlatformContext): PlatformAdapter;
+  /** Sandbox (`sk_test_`): checks before the simulated platform call, where this platform differs. */
+  sandboxCheck?(job: DeliveryJob, context: PlatformContext): Promise<void>;
 }

@@ -83,6 +83,10 @@ export interface LinkedinVoyagerFake {
   setUploadHeaders(headers: Record<string, string>): void;
   /** How an unknown public id is answered: an empty list (default) or 404. */
   setUnknownProfileAnswer(answer: 'empty' | 'not-found'): void;
+  /** The next createMessage is accepted (the message exists) but its answer only leaves after `ms`: a lost answer. */
+  stallNextAcceptedMessage(ms: number): void;
+  /** createMessage calls dropped as duplicates of an earlier originToken (dedupeByClientGeneratedToken). */
+  readonly deduplicated: VoyagerMessage[];
   callsOf(step: VoyagerStep, liAt?: string): VoyagerCall[];
   close(): Promise<void>;
 }
@@ -150,6 +154,9 @@ export async function startLinkedinVoyagerFake(
   const signedOut: SignedOutAnswer = options.signedOut ?? 'unauthorized';
   let uploadHeaders: Record<string, string> = {};
   let unknownProfile: 'empty' | 'not-found' = 'empty';
+  const deduplicated: VoyagerMessage[] = [];
+  const byOriginToken = new Map<string, VoyagerMessage>();
+  let stallMs = 0;
   let origin = '';
 
   for (const a of options.accounts ?? []) accounts.set(a.liAt, a);
@@ -321,12 +328,30 @@ export async function startLinkedinVoyagerFake(
       }
       case 'createMessage': {
         if (url.searchParams.get('action') !== 'createMessage') return violation(res, 'createMessage: action is not createMessage');
+        // The web client sends the JSON body as text/plain (no CORS preflight); so must we.
+        if (req.headers['content-type'] !== 'text/plain;charset=UTF-8') return violation(res, `createMessage: content-type ${req.headers['content-type']}`);
         const problem = checkCreateMessage(call.body, account, state, profiles);
         if (problem) return violation(res, `createMessage: ${problem}`);
         state.asset!.used = true;
         state.last = 'createMessage';
+        const body = call.body as { message: { originToken: string } };
+        const tokenKey = `${account.profileUrn} ${body.message.originToken}`;
+        const earlier = byOriginToken.get(tokenKey);
+        if (earlier) {
+          // dedupeByClientGeneratedToken: a second message with a token already seen is dropped.
+          deduplicated.push({ at: call.at, liAt: account.liAt, body: call.body, entityUrn: earlier.entityUrn });
+          return json(res, 200, { value: { entityUrn: earlier.entityUrn, deliveredAt: Date.now(), $type: 'com.linkedin.messenger.Message' } });
+        }
         const entityUrn = `urn:li:msg_message:(${account.profileUrn},2-${randomBytes(12).toString('base64url')})`;
-        messages.push({ at: call.at, liAt: account.liAt, body: call.body, entityUrn });
+        const message = { at: call.at, liAt: account.liAt, body: call.body, entityUrn };
+        messages.push(message);
+        byOriginToken.set(tokenKey, message);
+        if (stallMs > 0) {
+          const ms = stallMs;
+          stallMs = 0;
+          await new Promise((resolve) => setTimeout(resolve, ms));
+          if (res.destroyed || res.writableEnded) return 0;
+        }
         return json(res, 200, { value: { entityUrn, deliveredAt: Date.now(), $type: 'com.linkedin.messenger.Message' } });
       }
     }
@@ -379,6 +404,10 @@ export async function startLinkedinVoyagerFake(
     setUnknownProfileAnswer(answer) {
       unknownProfile = answer;
     },
+    stallNextAcceptedMessage(ms) {
+      stallMs = ms;
+    },
+    deduplicated,
     callsOf: (step, liAt) => calls.filter((c) => c.step === step && (liAt === undefined || c.liAt === liAt)),
     async close() {
       server.closeAllConnections();
@@ -398,9 +427,12 @@ function checkCreateMessage(body: any, account: VoyagerAccount, state: FlowState
   const unions = message.renderContentUnions;
   if (!Array.isArray(unions) || unions.length !== 1) return 'renderContentUnions is not one entry';
   const audio = unions[0]?.audio;
-  if (!audio || Object.keys(unions[0]).length !== 1 || Object.keys(audio).sort().join(',') !== 'duration,media') return 'renderContentUnions[0] is not {audio: {media, duration}}';
+  if (!audio || Object.keys(unions[0]).length !== 1 || Object.keys(audio).sort().join(',') !== 'assetUrn,byteSize,duration') {
+    return 'renderContentUnions[0] is not {audio: {assetUrn, byteSize, duration}}';
+  }
   const asset = state.asset;
-  if (!asset || audio.media !== asset.urn) return 'audio.media is not the asset just uploaded';
+  if (!asset || audio.assetUrn !== asset.urn) return 'audio.assetUrn is not the asset just uploaded';
+  if (audio.byteSize !== asset.fileSize) return `audio.byteSize ${audio.byteSize} is not the ${asset.fileSize} bytes uploaded`;
   if (!asset.uploaded) return 'the asset has no bytes';
   if (asset.used) return 'the asset was already sent';
   if (!Number.isInteger(audio.duration) || audio.duration <= 0 || audio.duration > 60_000) return 'audio.duration is not 1..60000 ms';
@@ -409,6 +441,6 @@ function checkCreateMessage(body: any, account: VoyagerAccount, state: FlowState
   if (!Array.isArray(recipients) || recipients.length !== 1) return 'hostRecipientUrns is not one urn';
   if (![...profiles.values()].some((p) => p.urn === recipients[0])) return `recipient ${String(recipients[0])} is not a known profile`;
   if (typeof body.trackingId !== 'string' || body.trackingId.length !== 16 || /[^\u0000-\u00ff]/.test(body.trackingId)) return 'trackingId is not 16 bytes as a string';
-  if (body.dedupeByClientGeneratedToken !== false) return 'dedupeByClientGeneratedToken is not false';
+  if (body.dedupeByClientGeneratedToken !== true) return 'dedupeByClientGeneratedToken is not true';
   return null;
 }

@@ -17,6 +17,8 @@ export type TelegramFailure =
   | { kind: 'bot_blocked' }
   | { kind: 'cant_initiate' }
   | { kind: 'user_deactivated' }
+  /** A Premium user whose privacy settings refuse voice messages. */
+  | { kind: 'voice_forbidden' }
   | { kind: 'rate_limited'; retryAfter: number }
   | { kind: 'server_error'; status?: number }
   /** The front proxy's HTML page, as when the Bot API behind it is down. */
@@ -102,6 +104,8 @@ function failureReply(f: TelegramFailure): Reply {
       return failure(403, "Forbidden: bot can't initiate conversation with a user");
     case 'user_deactivated':
       return failure(403, 'Forbidden: user is deactivated');
+    case 'voice_forbidden':
+      return failure(400, 'Bad Request: VOICE_MESSAGES_FORBIDDEN');
     case 'rate_limited':
       return failure(429, `Too Many Requests: retry after ${f.retryAfter}`, { retry_after: f.retryAfter });
     case 'server_error':
@@ -237,6 +241,9 @@ export async function startTelegramApi(options: TelegramFakeOptions = {}): Promi
     const duration = form.fields.duration;
     // Telegram reads `duration` as an Integer; this fake refuses anything else so a fractional value shows.
     if (duration !== undefined && !/^[0-9]+$/.test(duration)) return failure(400, 'Bad Request: field "duration" must be an Integer');
+    // Telegram does not read the length from the file (the note would show 0:00): a client that leaves
+    // `duration` out, or sends 0, is doing it wrong, and this fake says so.
+    if (duration === undefined || Number(duration) < 1) return failure(400, 'Bad Request: fake: duration must be sent, in whole seconds, at least 1');
     const caption = form.fields.caption;
     if (caption !== undefined && [...caption].length > 1024) return failure(400, 'Bad Request: message caption is too long');
     const chatFailure = takeRule((r) => r.chatId === chatId);

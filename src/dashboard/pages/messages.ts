@@ -3,7 +3,7 @@ import { stat } from 'node:fs/promises';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { cachedAudioFile } from '../../audio/cache.js';
 import type { AudioFormat } from '../../audio/targets.js';
-import { PLATFORMS } from '../../core/send-rules.js';
+import { PLATFORM_NAMES as PLATFORMS } from '../../platforms/registry.js';
 import { findAttempts, findAudio, findReceipts, listMessages, type MessageFilters } from '../../store/message-log.js';
 import { findMessage, type MessageRow } from '../../store/messages.js';
 import type { DashboardContext } from '../context.js';

@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { billingPeriod, isPlanName, limitsFor } from '../../core/plans.js';
-import { PLATFORMS } from '../../core/send-rules.js';
+import { PLATFORM_NAMES as PLATFORMS } from '../../platforms/registry.js';
 import { dailyCounts } from '../../store/daily-usage.js';
 import { readUsage, type UsageRow } from '../../store/usage.js';
 import { dailyBarChart, type DaySeries } from '../chart.js';

@@ -1,10 +1,13 @@
 import { createHash } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { Agent, request, type Dispatcher } from 'undici';
+import { PacingBacklog, KeyedPacer } from '../pacing.js';
 import { DeliveryError, type DeliveryJob, type PlatformAdapter } from '../platform.js';
+import type { LinkedinSession } from './rules.js';
 import {
   createMessageRequest,
   LOGIN_LOCATION,
+  originTokenFor,
   meRequest,
   profileByPublicIdRequest,
   readOwnProfileUrn,
@@ -101,54 +104,6 @@ function networkFailure(step: FlowStep, error: unknown): DeliveryError {
   return new DeliveryError('platform_error', `could not reach LinkedIn for the ${step} request (${code})`, true);
 }
 
-/** More deliveries of one account are lined up in this process than may wait here. */
-export class PacingBacklog extends Error {
-  constructor(readonly ahead: number) {
-    super(`${ahead} deliveries of this account are already in line`);
-    this.name = 'PacingBacklog';
-  }
-}
-
-/**
- * One delivery at a time per `li_at`, each followed by a gap, so one account never sends in bursts;
- * other accounts are not held up. In-process only. At most `maxWaiting` deliveries wait for their
- * turn; more are refused with PacingBacklog, so one busy account cannot fill every worker slot.
- */
-export class PerAccountPacer {
-  readonly #tails = new Map<string, Promise<void>>();
-  /** Deliveries per key that hold the turn (running or in their gap) or wait for it. */
-  readonly #lined = new Map<string, number>();
-  constructor(
-    private readonly gapMs: () => number,
-    private readonly maxWaiting = 1,
-  ) {}
-
-  async run<T>(key: string, work: () => Promise<T>): Promise<T> {
-    const ahead = this.#lined.get(key) ?? 0;
-    if (ahead > this.maxWaiting) throw new PacingBacklog(ahead);
-    this.#lined.set(key, ahead + 1);
-    const previous = this.#tails.get(key) ?? Promise.resolve();
-    let release = (): void => undefined;
-    const done = new Promise<void>((resolve) => {
-      release = resolve;
-    });
-    const tail = previous.then(() => done);
-    this.#tails.set(key, tail);
-    await previous;
-    try {
-      return await work();
-    } finally {
-      setTimeout(() => {
-        if (this.#tails.get(key) === tail) this.#tails.delete(key);
-        const left = (this.#lined.get(key) ?? 1) - 1;
-        if (left > 0) this.#lined.set(key, left);
-        else this.#lined.delete(key);
-        release();
-      }, this.gapMs());
-    }
-  }
-}
-
 interface JsonAnswer {
   json: unknown;
 }
@@ -161,11 +116,12 @@ export function createLinkedinAdapter(options: LinkedinAdapterOptions): Platform
   const pace = options.pace ?? DEFAULT_LINKEDIN_PACE;
   const random = options.random ?? Math.random;
   const dispatcher = options.dispatcher ?? new Agent({ connectTimeout: timeoutMs, keepAliveTimeout: 4_000 });
-  const pacer = new PerAccountPacer(() => pace.minMs + Math.max(pace.maxMs - pace.minMs, 0) * random());
+  // One delivery waits behind the running one at most: more go back to the queue (PacingBacklog).
+  const pacer = new KeyedPacer(() => pace.minMs + Math.max(pace.maxMs - pace.minMs, 0) * random(), 1);
 
   async function callJson(step: FlowStep, session: VoyagerSession, req: VoyagerRequest, signal: AbortSignal): Promise<JsonAnswer> {
     const headers = sessionHeaders(session);
-    if (req.body !== undefined) headers['content-type'] = 'application/json; charset=UTF-8';
+    if (req.body !== undefined) headers['content-type'] = req.contentType ?? 'application/json; charset=UTF-8';
     let res: Dispatcher.ResponseData;
     try {
       res = await request(`${apiRoot}${req.path}`, {
@@ -261,7 +217,9 @@ export function createLinkedinAdapter(options: LinkedinAdapterOptions): Platform
         mailboxUrn,
         recipientUrn,
         assetUrn: slot.assetUrn,
+        byteSize: bytes.length,
         durationMs: Math.max(1, Math.round(job.audio.durationSeconds * 1000)),
+        originToken: originTokenFor(job.messageId),
       }),
       job.signal,
     );
@@ -270,7 +228,8 @@ export function createLinkedinAdapter(options: LinkedinAdapterOptions): Platform
   return {
     async deliver(job: DeliveryJob): Promise<void> {
       if (job.session.platform !== 'linkedin') throw new DeliveryError('invalid_session', 'a LinkedIn delivery needs li_at and csrf_token', false);
-      const session: VoyagerSession = { li_at: job.session.li_at, csrf_token: job.session.csrf_token };
+      const linkedin = job.session as unknown as LinkedinSession;
+      const session: VoyagerSession = { li_at: linkedin.li_at, csrf_token: linkedin.csrf_token };
       const account = createHash('sha256').update(session.li_at).digest('base64url');
       try {
         // A job aborted while it waited for its turn must not start its calls afterwards.

@@ -2,11 +2,13 @@
  * Every request shape of the LinkedIn Voyager flow, and how each answer is read, in one place.
  *
  * None of it is documented by LinkedIn; it is what public clients of linkedin.com's own web app
- * observed (PLATFORMS.md, "LinkedIn"). The key names inside the audio entry of `renderContentUnions`
- * in particular are unconfirmed: when a capture from a real session shows a different shape, this
- * file is the one edit (and test/fakes/linkedin-voyager.ts, which checks the same shape, the other).
+ * observed. The voice note request (`createMessageRequest`) is the one a working open-source Voyager
+ * client sends: an audio entry `{assetUrn, byteSize, duration}` (bytes uploaded, milliseconds), the
+ * JSON body sent as `text/plain;charset=UTF-8` as the web client does. When a capture from a real
+ * session shows a different shape, this file is the one edit (and test/fakes/linkedin-voyager.ts,
+ * which checks the same shape, the other).
  */
-import { randomBytes, randomUUID } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 
 export interface VoyagerSession {
   li_at: string;
@@ -20,6 +22,8 @@ export interface VoyagerRequest {
   path: string;
   /** Sent as JSON when present. */
   body?: unknown;
+  /** The body's content type when it is not `application/json` (the web client's own choice). */
+  contentType?: string;
 }
 
 /** What a browser on linkedin.com sends; Voyager refuses requests that do not look like it. */
@@ -61,7 +65,11 @@ export interface CreateMessageInput {
   mailboxUrn: string;
   recipientUrn: string;
   assetUrn: string;
+  /** Bytes actually uploaded. */
+  byteSize: number;
   durationMs: number;
+  /** The client's own id of the message (`originTokenFor`). */
+  originToken: string;
 }
 
 /** A 16-byte tracking id written as a string of 16 code points 0–255, as the web client does. */
@@ -69,20 +77,40 @@ export function newTrackingId(): string {
   return String.fromCharCode(...randomBytes(16));
 }
 
+// A fixed namespace for name-based UUIDs (RFC 4122 version 5) of our message ids.
+const ORIGIN_TOKEN_NAMESPACE = Buffer.from('6f1c2a4e9b3d4c5e8a7f0b1c2d3e4f50', 'hex');
+
+/**
+ * The message's `originToken`: a UUID derived from our message id, so every attempt of one message, in
+ * any process, carries the same token; with `dedupeByClientGeneratedToken` LinkedIn keeps one message
+ * per token, so a retry after a lost answer does not deliver twice.
+ */
+export function originTokenFor(messageId: string): string {
+  const hash = createHash('sha1').update(ORIGIN_TOKEN_NAMESPACE).update(messageId, 'utf8').digest().subarray(0, 16);
+  hash[6] = (hash[6]! & 0x0f) | 0x50;
+  hash[8] = (hash[8]! & 0x3f) | 0x80;
+  const hex = hash.toString('hex');
+  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
+}
+
+/** How the web client sends the createMessage body. */
+export const CREATE_MESSAGE_CONTENT_TYPE = 'text/plain;charset=UTF-8';
+
 /** Sends the uploaded audio as a voice note in a new (or the existing 1:1) conversation with the recipient. */
 export const createMessageRequest = (input: CreateMessageInput): VoyagerRequest => ({
   method: 'POST',
   path: '/voyager/api/voyagerMessagingDashMessengerMessages?action=createMessage',
+  contentType: CREATE_MESSAGE_CONTENT_TYPE,
   body: {
     message: {
       body: { attributes: [], text: '' },
-      renderContentUnions: [{ audio: { media: input.assetUrn, duration: input.durationMs } }],
-      originToken: randomUUID(),
+      renderContentUnions: [{ audio: { assetUrn: input.assetUrn, byteSize: input.byteSize, duration: input.durationMs } }],
+      originToken: input.originToken,
     },
     mailboxUrn: input.mailboxUrn,
     hostRecipientUrns: [input.recipientUrn],
     trackingId: newTrackingId(),
-    dedupeByClientGeneratedToken: false,
+    dedupeByClientGeneratedToken: true,
   },
 });
 

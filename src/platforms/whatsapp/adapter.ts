@@ -4,6 +4,7 @@ import type { Database } from '../../store/schema.js';
 import { findWhatsappSession } from '../../store/whatsapp-sessions.js';
 import { DeliveryError, type DeliveryJob, type PlatformAdapter } from '../platform.js';
 import { SessionNotOpenError, type LiveWhatsapp } from './live.js';
+import type { WhatsappSessionRef } from './rules.js';
 import type { VoiceNoteContent } from './socket.js';
 
 const OGG_OPUS = 'audio/ogg; codecs=opus';
@@ -30,7 +31,7 @@ export function createWhatsappAdapter(deps: { db: Kysely<Database>; live: LiveWh
   return {
     async deliver(job: DeliveryJob): Promise<void> {
       if (job.session.platform !== 'whatsapp') throw new DeliveryError('invalid_session', 'not a WhatsApp session', false);
-      const sessionId = job.session.session_id;
+      const sessionId = (job.session as unknown as WhatsappSessionRef).session_id;
       const row = await findWhatsappSession(db, { accountId: job.accountId, env: job.env }, sessionId);
       if (!row) throw new DeliveryError('invalid_session', `the WhatsApp session ${sessionId} no longer exists`, false);
       const scannedNotOpen = row.status === 'qr_pending' && row.qr_expires_at === null;

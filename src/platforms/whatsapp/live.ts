@@ -15,6 +15,7 @@ import {
   renewLeases,
 } from '../../store/whatsapp-live.js';
 import { findWhatsappSession, insertWhatsappSession, transitionWhatsappSession, type Owner, type WhatsappSessionRow } from '../../store/whatsapp-sessions.js';
+import { KeyedPacer } from '../pacing.js';
 import { createStoredAuthState, newAuthCreds, openAuthValue, sealAuthValue, type StoredAuthState } from './auth-state.js';
 import {
   DISCONNECT,
@@ -107,8 +108,6 @@ interface Link {
   /** The creation request waiting for the first QR code. */
   firstQr: { resolve(qr: string): void; reject(error: Error): void } | undefined;
   openWaiters: Set<() => void>;
-  sendQueue: Promise<unknown>;
-  nextSendAt: number;
 }
 
 const DEFAULTS: Required<LiveTuning> = {
@@ -160,6 +159,8 @@ export function createLiveWhatsapp(options: LiveWhatsappOptions): LiveWhatsapp {
   let scanTimer: NodeJS.Timeout | undefined;
   let scanning: Promise<void> | undefined;
   const restoring = new Map<string, Promise<Link | undefined>>();
+  // One send at a time per session, each followed by a gap with jitter: bursts get accounts banned.
+  const sendPacer = new KeyedPacer(() => tuning.sendGapMs + Math.random() * tuning.sendJitterMs);
 
   const log = (id: string) => logger.child({ session_id: id });
 
@@ -215,8 +216,6 @@ export function createLiveWhatsapp(options: LiveWhatsappOptions): LiveWhatsapp {
       qrTimer: undefined,
       firstQr: undefined,
       openWaiters: new Set(),
-      sendQueue: Promise.resolve(),
-      nextSendAt: 0,
     };
     links.set(id, link);
     ensureRenewing();
@@ -476,19 +475,11 @@ export function createLiveWhatsapp(options: LiveWhatsappOptions): LiveWhatsapp {
     return {
       sessionId: link.id,
       paced<T>(send: (socket: WhatsappSocket) => Promise<T>): Promise<T> {
-        const run = link.sendQueue.then(async () => {
-          const wait = link.nextSendAt - Date.now();
-          if (wait > 0) await sleep(wait);
+        return sendPacer.run(link.id, async () => {
           const socket = link.socket;
           if (link.phase !== 'open' || !socket) throw new SessionNotOpenError(link.id);
-          try {
-            return await send(socket);
-          } finally {
-            link.nextSendAt = Date.now() + tuning.sendGapMs + Math.random() * tuning.sendJitterMs;
-          }
+          return send(socket);
         });
-        link.sendQueue = run.catch(() => undefined);
-        return run;
       },
     };
   }

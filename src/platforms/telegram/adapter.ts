@@ -2,7 +2,8 @@ import { randomBytes } from 'node:crypto';
 import { open, type FileHandle } from 'node:fs/promises';
 import { Readable } from 'node:stream';
 import { Agent, request, type Dispatcher } from 'undici';
-import { DeliveryError, type DeliveryJob, type PlatformAdapter } from './platform.js';
+import { DeliveryError, type DeliveryJob, type PlatformAdapter } from '../platform.js';
+import type { TelegramSession } from './rules.js';
 
 /**
  * Live delivery through the official Bot API (PLATFORMS.md, "Telegram"): one multipart
@@ -89,14 +90,8 @@ function parseReply(text: string | undefined): TelegramReply | undefined {
   return undefined;
 }
 
-// Telegram's descriptions for a recipient who will not take the bot's messages. The 403s are the
-// documented ones; VOICE_MESSAGES_FORBIDDEN (a 400) is a user whose privacy settings refuse voice notes.
-const RECIPIENT_REFUSES = [
-  'bot was blocked by the user',
-  "bot can't initiate conversation with a user",
-  'user is deactivated',
-  'voice_messages_forbidden',
-];
+// Telegram's descriptions for a recipient who will not take the bot's messages (the documented 403s).
+const RECIPIENT_REFUSES = ['bot was blocked by the user', "bot can't initiate conversation with a user", 'user is deactivated'];
 
 /** A Bot API failure reply as a DeliveryError (PRODUCT.md failure codes). */
 export function telegramFailure(httpStatus: number, reply: TelegramReply): DeliveryError {
@@ -118,6 +113,10 @@ export function telegramFailure(httpStatus: number, reply: TelegramReply): Deliv
   if (lower.includes('chat not found')) {
     return new DeliveryError('recipient_not_found', `${said}: no chat with this id or username is known to the bot`, false);
   }
+  if (lower.includes('voice_messages_forbidden')) {
+    // A (Premium) user whose privacy settings refuse voice messages: the bot may write, but not this.
+    return new DeliveryError('recipient_blocked', `${said}: the recipient does not accept voice messages (their privacy settings refuse them)`, false);
+  }
   if (errorCode === 403 || RECIPIENT_REFUSES.some((text) => lower.includes(text))) {
     return new DeliveryError('recipient_blocked', `${said}: the recipient does not accept voice notes from this bot`, false);
   }
@@ -126,6 +125,11 @@ export function telegramFailure(httpStatus: number, reply: TelegramReply): Deliv
     return new DeliveryError('recipient_not_found', `${said}: the group is now the supergroup ${migrated}; send to that chat id`, false);
   }
   return new DeliveryError('platform_error', `${said}: Telegram refused the voice note`, false);
+}
+
+/** Whole seconds, rounded up, at least 1 (Telegram takes an Integer). */
+export function telegramDuration(seconds: number): number {
+  return Number.isFinite(seconds) ? Math.max(1, Math.ceil(seconds)) : 1;
 }
 
 export function createTelegramAdapter(options: TelegramAdapterOptions): PlatformAdapter {
@@ -143,14 +147,13 @@ export function createTelegramAdapter(options: TelegramAdapterOptions): Platform
       if (job.session.platform !== 'telegram') {
         throw new DeliveryError('invalid_session', 'the message does not carry a Telegram bot token', false);
       }
-      const token = job.session.bot_token;
+      const token = (job.session as unknown as TelegramSession).bot_token;
       const scrub = scrubber(token);
 
       const fields: Array<[string, string]> = [['chat_id', job.recipient]];
       if (job.caption !== null && job.caption !== '') fields.push(['caption', job.caption]);
-      if (Number.isFinite(job.audio.durationSeconds) && job.audio.durationSeconds > 0) {
-        fields.push(['duration', String(Math.ceil(job.audio.durationSeconds))]);
-      }
+      // Telegram does not read the length from the file: without `duration` the note shows 0:00.
+      fields.push(['duration', String(telegramDuration(job.audio.durationSeconds))]);
 
       // One handle for the whole upload: the file stays the same bytes even if the audio cache
       // touches or replaces its path meanwhile (a path-backed Blob fails the read when that happens).

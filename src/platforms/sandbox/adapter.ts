@@ -1,5 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { DeliveryError, type DeliveryJob, type PlatformAdapter } from './platform.js';
+import { DeliveryError, type DeliveryJob, type PlatformAdapter } from '../platform.js';
 
 /**
  * The sandbox (`sk_test_` keys): everything before the platform call is real; the call itself is
@@ -18,8 +18,8 @@ const SANDBOX_FAILING_ATTEMPTS = 3;
 
 export interface SandboxOptions {
   latencyMs: number;
-  /** Current status of a WhatsApp session of the job's owner, or undefined when it no longer exists. */
-  whatsappSessionStatus(job: DeliveryJob, sessionId: string): Promise<string | undefined>;
+  /** A platform's own checks before the simulated call (a linked session must still be connected, say). */
+  checkFor(platform: string): ((job: DeliveryJob) => Promise<void>) | undefined;
 }
 
 export function createSandboxAdapter(options: SandboxOptions): PlatformAdapter {
@@ -27,13 +27,7 @@ export function createSandboxAdapter(options: SandboxOptions): PlatformAdapter {
     async deliver(job: DeliveryJob): Promise<void> {
       if (options.latencyMs > 0) await sleep(options.latencyMs, undefined, { signal: job.signal });
       job.signal.throwIfAborted();
-      if (job.session.platform === 'whatsapp') {
-        const status = await options.whatsappSessionStatus(job, job.session.session_id);
-        if (status === undefined) throw new DeliveryError('invalid_session', 'the WhatsApp session no longer exists', false);
-        if (status !== 'connected') {
-          throw new DeliveryError('session_not_connected', `the WhatsApp session is ${status}, not connected`, false);
-        }
-      }
+      await options.checkFor(job.platform)?.(job);
       switch (job.recipient) {
         case SANDBOX_RECIPIENTS.sessionExpired:
           throw new DeliveryError('session_expired', 'sandbox: the platform session has expired; re-authenticate and send a new session', false);

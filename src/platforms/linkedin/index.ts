@@ -1,0 +1,28 @@
+import { M4A_AAC_VOICE, MiB } from '../../audio/targets.js';
+import type { PlatformDefinition } from '../platform.js';
+import { createLinkedinAdapter, type LinkedinPace } from './adapter.js';
+import { checkLinkedinRecipient, checkLinkedinSession } from './rules.js';
+
+/** Tests' timings: the pace between two deliveries of one account, and optionally the per-call timeout. */
+export type LinkedinTuning = LinkedinPace & { timeoutMs?: number };
+
+const isTuning = (value: unknown): value is LinkedinTuning =>
+  typeof value === 'object' && value !== null && typeof (value as LinkedinPace).minMs === 'number' && typeof (value as LinkedinPace).maxMs === 'number';
+
+/** LinkedIn through Voyager, the API of linkedin.com's own web app, with the user's session cookie. */
+export const linkedin: PlatformDefinition = {
+  name: 'linkedin',
+  // M4A (AAC), at most 60 seconds; kept under 10 MB.
+  audio: { ...M4A_AAC_VOICE, maxBytes: 10 * MiB, maxDurationSeconds: 60 },
+  maxCaptionLength: null,
+  checkRecipient: checkLinkedinRecipient,
+  checkSession: checkLinkedinSession,
+  createLiveAdapter: ({ services, tuning }) => {
+    const own = isTuning(tuning.linkedin) ? tuning.linkedin : undefined;
+    return createLinkedinAdapter({
+      apiRoot: services.config.linkedinApiRoot,
+      ...(own ? { pace: { minMs: own.minMs, maxMs: own.maxMs } } : {}),
+      ...(own?.timeoutMs !== undefined ? { timeoutMs: own.timeoutMs } : {}),
+    });
+  },
+};
