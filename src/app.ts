@@ -65,6 +65,8 @@ export interface WorkerTuning {
   leaseMs?: number;
   clock?: () => number;
   linkedinPace?: LinkedinTuning;
+  /** Benchmarks and tests: per-platform tuning by platform name (each platform reads its own entry). */
+  platformTuning?: Readonly<Record<string, unknown>>;
 }
 
 export interface App {
@@ -236,9 +238,9 @@ export async function createApp(config: Config, options: AppOptions): Promise<Ap
 
 /** A worker for `voicenote worker`: no HTTP, same storage and platforms. */
 export function createWorker(services: Services, audio: AudioSource, tuning: WorkerTuning = {}): DeliveryWorker {
-  const { linkedinPace, ...workerTuning } = tuning;
+  const { linkedinPace, platformTuning, ...workerTuning } = tuning;
   const { config, db } = services;
-  const context: PlatformContext = { services, tuning: { ...(linkedinPace ? { linkedin: linkedinPace } : {}) } };
+  const context: PlatformContext = { services, tuning: { ...platformTuning, ...(linkedinPace ? { linkedin: linkedinPace } : {}) } };
   const platforms = services.platforms.all();
   const sandbox = createSandboxAdapter({
     latencyMs: config.sandboxLatencyMs,

@@ -5,6 +5,7 @@ import { PNG } from 'pngjs';
 import type { Acquired } from '../src/platforms/whatsapp/live.js';
 import {
   closeSharedAudio,
+  defaultSendBody,
   FAST_WHATSAPP,
   startTestApp,
   STORAGE_LABEL,
@@ -201,6 +202,32 @@ describe(`WhatsApp live sessions: linking and delivery (${STORAGE_LABEL})`, () =
     assert.equal(done.error.code, 'recipient_not_found');
     assert.equal(done.delivered_at, null);
     assert.equal(world.sent.length, sentBefore);
+  });
+
+  it('every send carries a message id derived from ours; a retry after a lost acknowledgement carries the same id, and the recipient gets one note', async () => {
+    const recipient = '14155550102';
+    const jid = `${recipient}@s.whatsapp.net`;
+    // WhatsApp takes the note, but the acknowledgement is lost: the attempt ends in a timeout.
+    world.acceptThenTimeOut = 1;
+    const first = await t.send(a.liveKey, { ...defaultSendBody('whatsapp', t.voiceUrl, sessionId), recipient });
+    assert.equal(first.statusCode, 202, first.body);
+    const done = await t.waitForStatus(a.liveKey, first.json().id, ['delivered', 'failed'], 30_000);
+    assert.equal(done.status, 'delivered', JSON.stringify(done));
+    assert.equal(world.acceptThenTimeOut, 0, 'the first attempt was acknowledged to nobody');
+    const shown = world.sent.filter((s) => s.jid === jid);
+    const again = world.deduplicated.filter((s) => s.jid === jid);
+    assert.equal(shown.length, 1, 'the recipient sees one voice note');
+    assert.equal(again.length, 1, 'the retry reached WhatsApp under the same id');
+    assert.equal(again[0]!.messageId, shown[0]!.messageId);
+    assert.match(shown[0]!.messageId, /^3EB0[0-9A-F]{18}$/);
+    assert.deepEqual(world.violations, []);
+
+    // Another message to the same chat, same audio: another id, a second note.
+    const second = await t.send(a.liveKey, { ...defaultSendBody('whatsapp', t.voiceUrl, sessionId), recipient });
+    assert.equal((await t.waitForStatus(a.liveKey, second.json().id, ['delivered', 'failed'], 30_000)).status, 'delivered');
+    const now = world.sent.filter((s) => s.jid === jid);
+    assert.equal(now.length, 2);
+    assert.notEqual(now[1]!.messageId, now[0]!.messageId);
   });
 
   it('a send the socket rejects is retried and then delivered', async () => {
@@ -422,6 +449,16 @@ describe(`WhatsApp live sessions: restarts and takeover (${STORAGE_LABEL})`, () 
         const note = world.sent.at(-1)!;
         assert.equal(note.instance, 'second');
         assert.equal(note.hadSignalSession, true, 'the signal keys written before the restart were read back');
+        // Every key type Baileys 7 writes came back intact from the database (Buffers as Buffers).
+        assert.deepEqual(restored.socket.keysAtOpen, world.baileys7Keys);
+        const token = (restored.socket.keysAtOpen.tctoken!['14155550123@s.whatsapp.net'] as { token: unknown }).token;
+        assert.ok(Buffer.isBuffer(token), 'tctoken.token is a Buffer again');
+        const stored = await authRows(second, id);
+        for (const type of ['lid-mapping', 'device-list', 'tctoken']) {
+          const rows = stored.keys.filter((k) => k.type === type);
+          assert.ok(rows.length > 0, `${type} is stored`);
+          for (const row of rows) assert.ok(!row.value.includes('201987654321098') && !row.value.includes('14155550123'), `${type} is sealed at rest`);
+        }
       } finally {
         await second.close();
       }

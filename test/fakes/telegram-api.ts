@@ -67,6 +67,14 @@ export interface TelegramFake {
   failForToken(token: string, failure: TelegramFailure, times?: number): void;
   /** Resolves once `count` calls matching `filter` have been answered. */
   waitForCalls(count: number, filter?: (call: TelegramCall) => boolean, timeoutMs?: number): Promise<TelegramCall[]>;
+  /**
+   * From now on, answer as Telegram's flood control does: 429 with retry_after to a send that comes less
+   * than `perChatMs` after the last accepted one for the same chat, or beyond `perBotPerSecond` sends of
+   * one bot within a second.
+   */
+  enforceFloodLimits(limits?: { perChatMs?: number; perBotPerSecond?: number }): void;
+  /** 429 answers flood control gave so far. */
+  readonly floodRefusals: number;
   /** Runs once a request's headers are in and before its body is read (the client is still uploading). */
   beforeReadingBody: ((token: string) => Promise<void>) | undefined;
   close(): Promise<void>;
@@ -188,6 +196,27 @@ export async function startTelegramApi(options: TelegramFakeOptions = {}): Promi
   const waiters = new Set<() => void>();
   const hooks: { beforeReadingBody?: ((token: string) => Promise<void>) | undefined } = {};
   const knownTokens = options.knownTokens ? new Set(options.knownTokens) : undefined;
+  let flood: { perChatMs: number; perBotPerSecond: number } | undefined;
+  let floodRefusals = 0;
+  const lastByChat = new Map<string, number>();
+  const recentByBot = new Map<string, number[]>();
+
+  /** Flood control as Telegram applies it, on accepted sends only. */
+  function floodControl(token: string, chatId: string): Reply | undefined {
+    if (!flood) return undefined;
+    const at = performance.now();
+    const chatKey = `${token} ${chatId}`;
+    const last = lastByChat.get(chatKey);
+    const recent = (recentByBot.get(token) ?? []).filter((t) => at - t < 1000);
+    if ((last !== undefined && at - last < flood.perChatMs) || recent.length >= flood.perBotPerSecond) {
+      floodRefusals += 1;
+      return failure(429, 'Too Many Requests: retry after 1', { retry_after: 1 });
+    }
+    lastByChat.set(chatKey, at);
+    recent.push(at);
+    recentByBot.set(token, recent);
+    return undefined;
+  }
   let nextMessageId = 1;
 
   function takeRule(match: (rule: FailureRule) => boolean): TelegramFailure | undefined {
@@ -248,6 +277,8 @@ export async function startTelegramApi(options: TelegramFakeOptions = {}): Promi
     if (caption !== undefined && [...caption].length > 1024) return failure(400, 'Bad Request: message caption is too long');
     const chatFailure = takeRule((r) => r.chatId === chatId);
     if (chatFailure) return failureReply(chatFailure);
+    const flooded = floodControl(token, chatId);
+    if (flooded) return flooded;
     return accepted(chatId, caption, duration, voice);
   }
 
@@ -315,6 +346,12 @@ export async function startTelegramApi(options: TelegramFakeOptions = {}): Promi
     callsForChat: (chatId) => calls.filter((c) => c.chatId === chatId),
     failForChat(chatId, f, times = Infinity) {
       rules.push({ chatId, failure: f, remaining: times });
+    },
+    enforceFloodLimits(limits = {}) {
+      flood = { perChatMs: limits.perChatMs ?? 900, perBotPerSecond: limits.perBotPerSecond ?? 30 };
+    },
+    get floodRefusals() {
+      return floodRefusals;
     },
     failForToken(token, f, times = Infinity) {
       rules.push({ token, failure: f, remaining: times });

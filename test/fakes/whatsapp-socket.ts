@@ -22,6 +22,7 @@ export interface SentVoiceNote {
   sessionId: string;
   jid: string;
   content: VoiceNoteContent;
+  messageId: string;
   /** The signal session with this recipient was already in the key store (written by an earlier send). */
   hadSignalSession: boolean;
 }
@@ -52,6 +53,8 @@ export class FakeSocket implements WhatsappSocket {
   ended = false;
   opened = false;
   loggedOut = false;
+  /** Keys of the Baileys 7 types as the key store returned them when this socket connected. */
+  keysAtOpen: Record<string, Record<string, unknown>> = {};
 
   constructor(
     readonly world: FakeWhatsapp,
@@ -82,8 +85,15 @@ export class FakeSocket implements WhatsappSocket {
   }
 
   private async open(userId: string): Promise<void> {
+    // What the key store holds at connect: Baileys 7 reads its LID mappings, device lists and tokens back.
+    this.keysAtOpen = {};
+    for (const [type, ids] of Object.entries(BAILEYS7_KEY_IDS)) this.keysAtOpen[type] = await this.auth.keys.get(type, ids);
     // Like Baileys after login: upload a pre-key (a key-store write), then report the connection open.
     await this.auth.keys.set({ 'pre-key': { [String(this.world.sockets.length)]: { public: randomBytes(32), private: randomBytes(32) } } });
+    if (Object.keys(this.keysAtOpen['lid-mapping'] ?? {}).length === 0) {
+      // First connection of this device: Baileys 7 learns and stores LID-first keys of its own types.
+      await this.auth.keys.set(this.world.baileys7Keys);
+    }
     if (this.ended) return;
     this.user = { id: userId };
     this.opened = true;
@@ -107,17 +117,43 @@ export class FakeSocket implements WhatsappSocket {
     return phoneNumbers.filter((n) => !this.world.absent.has(n)).map((n) => ({ jid: `${n}@s.whatsapp.net`, exists: true }));
   }
 
-  async sendMessage(jid: string, content: VoiceNoteContent): Promise<unknown> {
+  async sendMessage(jid: string, content: VoiceNoteContent, options?: { messageId?: string }): Promise<unknown> {
     this.assertOpen();
+    // What a WhatsApp client must send for a voice note (anything else arrives as a file, or not at all).
+    const problem = voiceNoteProblem(content, options);
+    if (problem) {
+      this.world.violations.push(problem);
+      throw boom(`fake WhatsApp refused the send: ${problem}`, 400);
+    }
+    const messageId = options!.messageId!;
     if (this.world.failSends > 0) {
       this.world.failSends -= 1;
       throw boom('Timed Out', DISCONNECT.connectionLost);
     }
+    const retried = this.world.unacknowledged.get(`${this.sessionId} ${jid}`);
+    if (retried && retried.audio.equals(content.audio) && retried.messageId !== messageId) {
+      // The same voice note again after a lost acknowledgement, under a new id: the recipient would see it twice.
+      this.world.violations.push(`a retry to ${jid} changed the message id from ${retried.messageId} to ${messageId}`);
+    }
+    this.world.unacknowledged.delete(`${this.sessionId} ${jid}`);
     // Like the signal protocol: read the session with the recipient, then store the ratcheted one.
     const existing = await this.auth.keys.get('session', [jid]);
     await this.auth.keys.set({ session: { [jid]: randomBytes(48) } });
-    this.world.sent.push({ instance: this.instance, sessionId: this.sessionId, jid, content, hadSignalSession: existing[jid] !== undefined });
-    return { key: { id: randomBytes(8).toString('hex'), remoteJid: jid, fromMe: true } };
+    const note = { instance: this.instance, sessionId: this.sessionId, jid, content, messageId, hadSignalSession: existing[jid] !== undefined };
+    if (this.world.seenIds.has(`${jid} ${messageId}`)) {
+      // Recipients' devices key messages by id: the same id again is the same message, shown once.
+      this.world.deduplicated.push(note);
+    } else {
+      this.world.seenIds.add(`${jid} ${messageId}`);
+      this.world.sent.push(note);
+    }
+    if (this.world.acceptThenTimeOut > 0) {
+      // WhatsApp took the message, but the acknowledgement never reached the sender.
+      this.world.acceptThenTimeOut -= 1;
+      this.world.unacknowledged.set(`${this.sessionId} ${jid}`, { audio: content.audio, messageId });
+      throw boom('Timed Out', DISCONNECT.connectionLost);
+    }
+    return { key: { id: messageId, remoteJid: jid, fromMe: true } };
   }
 
   async logout(): Promise<void> {
@@ -138,6 +174,24 @@ export class FakeSocket implements WhatsappSocket {
   }
 }
 
+/** Key types Baileys 7 writes besides the signal ones, with the ids the fake uses. */
+const BAILEYS7_KEY_IDS: Record<string, string[]> = {
+  'lid-mapping': ['14155550123', '14155550123_reverse'],
+  'device-list': ['14155550123'],
+  tctoken: ['14155550123@s.whatsapp.net'],
+};
+
+function voiceNoteProblem(content: VoiceNoteContent, options: { messageId?: string } | undefined): string | null {
+  if (content.ptt !== true) return 'ptt is not true';
+  if (content.mimetype !== 'audio/ogg; codecs=opus') return `mimetype ${content.mimetype}`;
+  if (!Buffer.isBuffer(content.audio) || content.audio.subarray(0, 4).toString('latin1') !== 'OggS') return 'audio is not an Ogg stream';
+  if (!Number.isInteger(content.seconds) || content.seconds < 1) return `seconds ${content.seconds} is not a whole number of at least 1`;
+  const waveform = content.waveform as unknown;
+  if (!(waveform instanceof Uint8Array) || waveform.length !== 64 || [...waveform].some((v) => v > 100)) return 'waveform is not 64 values 0-100';
+  if (typeof options?.messageId !== 'string' || options.messageId === '') return 'no message id chosen by the sender';
+  return null;
+}
+
 export class FakeWhatsapp {
   /** Numbers that are not on WhatsApp. */
   readonly absent = new Set<string>();
@@ -145,6 +199,20 @@ export class FakeWhatsapp {
   qrMode: QrMode = 'show';
   /** The next this many sends fail with a timeout. */
   failSends = 0;
+  /** The next this many sends are delivered, but their acknowledgement is lost (the sender sees a timeout). */
+  acceptThenTimeOut = 0;
+  /** Sends a real client would not make (no ptt, no seconds, a waveform that is not 64 values, no or a changed message id). */
+  readonly violations: string[] = [];
+  /** Sends whose message id the recipient already had: shown once. */
+  readonly deduplicated: SentVoiceNote[] = [];
+  readonly seenIds = new Set<string>();
+  /** What a device stores of the Baileys 7 key types after its first connection (values of each shape Baileys uses). */
+  readonly baileys7Keys: Record<string, Record<string, unknown>> = {
+    'lid-mapping': { '14155550123': '201987654321098', '14155550123_reverse': '14155550123' },
+    'device-list': { '14155550123': ['0', '12', '31'] },
+    tctoken: { '14155550123@s.whatsapp.net': { token: randomBytes(24), timestamp: '1763856000' } },
+  };
+  readonly unacknowledged = new Map<string, { audio: Buffer; messageId: string }>();
   /** Paired devices cannot connect (every attempt closes with 408). */
   unreachable = false;
   readonly sockets: FakeSocket[] = [];

@@ -1,7 +1,9 @@
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { open, type FileHandle } from 'node:fs/promises';
 import { Readable } from 'node:stream';
 import { Agent, request, type Dispatcher } from 'undici';
+import { createMemorySlotPacer, type SlotPacer } from '../pacing.js';
 import { DeliveryError, type DeliveryJob, type PlatformAdapter } from '../platform.js';
 import type { TelegramSession } from './rules.js';
 
@@ -15,6 +17,28 @@ export interface TelegramAdapterOptions {
   timeouts?: Partial<TelegramTimeouts>;
   /** Tests: a dispatcher of their own. */
   dispatcher?: Dispatcher;
+  /** Where send slots are booked (Redis when configured, so every process paces together); memory by default. */
+  pacer?: SlotPacer;
+  /** Longest a delivery waits here for its slot before going back to the queue (default 10 s). */
+  maxPaceWaitMs?: number;
+}
+
+// Telegram's flood limits (not published exactly; a 429's retry_after is the authority): about 30
+// messages a second per bot, about 1 a second per chat, about 20 a minute per group or channel.
+const BOT_INTERVAL_MS = 35;
+const PRIVATE_CHAT_INTERVAL_MS = 1_000;
+const GROUP_CHAT_INTERVAL_MS = 3_000;
+const DEFAULT_MAX_PACE_WAIT_MS = 10_000;
+
+/** The slots one send needs: its bot's and its chat's (groups and channels have negative ids or a @username). */
+export function telegramPaceRules(token: string, chatId: string): Array<{ key: string; intervalMs: number }> {
+  // Never the token itself in a key: keys are visible to anyone who can list Redis.
+  const bot = createHash('sha256').update(token).digest('base64url').slice(0, 22);
+  const isPrivate = /^[0-9]+$/.test(chatId);
+  return [
+    { key: `telegram:bot:${bot}`, intervalMs: BOT_INTERVAL_MS },
+    { key: `telegram:chat:${bot}:${chatId}`, intervalMs: isPrivate ? PRIVATE_CHAT_INTERVAL_MS : GROUP_CHAT_INTERVAL_MS },
+  ];
 }
 
 export interface TelegramTimeouts {
@@ -134,6 +158,8 @@ export function telegramDuration(seconds: number): number {
 
 export function createTelegramAdapter(options: TelegramAdapterOptions): PlatformAdapter {
   const timeouts: TelegramTimeouts = { ...DEFAULT_TIMEOUTS, ...options.timeouts };
+  const pacer = options.pacer ?? createMemorySlotPacer();
+  const maxPaceWaitMs = options.maxPaceWaitMs ?? DEFAULT_MAX_PACE_WAIT_MS;
   const dispatcher =
     options.dispatcher ??
     new Agent({
@@ -149,6 +175,19 @@ export function createTelegramAdapter(options: TelegramAdapterOptions): Platform
       }
       const token = (job.session as unknown as TelegramSession).bot_token;
       const scrub = scrubber(token);
+
+      // Within the flood limits, so a bulk send does not run into 429s; a long line goes back to the queue.
+      const wait = await pacer.reserve(telegramPaceRules(token, job.recipient), maxPaceWaitMs);
+      if (wait < 0) {
+        throw new DeliveryError(
+          'platform_rate_limited',
+          "more voice notes are lined up for this bot or chat than Telegram's flood limits let through now; it waits its turn in the queue",
+          true,
+          -wait,
+          { notAttempted: true },
+        );
+      }
+      if (wait > 0) await sleep(wait);
 
       const fields: Array<[string, string]> = [['chat_id', job.recipient]];
       if (job.caption !== null && job.caption !== '') fields.push(['caption', job.caption]);

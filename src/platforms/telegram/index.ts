@@ -1,7 +1,12 @@
 import { MiB, OGG_OPUS_VOICE } from '../../audio/targets.js';
+import { createRedisSlotPacer } from '../pacing.js';
 import type { PlatformDefinition } from '../platform.js';
 import { createTelegramAdapter } from './adapter.js';
 import { checkTelegramRecipient, checkTelegramSession, MAX_CAPTION_LENGTH } from './rules.js';
+
+/** Tuning for benchmarks: `{ pace: false }` sends without flood-limit pacing. */
+export type TelegramTuning = { pace?: boolean };
+const isUnpaced = (value: unknown): boolean => typeof value === 'object' && value !== null && (value as TelegramTuning).pace === false;
 
 /** Telegram through the official Bot API, with the bot token of each send. */
 export const telegram: PlatformDefinition = {
@@ -11,5 +16,20 @@ export const telegram: PlatformDefinition = {
   maxCaptionLength: MAX_CAPTION_LENGTH,
   checkRecipient: checkTelegramRecipient,
   checkSession: checkTelegramSession,
-  createLiveAdapter: ({ services }) => createTelegramAdapter({ apiRoot: services.config.telegramApiRoot }),
+  createLiveAdapter: ({ services, tuning }) =>
+    createTelegramAdapter({
+      apiRoot: services.config.telegramApiRoot,
+      // Benchmarks of the service itself against the fake Bot API may turn pacing off (never from the environment).
+      ...(isUnpaced(tuning.telegram) ? { pacer: { reserve: async () => 0 } } : {}),
+      // Shared by every process when Redis is configured: the flood limits are per bot and chat, not per process.
+      ...(services.redis && !isUnpaced(tuning.telegram)
+        ? {
+            pacer: createRedisSlotPacer({
+              redis: services.redis,
+              keyPrefix: services.redisKeyPrefix ?? 'voicenote',
+              onFallback: (err) => services.logger.warn({ err }, 'Redis did not answer; Telegram sends are paced per process until it does'),
+            }),
+          }
+        : {}),
+    }),
 };

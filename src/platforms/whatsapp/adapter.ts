@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import type { Kysely } from 'kysely';
 import type { Database } from '../../store/schema.js';
@@ -15,6 +16,16 @@ const OGG_OPUS = 'audio/ogg; codecs=opus';
 // a little slack for the holder to be seen in the store, and no tight loop if something is amiss (the
 // bounce costs no attempt and no backoff step; the message's one-hour retry window still bounds it).
 const handoverRetryMs = (): number => 250 + Math.round(Math.random() * 500);
+
+/**
+ * The WhatsApp message id of one of our messages: derived from our id, so every attempt, in every
+ * process, sends the same id, and a retry after a lost acknowledgement is the same message to the
+ * recipient's devices rather than a second one. The shape of the ids WhatsApp Web clients make
+ * ("3EB0" and 18 upper-case hex digits).
+ */
+export function whatsappMessageId(messageId: string): string {
+  return `3EB0${createHash('sha256').update(`voicenote:${messageId}`).digest('hex').toUpperCase().slice(0, 18)}`;
+}
 
 const transient = (message: string): DeliveryError => new DeliveryError('platform_error', message, true);
 
@@ -76,7 +87,7 @@ export function createWhatsappAdapter(deps: { db: Kysely<Database>; live: LiveWh
           // The send cannot be taken back once started: an attempt aborted before it never starts it.
           job.signal.throwIfAborted();
           try {
-            await socket.sendMessage(account.jid || `${job.recipient}@s.whatsapp.net`, note);
+            await socket.sendMessage(account.jid || `${job.recipient}@s.whatsapp.net`, note, { messageId: whatsappMessageId(job.messageId) });
           } catch (error) {
             throw transient(`WhatsApp did not accept the voice note: ${(error as Error).message}`);
           }

@@ -62,7 +62,8 @@ export interface WhatsappSocket {
   /** The linked account once open: `<digits>:<device>@s.whatsapp.net`. */
   readonly user: { id: string } | undefined;
   onWhatsApp(...phoneNumbers: string[]): Promise<Array<{ jid: string; exists: boolean | unknown }> | undefined>;
-  sendMessage(jid: string, content: VoiceNoteContent): Promise<unknown>;
+  /** `messageId`: chosen by us, so every attempt of one message carries the same id (recipients' devices key messages by it). */
+  sendMessage(jid: string, content: VoiceNoteContent, options: { messageId: string }): Promise<unknown>;
   /** Unlinks this device from the phone, then closes. */
   logout(message?: string): Promise<void>;
   /** Closes the connection; the device stays linked. */
