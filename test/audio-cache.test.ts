@@ -205,16 +205,16 @@ describe('audio cache and concurrency', () => {
     server.route('/broadcast.mp3', { kind: 'file', path: fixtures['tone.mp3'] });
     const p = track(createAudioPipeline({ dataDir, ffmpegPath: ff.path, allowPrivateUrls: true }));
     const downloads = () => server.requests.filter((r) => r.path === '/broadcast.mp3').length;
-    const prepared = await Promise.all(Array.from({ length: 200 }, () => p.prepare({ url: server.url('/broadcast.mp3'), platform: 'whatsapp' })));
+    const prepared = await Promise.all(Array.from({ length: 200 }, () => p.prepare({ url: server.url('/broadcast.mp3'), target: audioTargetFor('whatsapp') })));
     assert.equal(downloads(), 1);
     assert.equal(await ff.encodes(), 1);
     assert.equal(new Set(prepared.map((a) => a.path)).size, 1);
     for (const a of prepared) a.release();
     // Later requests within the freshness window are served from the cache too.
-    (await p.prepare({ url: server.url('/broadcast.mp3'), platform: 'whatsapp' })).release();
+    (await p.prepare({ url: server.url('/broadcast.mp3'), target: audioTargetFor('whatsapp') })).release();
     assert.equal(downloads(), 1);
     // Another platform's format is a conversion of its own, from a new download.
-    (await p.prepare({ url: server.url('/broadcast.mp3'), platform: 'linkedin' })).release();
+    (await p.prepare({ url: server.url('/broadcast.mp3'), target: audioTargetFor('linkedin') })).release();
     assert.equal(downloads(), 2);
     assert.deepEqual(await leftovers(dataDir), []);
   });
@@ -223,7 +223,7 @@ describe('audio cache and concurrency', () => {
     const dataDir = await freshDir('url-fresh-0');
     server.route('/every-time.mp3', { kind: 'file', path: fixtures['tone.mp3'] });
     const p = track(createAudioPipeline({ dataDir, ffmpegPath, allowPrivateUrls: true, urlFreshMs: 0 }));
-    for (let i = 0; i < 3; i++) (await p.prepare({ url: server.url('/every-time.mp3'), platform: 'whatsapp' })).release();
+    for (let i = 0; i < 3; i++) (await p.prepare({ url: server.url('/every-time.mp3'), target: audioTargetFor('whatsapp') })).release();
     assert.equal(server.requests.filter((r) => r.path === '/every-time.mp3').length, 3);
   });
 
