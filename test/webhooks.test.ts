@@ -22,7 +22,8 @@ import {
  * that outlives the process, and never sent to an address audio URLs may not use.
  */
 
-const FAST_RETRIES = { retryDelaysMs: [20, 20, 20, 20, 20] };
+const FAST_RETRIES = { retryDelaysMs: [20, 20, 20, 20, 20], pollMs: 100 };
+const FAST_POLL = { pollMs: 100 };
 const ENDPOINTS = '/api/v1/webhook_endpoints';
 
 after(async () => {
@@ -304,10 +305,37 @@ describe(`webhook deliveries (${STORAGE_LABEL})`, () => {
   });
 });
 
+describe(`webhook history (${STORAGE_LABEL})`, () => {
+  it('forgets finished deliveries past the history window and keeps pending ones', async () => {
+    const receiver = await startWebhookReceiver();
+    const t = await startTestApp({ worker: false, webhooks: { retryDelaysMs: [3_600_000], pollMs: 100 } });
+    try {
+      const account = await t.createAccount();
+      const { id: okId } = await createEndpoint(t, account.testKey, { url: receiver.url('/ok') });
+      const { id: downId } = await createEndpoint(t, account.testKey, { url: receiver.url('/down') });
+      receiver.queue({ status: 200 });
+      await t.request({ method: 'POST', url: `${ENDPOINTS}/${okId}/test`, key: account.testKey });
+      await waitForDelivery(t, account.testKey, okId, 'succeeded');
+      receiver.queue({ status: 500 });
+      await t.request({ method: 'POST', url: `${ENDPOINTS}/${downId}/test`, key: account.testKey });
+      await receiver.waitFor(2);
+      const { purgeWebhookHistory } = await import('../src/store/webhooks.js');
+      await purgeWebhookHistory(t.app.services.db.kysely, Date.now() + 1_000);
+      assert.deepEqual(await deliveries(t, account.testKey, okId), []);
+      const pending = await deliveries(t, account.testKey, downId);
+      assert.equal(pending.length, 1);
+      assert.equal(pending[0].status, 'pending');
+    } finally {
+      await t.close();
+      await receiver.close();
+    }
+  });
+});
+
 describe(`sandbox sessions announce their timed moves (${STORAGE_LABEL})`, () => {
   it('sends whatsapp_session.updated when a session connects by itself, with nobody polling it', async () => {
     const receiver = await startWebhookReceiver();
-    const t = await startTestApp({ worker: false, env: { SANDBOX_AUTO_SCAN_SECONDS: '1' } });
+    const t = await startTestApp({ worker: false, env: { SANDBOX_AUTO_SCAN_SECONDS: '1' }, webhooks: FAST_POLL });
     try {
       const account = await t.createAccount();
       const { secret } = await createEndpoint(t, account.testKey, { url: receiver.url(), events: ['whatsapp_session.updated'] });
@@ -339,7 +367,7 @@ describe(`the webhook outbox outlives the process (${STORAGE_LABEL})`, () => {
         await first.close();
         assert.equal(receiver.received.length, 0, 'the event waited in the outbox');
 
-        const second = await startTestApp({ reuse, worker: false });
+        const second = await startTestApp({ reuse, worker: false, webhooks: FAST_POLL });
         try {
           const [hook] = await receiver.waitFor(1);
           const payload = verified(secret, hook!);
@@ -364,7 +392,7 @@ describe('webhook retry schedule', () => {
   it('schedules the first retry 1 s after a failed try in a default app', async () => {
     const receiver = await startWebhookReceiver();
     receiver.fallback = { status: 500 };
-    const t = await startTestApp({ worker: false, webhooks: {} });
+    const t = await startTestApp({ worker: false, webhooks: FAST_POLL });
     try {
       const account = await t.createAccount();
       const { id } = await createEndpoint(t, account.testKey, { url: receiver.url() });

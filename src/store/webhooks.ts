@@ -251,3 +251,25 @@ export async function eventTypes(db: Kysely<Database>, eventIds: string[]): Prom
   const rows = await db.selectFrom('webhook_events').select(['id', 'type']).where('id', 'in', eventIds).execute();
   return new Map(rows.map((r) => [r.id, r.type]));
 }
+
+/**
+ * Forgets finished deliveries (with their answers) and events completed before `cutoff`, in one
+ * bounded batch; returns how many deliveries went. Pending ones are never touched.
+ */
+export async function purgeWebhookHistory(db: Kysely<Database>, cutoff: number, batch = 500): Promise<number> {
+  return db.transaction().execute(async (trx) => {
+    const ids = (
+      await trx.selectFrom('webhook_deliveries').select('id').where('status', '<>', 'pending').where('completed_at', '<', cutoff).limit(batch).execute()
+    ).map((r) => r.id);
+    if (ids.length > 0) {
+      await trx.deleteFrom('webhook_attempts').where('delivery_id', 'in', ids).execute();
+      await trx.deleteFrom('webhook_deliveries').where('id', 'in', ids).execute();
+    }
+    await trx
+      .deleteFrom('webhook_events')
+      .where('fanned_out_at', '<', cutoff)
+      .where((eb) => eb.not(eb.exists(eb.selectFrom('webhook_deliveries').select('webhook_deliveries.id').whereRef('webhook_deliveries.event_id', '=', 'webhook_events.id'))))
+      .execute();
+    return ids.length;
+  });
+}

@@ -14,6 +14,7 @@ import {
   findEvent,
   nextWebhookDueAt,
   pendingEvents,
+  purgeWebhookHistory,
   recordDeliveryAttempt,
   releaseDeliveryLeases,
   type WebhookDeliveryRow,
@@ -27,6 +28,9 @@ export const RETRY_DELAYS_MS: readonly number[] = [1_000, 5_000, 30_000, 120_000
 /** A receiver that has not answered in this long counts as a failure (and is retried). */
 export const DEFAULT_TIMEOUT_MS = 10_000;
 const EXCERPT_CHARS = 1_000;
+/** Finished deliveries (and their answers) are kept this long for the delivery log, then forgotten. */
+export const WEBHOOK_HISTORY_MS = 30 * 86_400_000;
+const PURGE_EVERY_MS = 60 * 60_000;
 const MAX_BODY_READ_BYTES = 16 * 1024;
 
 export interface WebhookSenderOptions {
@@ -73,6 +77,7 @@ export class WebhookSender {
   #loop: Promise<void> | undefined;
   #wake: (() => void) | undefined;
   #wakeRequested = false;
+  #lastPurge = 0;
 
   constructor(options: WebhookSenderOptions) {
     this.#opts = { retryDelaysMs: RETRY_DELAYS_MS, timeoutMs: DEFAULT_TIMEOUT_MS, pollMs: 1_000, concurrency: 8, ...options };
@@ -129,6 +134,10 @@ export class WebhookSender {
               });
             this.#inFlight.set(delivery.id, job);
           }
+        }
+        if (now - this.#lastPurge > PURGE_EVERY_MS) {
+          this.#lastPurge = now;
+          await purgeWebhookHistory(db.kysely, now - WEBHOOK_HISTORY_MS);
         }
       } catch (err) {
         logger.warn({ err }, 'webhook outbox could not be read; retrying');
