@@ -4,7 +4,7 @@ import https from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
 import { listKeys } from '../src/store/keys.js';
-import { closeSharedAudio, defaultSendBody, startTestApp, STORAGE_LABEL, type TestApp } from './fixtures/app-harness.js';
+import { closeSharedAudio, connectedSandboxSession, defaultSendBody, startTestApp, STORAGE_LABEL, type TestApp } from './fixtures/app-harness.js';
 import { cookieValue, createDashboardAccount, csrfIn, FormClient, setCookies, type DashboardAccount } from './fixtures/dashboard-harness.js';
 import { TEST_TLS_CERT, TEST_TLS_KEY } from './fixtures/tls-cert.js';
 
@@ -303,6 +303,46 @@ describe(`dashboard message log (${STORAGE_LABEL})`, () => {
     assert.equal(detail.statusCode, 200);
     assert.match(detail.body, /As detected[\s\S]*MPEG[\s\S]*As sent[\s\S]*ogg_opus/);
     assert.match(detail.body, /<td>delivered<\/td>/);
+  });
+});
+
+describe(`dashboard listen receipts (${STORAGE_LABEL})`, () => {
+  let t: TestApp;
+
+  before(async () => {
+    t = await startTestApp();
+  });
+  after(async () => {
+    await t?.close();
+    await closeSharedAudio();
+  });
+
+  it('shows a sandbox WhatsApp voice note being read and played, and says Telegram has no receipts', async () => {
+    const owner = await createDashboardAccount(t);
+    const sessionId = await connectedSandboxSession(t, owner.testKey);
+    const sent = await t.send(owner.testKey, { ...defaultSendBody('whatsapp', t.voiceUrl, sessionId), recipient: '15550000005' });
+    assert.equal(sent.statusCode, 202, sent.body);
+    const id = sent.json().id as string;
+    await t.waitForStatus(owner.testKey, id, ['delivered'], 60_000);
+    const client = new FormClient(t, '10.8.0.1');
+    assert.equal((await client.signIn(owner.email, owner.password)).statusCode, 303);
+    // The sandbox plays the receipts a few seconds after delivery.
+    const deadline = Date.now() + 60_000;
+    let body = '';
+    while (Date.now() < deadline) {
+      body = (await client.get(`/dashboard/messages/${id}`)).body;
+      if (/<li>played:/.test(body)) break;
+      await new Promise((r) => setTimeout(r, 250));
+    }
+    assert.match(body, /data-receipts="some"/);
+    assert.match(body, /<li>read: <time[^>]*>[^<]*<\/time> \(sandbox\)<\/li>/);
+    assert.match(body, /<li>played: <time/);
+
+    const telegram = await t.send(owner.testKey, defaultSendBody('telegram', t.voiceUrl));
+    const telegramId = telegram.json().id as string;
+    await t.waitForStatus(owner.testKey, telegramId, ['delivered'], 60_000);
+    const page = (await client.get(`/dashboard/messages/${telegramId}`)).body;
+    assert.match(page, /data-receipts="none">Telegram does not tell bots when a voice note is heard/);
   });
 });
 
