@@ -1,5 +1,7 @@
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
+import { readdir, rm } from 'node:fs/promises';
+import path from 'node:path';
 import https from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, it } from 'node:test';
@@ -303,6 +305,15 @@ describe(`dashboard message log (${STORAGE_LABEL})`, () => {
     assert.equal(detail.statusCode, 200);
     assert.match(detail.body, /As detected[\s\S]*MPEG[\s\S]*As sent[\s\S]*ogg_opus/);
     assert.match(detail.body, /<td>delivered<\/td>/);
+    assert.match(detail.body, /<audio controls/);
+
+    // Once the cache has let the converted file go, the page says so and the player route answers 404.
+    const cacheDir = path.join(t.dataDir, 'audio-cache');
+    for (const name of await readdir(cacheDir)) if (name.endsWith('.ogg')) await rm(path.join(cacheDir, name));
+    const gone = await client.get(`/dashboard/messages/${id}`);
+    assert.match(gone.body, /no longer in the audio cache/);
+    assert.doesNotMatch(gone.body, /<audio controls/);
+    assert.equal((await client.get(url)).statusCode, 404);
   });
 });
 

@@ -4,7 +4,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { cachedAudioFile } from '../../audio/cache.js';
 import type { AudioFormat } from '../../audio/targets.js';
 import { PLATFORM_NAMES as PLATFORMS } from '../../platforms/registry.js';
-import { findAttempts, findAudio, findReceipts, listMessages, type MessageFilters } from '../../store/message-log.js';
+import { findAttempts, findAudio, findReceipts, listMessages, type MessageAudioRow, type MessageFilters } from '../../store/message-log.js';
 import { findMessage, type MessageRow } from '../../store/messages.js';
 import type { DashboardContext } from '../context.js';
 import { ctxOf, type DashboardDeps } from '../deps.js';
@@ -147,6 +147,7 @@ ${
     }
     const [attempts, audio, receipts] = await Promise.all([findAttempts(db, row.id), findAudio(db, row.id), findReceipts(db, row.id)]);
     const waveform = audio ? parseWaveform(audio.waveform) : null;
+    const playable = audio ? (await convertedFile(deps, audio)) !== undefined : false;
     const failed = row.status === 'failed';
     return sendPage(
       reply,
@@ -204,7 +205,11 @@ ${
 </dl></section>
 </div>
 ${waveform ? waveformSvg(waveform, `Waveform of the voice note, ${waveform.length} bars`) : ''}
-<p><audio controls preload="metadata" src="/dashboard/messages/${row.id}/audio" aria-label="The voice note as the recipient hears it">Your browser cannot play this audio.</audio></p>`
+${
+  playable
+    ? html`<p><audio controls preload="metadata" src="/dashboard/messages/${row.id}/audio" aria-label="The voice note as the recipient hears it">Your browser cannot play this audio.</audio></p>`
+    : html`<p>The converted file is no longer in the audio cache, so it cannot be played here.</p>`
+}`
     : html`<p>No audio yet: it is fetched and converted at the first attempt.</p>`
 }
 
@@ -223,13 +228,20 @@ ${
     const ctx = ctxOf(request);
     const row = await findOwnMessage(deps, ctx, request.params.id);
     const audio = row ? await findAudio(db, row.id) : undefined;
-    const sha = audio?.source_sha256 ?? '';
-    if (!audio || !/^[0-9a-f]{64}$/.test(sha) || !AUDIO_FORMATS.includes(audio.converted_format)) return notFoundText(reply, 'no audio for this message');
-    const file = cachedAudioFile(deps.services.config.dataDir, sha, audio.converted_format as AudioFormat);
-    const info = await stat(file).catch(() => null);
-    if (!info?.isFile()) return notFoundText(reply, 'the converted audio is no longer in the cache');
-    return sendFile(request, reply, file, info.size, audio.converted_mime);
+    if (!audio) return notFoundText(reply, 'no audio for this message');
+    const found = await convertedFile(deps, audio);
+    if (!found) return notFoundText(reply, 'the converted audio is no longer in the cache');
+    return sendFile(request, reply, found.path, found.size, audio.converted_mime);
   });
+}
+
+/** The converted file of a message in the audio cache, while the cache keeps it. */
+async function convertedFile(deps: DashboardDeps, audio: MessageAudioRow): Promise<{ path: string; size: number } | undefined> {
+  const sha = audio.source_sha256 ?? '';
+  if (!/^[0-9a-f]{64}$/.test(sha) || !AUDIO_FORMATS.includes(audio.converted_format)) return undefined;
+  const path = cachedAudioFile(deps.services.config.dataDir, sha, audio.converted_format as AudioFormat);
+  const info = await stat(path).catch(() => null);
+  return info?.isFile() ? { path, size: info.size } : undefined;
 }
 
 function notFoundText(reply: FastifyReply, text: string): FastifyReply {
