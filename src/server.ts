@@ -9,7 +9,7 @@ import { registerLoadShedding } from './api/load-shedding.js';
 import { requestIdOf } from './api/request-id.js';
 import { registerNulGuard } from './api/nul-guard.js';
 import { registerHttpMetrics, registerMetricsRoute } from './metrics/exposure.js';
-import { ErrorEnvelope } from './api/schemas.js';
+import { ErrorEnvelope, OPTIONAL_BODY } from './api/schemas.js';
 import { ping } from './store/db.js';
 import { registerSendRoute } from './api/send.js';
 import { registerStatusRoute } from './api/status.js';
@@ -42,6 +42,19 @@ export interface ServerOptions {
 }
 
 /** Builds the HTTP app without listening, so tests can inject requests into it. */
+function optionalBodies<T>(document: T): T {
+  const paths = (document as { paths?: Record<string, Record<string, Record<string, unknown>>> }).paths ?? {};
+  for (const operations of Object.values(paths)) {
+    for (const operation of Object.values(operations)) {
+      if (operation[OPTIONAL_BODY] !== true) continue;
+      delete operation[OPTIONAL_BODY];
+      const body = operation.requestBody as { required?: boolean } | undefined;
+      if (body) body.required = false;
+    }
+  }
+  return document;
+}
+
 export async function buildServer(services: Services, options: ServerOptions = {}): Promise<Server> {
   let draining = false;
   const app = Fastify({
@@ -120,6 +133,7 @@ export async function buildServer(services: Services, options: ServerOptions = {
       security: [{ bearer: [] }],
     },
     refResolver: { buildLocalReference: (json, _baseUri, _fragment, i) => String(json.$id ?? `def-${i}`) },
+    transformObject: (documentObject) => optionalBodies('openapiObject' in documentObject ? documentObject.openapiObject : documentObject.swaggerObject),
   });
   await app.register(swaggerUi, { routePrefix: '/docs' });
 

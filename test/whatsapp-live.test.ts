@@ -174,6 +174,27 @@ describe(`WhatsApp live sessions: linking and delivery (${STORAGE_LABEL})`, () =
     assert.equal(listed.phone_number, LINKED_PHONE);
   });
 
+  it('POST {"phone_number"} with a live key → 201 with the pairing code WhatsApp gave; typing it on the phone links the device like a scan', async () => {
+    const phone = '447700900123';
+    const res = await t.request({ method: 'POST', url: `${API}/whatsapp/sessions`, key: a.liveKey, body: { phone_number: phone } });
+    assert.equal(res.statusCode, 201, res.body);
+    const body = res.json();
+    assert.deepEqual(Object.keys(body).sort(), ['pairing_code', 'session_id', 'status']);
+    assert.equal(body.status, 'qr_pending');
+    const socket = world.current(body.session_id)!;
+    assert.equal(socket.pairingPhone, phone, 'WhatsApp was asked for a code for that number');
+    assert.equal(body.pairing_code, socket.pairingCode);
+    assert.match(body.pairing_code, /^[1-9A-HJ-NP-TV-Z]{8}$/);
+    // Pending, the creds name the phone already (Baileys does that); the session is not linked for it.
+    assert.equal((await getSession(t, a.liveKey, body.session_id)).json().status, 'qr_pending');
+
+    world.enterCode(body.session_id, body.pairing_code);
+    const got = await sessionReaches(t, a.liveKey, body.session_id, 'connected');
+    assert.equal(got.phone_number, phone);
+    const done = await deliver(t, a.liveKey, body.session_id, '14155550104');
+    assert.equal(done.status, 'delivered', JSON.stringify(done));
+  });
+
   it('a voice note through the connected session reaches WhatsApp as a ptt OGG Opus note with seconds and a 64-bar waveform', async () => {
     const done = await deliver(t, a.liveKey, sessionId, RECIPIENT, t.mp3Url);
     assert.equal(done.status, 'delivered', JSON.stringify(done));
@@ -370,6 +391,15 @@ describe(`WhatsApp live sessions: no QR code, QR expiry (${STORAGE_LABEL})`, () 
     } finally {
       world.qrMode = 'show';
     }
+  });
+
+  it('a pairing code nobody enters in time → qr_expired, creds erased, device never linked', async () => {
+    const res = await t.request({ method: 'POST', url: `${API}/whatsapp/sessions`, key: a.liveKey, body: { phone_number: '447700900124' } });
+    assert.equal(res.statusCode, 201, res.body);
+    const id = res.json().session_id;
+    await sessionReaches(t, a.liveKey, id, 'qr_expired', 5_000);
+    assert.equal(world.logouts.filter((l) => l.sessionId === id).length, 0, 'nothing was linked, so nothing to log out');
+    assert.deepEqual(await authRows(t, id), { authState: null, keys: [] });
   });
 
   it('nobody scans within the QR validity → qr_expired, socket closed, creds erased; sends → 422 session_not_connected', async () => {
@@ -603,7 +633,11 @@ describe(`WhatsApp live sessions: restarts and takeover (${STORAGE_LABEL})`, () 
         // DELETE answered by the API process, while the worker holds the socket: the worker logs the device out.
         assert.deepEqual((await deleteSession(api, account.liveKey, id)).json(), { deleted: true });
         await eventually(() => world.logouts.find((l) => l.sessionId === id && l.instance === 'worker'), 'the holder to log the device out');
+        await eventually(() => world.socketsOf(id).every((s) => s.ended), 'the holder to close its socket');
+        // Nothing the holder did while letting go (key writes, creds updates) brought credentials back.
         assert.deepEqual(await authRows(api, id), { authState: undefined, keys: [] });
+        const leases = await api.app.services.db.kysely.selectFrom('affinity_leases').selectAll().where('key', '=', id).execute();
+        assert.deepEqual(leases, [], 'no process holds the deleted session');
       } finally {
         await api.close();
         await worker.close();

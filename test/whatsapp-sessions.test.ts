@@ -323,6 +323,42 @@ describe(`WhatsApp sandbox sessions: QR expiry and simulated events (${STORAGE_L
     assert.deepEqual(item, { id: session_id, phone_number: SANDBOX_PHONE, status: 'disconnected', created_at: iso(createdAt), last_connected_at: iso(scannedAt) });
   });
 
+  it('POST {"phone_number"} → 201 with exactly session_id, pairing_code and status; the code is 8 characters, the same for the same number; it connects like a QR session', async () => {
+    const post = (body: unknown) => t.request({ method: 'POST', url: `${API}/whatsapp/sessions`, key: a.testKey, body });
+    const first = await post({ phone_number: '14155550123' });
+    assert.equal(first.statusCode, 201, first.body);
+    const created = first.json();
+    assert.deepEqual(Object.keys(created).sort(), ['pairing_code', 'session_id', 'status']);
+    assert.equal(created.status, 'qr_pending');
+    assert.match(created.pairing_code, /^[1-9A-HJ-NP-TV-Z]{8}$/);
+    const again = (await post({ phone_number: '14155550123' })).json();
+    assert.notEqual(again.session_id, created.session_id);
+    assert.equal(again.pairing_code, created.pairing_code, 'deterministic in the sandbox');
+    assert.notEqual((await post({ phone_number: '447700900123' })).json().pairing_code, created.pairing_code);
+
+    const scannedAt = clock.advance(5_000);
+    const linked = await simulate(t, a.testKey, created.session_id, { event: 'scan' });
+    assert.equal(linked.statusCode, 200, linked.body);
+    assert.equal(linked.json().status, 'connected');
+    assert.equal(linked.json().phone_number, SANDBOX_PHONE);
+    assert.equal(linked.json().last_connected_at, iso(scannedAt));
+
+    // Bad numbers: a wrong value is 422 naming phone_number, a wrong type 400; an empty object is a QR session.
+    for (const phone_number of ['+14155550123', '123', '1415555012345678', 'fourteen']) {
+      const res = await post({ phone_number });
+      assert.equal(res.statusCode, 422, res.body);
+      assert.equal(res.json().error.code, 'invalid_parameter');
+      assert.equal(res.json().error.details.field, 'phone_number');
+    }
+    const mistyped = await post({ phone_number: 14155550123 });
+    assert.equal(mistyped.statusCode, 400, mistyped.body);
+    assert.equal(mistyped.json().error.code, 'invalid_request');
+    assert.equal(mistyped.json().error.details.field, 'phone_number');
+    const plain = await post({});
+    assert.equal(plain.statusCode, 201, plain.body);
+    assert.deepEqual(Object.keys(plain.json()).sort(), ['qr_code', 'session_id', 'status']);
+  });
+
   it('simulate expire → qr_expired', async () => {
     const { session_id } = await createSession(t, a.testKey);
     const res = await simulate(t, a.testKey, session_id, { event: 'expire' });

@@ -64,11 +64,27 @@ export const Usage = Type.Object({
 const SessionStatus = Type.String({ enum: ['qr_pending', 'connected', 'disconnected', 'qr_expired'] });
 const NullableTimestamp = Type.Union([Timestamp, Type.Null()]);
 
+// One of the two codes: `qr_code` without a body (as always), `pairing_code` when a phone number was given.
 export const CreatedWhatsappSession = Type.Object({
   session_id: Type.String(),
-  qr_code: Type.String({ description: 'PNG image as a data URI' }),
+  qr_code: Type.Optional(Type.String({ description: 'PNG image as a data URI; present when no phone_number was given' })),
+  pairing_code: Type.Optional(
+    Type.String({ description: 'Present when phone_number was given: the 8 characters to type on the phone under Linked devices → Link with phone number instead' }),
+  ),
   status: SessionStatus,
 });
+
+/** Marks a route whose body may be left out entirely (the OpenAPI plugin declares every body required). */
+export const OPTIONAL_BODY = 'x-optional-body';
+
+export const CreateWhatsappSessionBody = Type.Object(
+  {
+    phone_number: Type.Optional(
+      Type.String({ description: 'Link by pairing code instead of a QR code: the phone number of the WhatsApp account, digits with country code, no "+"' }),
+    ),
+  },
+  { description: 'Optional: without a body (or without phone_number) the session is linked by QR code' },
+);
 
 export const WhatsappSession = Type.Object({
   session_id: Type.String(),

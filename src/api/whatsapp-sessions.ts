@@ -6,7 +6,9 @@ import { ApiError, invalidParameter, notFound } from './errors.js';
 import { runIdempotent, sendOutcome } from './idempotency.js';
 import {
   CreatedWhatsappSession,
+  CreateWhatsappSessionBody,
   Deleted,
+  OPTIONAL_BODY,
   SessionIdParams,
   SimulateBody,
   WhatsappSession,
@@ -15,6 +17,8 @@ import {
   withErrors,
 } from './schemas.js';
 import { whatsappSessionListItemView, whatsappSessionView } from './views.js';
+
+const PHONE_NUMBER = /^[0-9]{7,15}$/;
 
 const isSimulatedEvent = (value: string): value is SimulatedEvent => (SIMULATED_EVENTS as readonly string[]).includes(value);
 
@@ -28,14 +32,29 @@ export function registerWhatsappSessionRoutes(app: FastifyInstance, services: Se
       config: { bucket: 'send' },
       schema: {
         summary: 'Start linking a WhatsApp account',
-        description: 'Returns a QR code (PNG data URI, valid about 45 s) to scan in the phone app under Linked devices.',
+        description:
+          'Without a body: returns a QR code (PNG data URI, valid about 45 s) to scan in the phone app under Linked devices. ' +
+          'With {"phone_number": "<digits>"}: returns an 8-character pairing_code to type on that phone under Linked devices → ' +
+          'Link with phone number instead (valid as long as a QR code). Sandbox keys get a code that depends only on the number.',
         tags: ['whatsapp'],
-        response: { 201: CreatedWhatsappSession, ...withErrors(409, 502) },
+        body: CreateWhatsappSessionBody,
+        response: { 201: CreatedWhatsappSession, ...withErrors(400, 409, 422, 502) },
+        // The reference call sends no body at all.
+        ...({ [OPTIONAL_BODY]: true } as object),
+      },
+      // The reference call has no body at all: validate it as an empty one.
+      preValidation: (request, _reply, done) => {
+        if (request.body === undefined || request.body === null) request.body = {};
+        done();
       },
     },
     async (request, reply) => {
       const caller = request.caller!;
       const owner = { accountId: caller.accountId, env: caller.env };
+      const phoneNumber = request.body.phone_number;
+      if (phoneNumber !== undefined && !PHONE_NUMBER.test(phoneNumber)) {
+        throw invalidParameter('phone_number', 'phone_number must be the phone number with country code: 7 to 15 digits, no "+"');
+      }
       const outcome = await runIdempotent(
         services,
         request,
@@ -43,8 +62,9 @@ export function registerWhatsappSessionRoutes(app: FastifyInstance, services: Se
         caller,
         async () => {
           try {
-            const { row, qrCode } = await sessions.create(owner);
-            return { statusCode: 201, body: { session_id: row.id, qr_code: qrCode, status: row.status } };
+            const created = await sessions.create(owner, phoneNumber !== undefined ? { phoneNumber } : {});
+            const code = created.pairingCode !== undefined ? { pairing_code: created.pairingCode } : { qr_code: created.qrCode };
+            return { statusCode: 201, body: { session_id: created.row.id, ...code, status: created.row.status } };
           } catch (error) {
             if (error instanceof WhatsappUnavailableError) throw new ApiError('platform_error', error.message);
             throw error;

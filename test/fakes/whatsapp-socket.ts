@@ -50,6 +50,9 @@ export class FakeSocket implements WhatsappSocket {
   user: { id: string } | undefined;
   /** The pairing code this socket showed, if it showed one. */
   qr: string | undefined;
+  /** The 8-character code this socket asked for, and for which phone. */
+  pairingCode: string | undefined;
+  pairingPhone: string | undefined;
   ended = false;
   opened = false;
   loggedOut = false;
@@ -156,6 +159,19 @@ export class FakeSocket implements WhatsappSocket {
     return { key: { id: messageId, remoteJid: jid, fromMe: true } };
   }
 
+  async requestPairingCode(phoneNumber: string): Promise<string> {
+    // Like Baileys: only a socket that is waiting to be linked, and only for a phone number in digits.
+    if (this.ended || this.opened) throw boom('Connection Closed', DISCONNECT.connectionClosed);
+    if (this.auth.creds.registered === true) throw new Error('fake WhatsApp: these creds are already registered');
+    if (!/^[0-9]{7,15}$/.test(phoneNumber)) throw new Error(`fake WhatsApp: ${phoneNumber} is not a phone number in digits`);
+    const alphabet = '123456789ABCDEFGHJKLMNPQRSTVWXYZ';
+    this.pairingCode = Array.from(randomBytes(8), (b) => alphabet[b % 32]).join('');
+    this.pairingPhone = phoneNumber;
+    // Baileys records the pending link in the creds at once (`me` with the phone's jid, name "~").
+    this.emit('creds.update', { pairingCode: this.pairingCode, me: { id: `${phoneNumber}@s.whatsapp.net`, name: '~' } });
+    return this.pairingCode;
+  }
+
   async logout(): Promise<void> {
     this.world.logouts.push({ instance: this.instance, sessionId: this.sessionId });
     this.loggedOut = true;
@@ -239,6 +255,14 @@ export class FakeWhatsapp {
   /** The session's socket that is still connected or connecting. */
   current(sessionId: string): FakeSocket | undefined {
     return this.socketsOf(sessionId).filter((s) => !s.ended).at(-1);
+  }
+
+  /** The user types the pairing code on the phone: linked like a scan, as that phone number. */
+  enterCode(sessionId: string, code: string, device = 14): void {
+    const socket = this.current(sessionId);
+    if (!socket?.pairingCode || socket.pairingCode !== code) throw new Error(`session ${sessionId} did not ask for the code ${code}`);
+    socket.emit('creds.update', { me: { id: `${socket.pairingPhone}:${device}@s.whatsapp.net`, name: 'Test Phone' }, registered: true });
+    socket.closeWith(DISCONNECT.restartRequired, 'Restart Required');
   }
 
   /**

@@ -93,8 +93,8 @@ ${sessionRows(ctx, rows)}`,
     const ctx = ctxOf(request);
     try {
       const created = await sessions.create({ accountId: ctx.account.id, env: ctx.env });
-      const pairing = (created as { pairingCode?: string }).pairingCode;
-      return sendPage(reply, await render(ctx, undefined, { ...created, pairingCode: pairing }), 201);
+      // Created without a phone number: linked by QR code.
+      return sendPage(reply, await render(ctx, undefined, { row: created.row, qrCode: created.qrCode ?? '', pairingCode: created.pairingCode }), 201);
     } catch (error) {
       if (!(error instanceof WhatsappUnavailableError)) throw error;
       return sendPage(reply, await render(ctx, { kind: 'error', text: `WhatsApp could not be reached: ${error.message}` }), 502);

@@ -1,4 +1,4 @@
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import QRCode from 'qrcode';
 import type { Kysely } from 'kysely';
 import { newWhatsappSessionId } from '../../core/ids.js';
@@ -39,14 +39,27 @@ export class SessionStateError extends Error {
 /** Live linking is not possible right now (no socket, or no QR in time). */
 export { WhatsappUnavailableError };
 
-export interface CreatedSession {
-  row: WhatsappSessionRow;
-  /** PNG image of the QR code, as a data URI. */
-  qrCode: string;
+/** A new session, linked either by scanning `qrCode` or by typing `pairingCode` on the phone. */
+export type CreatedSession =
+  | { row: WhatsappSessionRow; /** PNG image of the QR code, as a data URI. */ qrCode: string; pairingCode?: undefined }
+  | { row: WhatsappSessionRow; /** What the phone asks for under Linked devices → Link with phone number instead. */ pairingCode: string; qrCode?: undefined };
+
+/** How to link: by QR code (default), or by a pairing code for this phone number (digits with country code). */
+export interface LinkRequest {
+  phoneNumber?: string;
+}
+
+// The alphabet of WhatsApp pairing codes (Crockford base 32 without 0, O, I, U).
+const PAIRING_ALPHABET = '123456789ABCDEFGHJKLMNPQRSTVWXYZ';
+
+/** The sandbox's pairing code for a phone number: the same number always gets the same code. */
+export function sandboxPairingCode(phoneNumber: string): string {
+  const digest = createHash('sha256').update(`voicenote-sandbox-pairing:${phoneNumber}`).digest();
+  return Array.from(digest.subarray(0, 8), (byte) => PAIRING_ALPHABET[byte % 32]).join('');
 }
 
 export interface WhatsappSessions {
-  create(owner: Owner): Promise<CreatedSession>;
+  create(owner: Owner, link?: LinkRequest): Promise<CreatedSession>;
   get(owner: Owner, id: string): Promise<WhatsappSessionRow | undefined>;
   list(owner: Owner): Promise<WhatsappSessionRow[]>;
   remove(owner: Owner, id: string): Promise<boolean>;
@@ -108,11 +121,12 @@ export function createWhatsappSessions(deps: {
   }
 
   return {
-    async create(owner) {
+    async create(owner, link = {}) {
       if (owner.env === 'live') {
         if (!deps.live) throw new WhatsappUnavailableError('live WhatsApp linking is not available in this build');
-        const { row, qr } = await deps.live.create(owner);
-        return { row, qrCode: await qrDataUri(qr) };
+        const created = await deps.live.create(owner, link);
+        if (created.pairingCode !== undefined) return { row: created.row, pairingCode: created.pairingCode };
+        return { row: created.row, qrCode: await qrDataUri(created.qr) };
       }
       const createdAt = now();
       const row: WhatsappSessionRow = {
@@ -128,9 +142,10 @@ export function createWhatsappSessions(deps: {
         updated_at: createdAt,
         last_connected_at: null,
       };
-      const qrCode = await qrDataUri(pairingPayload());
       await insertWhatsappSession(db, row);
-      return { row, qrCode };
+      // A pairing code links the same way as a scan: the sandbox connects it after autoScanSeconds, or on `simulate scan`.
+      if (link.phoneNumber !== undefined) return { row, pairingCode: sandboxPairingCode(link.phoneNumber) };
+      return { row, qrCode: await qrDataUri(pairingPayload()) };
     },
 
     async get(owner, id) {

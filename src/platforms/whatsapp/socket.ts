@@ -64,6 +64,11 @@ export interface WhatsappSocket {
   onWhatsApp(...phoneNumbers: string[]): Promise<Array<{ jid: string; exists: boolean | unknown }> | undefined>;
   /** `messageId`: chosen by us, so every attempt of one message carries the same id (recipients' devices key messages by it). */
   sendMessage(jid: string, content: VoiceNoteContent, options: { messageId: string }): Promise<unknown>;
+  /**
+   * Asks WhatsApp for an 8-character code to type on the phone (Linked devices → Link with phone number
+   * instead), for a socket whose creds are not registered yet. `phoneNumber`: digits with country code.
+   */
+  requestPairingCode(phoneNumber: string): Promise<string>;
   /** Unlinks this device from the phone, then closes. */
   logout(message?: string): Promise<void>;
   /** Closes the connection; the device stays linked. */

@@ -1,0 +1,239 @@
+import { createStoredAuthState } from '../auth-state.js';
+import { releaseLease } from '../../../store/whatsapp-live.js';
+import { endLiveSession } from '../../../store/whatsapp-live.js';
+import { transitionWhatsappSession } from '../../../store/whatsapp-sessions.js';
+import { DISCONNECT, disconnectCode, phoneOfJid, type AuthCreds, type ConnectionUpdate, type WhatsappSocket } from '../socket.js';
+import { endQuietly, FINAL_CLOSES, type LiveContext, type Link, type Phase, WhatsappUnavailableError, withTimeout } from './context.js';
+
+/** What the socket lifecycle needs from the ownership lease. */
+export interface LeaseHooks {
+  onLeaseLost(sessionId: string): void;
+  ensureRenewing(): void;
+}
+
+export type Connections = ReturnType<typeof createConnections>;
+
+/**
+ * The socket lifecycle of the sessions this process holds: open a socket with the stored auth state,
+ * follow its connection updates (pairing restart, open, reconnects with backoff, final closes), and
+ * let it go (optionally logging the device out).
+ */
+export function createConnections(ctx: LiveContext, hooks: LeaseHooks) {
+  const { db, secretBox, socketFactory, tuning, links, holderId, now, state } = ctx;
+  const log = (id: string) => ctx.log(id);
+
+  function newLink(id: string, creds: AuthCreds): Link {
+    const link: Link = {
+      id,
+      auth: createStoredAuthState({ db, box: secretBox, logger: log(id), sessionId: id, holder: holderId, creds, onLeaseLost: () => hooks.onLeaseLost(id) }),
+      socket: undefined,
+      phase: 'connecting',
+      attempts: 0,
+      reconnectTimer: undefined,
+      qrTimer: undefined,
+      firstQr: undefined,
+      openWaiters: new Set(),
+      awaitingCode: false,
+    };
+    links.set(id, link);
+    hooks.ensureRenewing();
+    return link;
+  }
+
+  // A pairing code sets `me` before the phone has linked the device: not paired until WhatsApp restarts the connection.
+  const isPaired = (link: Link): boolean => typeof link.auth.creds.me?.id === 'string' && !link.awaitingCode;
+
+  async function connect(link: Link): Promise<void> {
+    if (link.phase === 'closed') return;
+    link.phase = 'connecting';
+    let socket: WhatsappSocket;
+    try {
+      socket = await socketFactory({
+        sessionId: link.id,
+        auth: { creds: link.auth.creds, keys: link.auth.keys },
+        logger: log(link.id),
+        // Baileys' own QR rotation must not outlive ours: only the first code is ever shown.
+        qrTimeoutMs: tuning.qrValidityMs + 15_000,
+      });
+    } catch (err) {
+      log(link.id).warn({ err }, 'could not open a WhatsApp socket');
+      onClosed(link, undefined);
+      return;
+    }
+    // Closed while the factory ran (deleted, shut down).
+    if ((link.phase as Phase) === 'closed') {
+      endQuietly(socket);
+      return;
+    }
+    link.socket = socket;
+    socket.ev.on('creds.update', (update) => {
+      if (link.socket !== socket) return;
+      Object.assign(link.auth.creds, update);
+      void link.auth.saveCreds();
+    });
+    socket.ev.on('connection.update', (update) => {
+      if (link.socket !== socket) return;
+      void onUpdate(link, socket, update).catch((err: unknown) => log(link.id).error({ err }, 'WhatsApp connection update failed'));
+    });
+  }
+
+  async function onUpdate(link: Link, socket: WhatsappSocket, update: ConnectionUpdate): Promise<void> {
+    if (update.qr && link.firstQr) {
+      const waiter = link.firstQr;
+      link.firstQr = undefined;
+      waiter.resolve(update.qr);
+    }
+    if (update.connection === 'open') await onOpen(link, socket);
+    else if (update.connection === 'close') {
+      link.socket = undefined;
+      onClosed(link, disconnectCode(update));
+    }
+  }
+
+  async function onOpen(link: Link, socket: WhatsappSocket): Promise<void> {
+    clearTimeout(link.qrTimer);
+    link.qrTimer = undefined;
+    link.attempts = 0;
+    const at = now();
+    const phone = phoneOfJid(socket.user?.id ?? link.auth.creds.me?.id);
+    const moved = await transitionWhatsappSession(
+      db,
+      link.id,
+      ['qr_pending', 'connected'],
+      { status: 'connected', phone_number: phone, last_connected_at: at, qr_expires_at: null },
+      at,
+    );
+    if (!moved) {
+      // Deleted, expired or disconnected meanwhile: nothing may stay linked for a session that is gone.
+      await dropLink(link, { logout: true, release: true });
+      return;
+    }
+    link.phase = 'open';
+    log(link.id).info({ phone_number: phone }, 'WhatsApp session connected');
+    for (const wake of link.openWaiters) wake();
+    link.openWaiters.clear();
+    // Without a worker here nothing would send through it: hand it to a process that has one.
+    if (!state.serving) await dropLink(link, { release: true });
+  }
+
+  function onClosed(link: Link, code: number | undefined): void {
+    if (link.phase === 'closed') return;
+    link.phase = 'waiting';
+    const id = link.id;
+    if (link.firstQr) {
+      const waiter = link.firstQr;
+      link.firstQr = undefined;
+      waiter.reject(new WhatsappUnavailableError(`WhatsApp closed the connection before showing a QR code${code ? ` (${code})` : ''}`));
+      return;
+    }
+    if (code === DISCONNECT.restartRequired) {
+      // The phone scanned the code: WhatsApp wants a fresh connection with the saved creds. Normal pairing.
+      log(id).info('WhatsApp pairing: reconnecting with the new creds');
+      link.awaitingCode = false;
+      clearTimeout(link.qrTimer);
+      link.qrTimer = undefined;
+      void (async () => {
+        await transitionWhatsappSession(db, id, ['qr_pending'], { qr_expires_at: null }, now()).catch(() => false);
+        await link.auth.flush();
+        await connect(link);
+      })();
+      return;
+    }
+    const final = code !== undefined ? FINAL_CLOSES.get(code) : undefined;
+    if (final) {
+      void voidSession(link, 'disconnected', final);
+      return;
+    }
+    if (code === DISCONNECT.connectionReplaced) {
+      log(id).warn('another connection with the same creds replaced this one; letting the session go');
+      void dropLink(link, { release: true });
+      return;
+    }
+    if (!isPaired(link)) {
+      // Before the scan a new connection would need a new QR code, which nobody would see.
+      void voidSession(link, 'qr_expired', 'the QR code is no longer valid');
+      return;
+    }
+    link.attempts += 1;
+    if (link.attempts > tuning.reconnectAttempts) {
+      void voidSession(link, 'disconnected', `WhatsApp could not be reached after ${tuning.reconnectAttempts} attempts`);
+      return;
+    }
+    const delay = Math.min(tuning.reconnectFirstDelayMs * 2 ** (link.attempts - 1), tuning.reconnectMaxDelayMs);
+    log(id).info({ code, attempt: link.attempts, delay_ms: delay }, 'WhatsApp connection closed; reconnecting');
+    link.reconnectTimer = setTimeout(() => {
+      link.reconnectTimer = undefined;
+      void connect(link);
+    }, delay * (0.8 + 0.4 * Math.random()));
+    link.reconnectTimer.unref();
+  }
+
+  /** Ends the session for good: a final status, the creds voided, the socket closed, the lease let go. */
+  async function voidSession(link: Link, status: 'disconnected' | 'qr_expired', why: string): Promise<void> {
+    log(link.id).info({ status }, `WhatsApp session ends: ${why}`);
+    const from = status === 'qr_expired' ? (['qr_pending'] as const) : (['qr_pending', 'connected'] as const);
+    endQuietly(closeLocally(link));
+    await link.auth.flush();
+    try {
+      await endLiveSession(db, link.id, [...from], status, now());
+    } catch (err) {
+      log(link.id).error({ err }, 'could not record the end of a WhatsApp session');
+    }
+  }
+
+  /** Stops everything this process does for the session, without touching its status. */
+  function closeLocally(link: Link): WhatsappSocket | undefined {
+    link.phase = 'closed';
+    clearTimeout(link.qrTimer);
+    clearTimeout(link.reconnectTimer);
+    link.auth.stopWriting();
+    const socket = link.socket;
+    link.socket = undefined;
+    if (link.firstQr) {
+      link.firstQr.reject(new WhatsappUnavailableError('the session was closed before a QR code arrived'));
+      link.firstQr = undefined;
+    }
+    for (const wake of link.openWaiters) wake();
+    link.openWaiters.clear();
+    if (links.get(link.id) === link) links.delete(link.id);
+    return socket;
+  }
+
+  /** Lets go of a session: writes what is pending, optionally unlinks the device, closes the socket. */
+  async function dropLink(link: Link, how: { logout?: boolean; release: boolean }): Promise<void> {
+    if (link.phase === 'closed') return;
+    const socket = link.socket;
+    link.socket = undefined;
+    await link.auth.flush();
+    closeLocally(link);
+    if (socket && how.logout) {
+      const out = await withTimeout(
+        socket.logout().then(
+          () => true,
+          (err: unknown) => log(link.id).warn({ err }, 'WhatsApp logout failed'),
+        ),
+        tuning.logoutTimeoutMs,
+      );
+      if (out === undefined) log(link.id).warn('WhatsApp logout timed out');
+    }
+    endQuietly(socket);
+    if (how.release) await releaseLease(db, link.id, holderId).catch((err: unknown) => log(link.id).warn({ err }, 'could not release a WhatsApp lease'));
+  }
+
+  function waitOpen(link: Link, ms: number): Promise<boolean> {
+    if (link.phase === 'open') return Promise.resolve(true);
+    if (link.phase === 'closed') return Promise.resolve(false);
+    return new Promise((resolve) => {
+      const wake = (): void => {
+        clearTimeout(timer);
+        link.openWaiters.delete(wake);
+        resolve(link.phase === 'open');
+      };
+      const timer = setTimeout(wake, ms);
+      timer.unref();
+      link.openWaiters.add(wake);
+    });
+  }
+
+  return { newLink, isPaired, connect, voidSession, closeLocally, dropLink, waitOpen };
+}

@@ -1,0 +1,46 @@
+import { findSessionById } from '../../../store/whatsapp-live.js';
+import { KeyedPacer } from '../../pacing.js';
+import type { WhatsappSocket } from '../socket.js';
+import type { Connections } from './connection.js';
+import { SessionNotOpenError, type Acquired, type HeldSession, type LiveContext, type Link } from './context.js';
+
+/**
+ * Sending: the socket of a session held here (taking it over when it is free), one send at a time per
+ * session with a gap and jitter between sends, since bursts get accounts banned.
+ */
+export function createSending(ctx: LiveContext, connections: Connections, restore: (id: string) => Promise<Link | undefined>) {
+  const { db, tuning, links, holderId, state } = ctx;
+  const { waitOpen } = connections;
+  const sendPacer = new KeyedPacer(() => tuning.sendGapMs + Math.random() * tuning.sendJitterMs);
+
+  function heldSession(link: Link): HeldSession {
+    return {
+      sessionId: link.id,
+      paced<T>(send: (socket: WhatsappSocket) => Promise<T>): Promise<T> {
+        return sendPacer.run(link.id, async () => {
+          const socket = link.socket;
+          if (link.phase !== 'open' || !socket) throw new SessionNotOpenError(link.id);
+          return send(socket);
+        });
+      },
+    };
+  }
+
+  async function acquire(sessionId: string): Promise<Acquired> {
+    let link = links.get(sessionId);
+    if (!link) {
+      if (!state.serving) return { reason: 'not_held' };
+      link = await restore(sessionId);
+      if (!link) {
+        const row = await findSessionById(db, sessionId);
+        if (row && row.auth_state === null) return { reason: 'no_credentials' };
+        const heldElsewhere = row?.holder != null && row.holder !== holderId && Number(row.holder_expires_at) > Date.now();
+        return { reason: heldElsewhere ? 'held_elsewhere' : 'not_held' };
+      }
+    }
+    if (!(await waitOpen(link, tuning.connectWaitMs))) return { reason: 'not_open' };
+    return { held: heldSession(link) };
+  }
+
+  return { acquire };
+}
