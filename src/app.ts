@@ -1,8 +1,7 @@
-import { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import { createAudioPipeline, resolveFfmpegPath, type AudioPipeline } from './audio/index.js';
 import { CallerDirectory } from './api/caller.js';
-import { RateLimiter } from './api/rate-limiter.js';
+import { connectRedis, RateLimiter } from './api/rate-limiter.js';
 import type { Config } from './config.js';
 import { SecretBox } from './core/secret-box.js';
 import { DeliveryWorker, type AudioSource } from './delivery/worker.js';
@@ -21,6 +20,7 @@ import { loadOrCreateSecretKey } from './secret-key.js';
 import { buildServer, type Server } from './server.js';
 import type { Services } from './services.js';
 import { migrate, openDb } from './store/db.js';
+import { checkSecretKey } from './store/key-check.js';
 import { purgeExpiredIdempotency } from './store/idempotency.js';
 import { createAttemptRecorder } from './message-log/recorder.js';
 import { WebhookSender, type WebhookSenderOptions } from './webhooks/sender.js';
@@ -90,11 +90,19 @@ interface OpenedServices {
 /** Storage (migrated), secrets, limits and sessions: what both `serve` and `worker` stand on. */
 export async function openServices(config: Config, options: Omit<AppOptions, 'worker'>): Promise<OpenedServices> {
   const logger = options.logger ?? createLogger(config.logLevel);
-  const db = await openDb({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, pgSchema: options.pgSchema });
+  const db = await openDb({
+    databaseUrl: config.databaseUrl,
+    dataDir: config.dataDir,
+    pgSchema: options.pgSchema,
+    onPoolError: (err) => logger.warn({ error: err.message }, 'a PostgreSQL connection broke; the pool replaces it'),
+  });
   await migrate(db);
   const secretBox = new SecretBox(loadOrCreateSecretKey(config.dataDir, config.secretKey));
-  const redis = config.redisUrl ? new Redis(config.redisUrl, { maxRetriesPerRequest: 2, enableOfflineQueue: true, lazyConnect: false }) : undefined;
-  redis?.on('error', (err: unknown) => logger.warn({ err }, 'redis error'));
+  await checkSecretKey(db.kysely, secretBox).catch(async (error: unknown) => {
+    await db.close();
+    throw error;
+  });
+  const redis = config.redisUrl ? connectRedis(config.redisUrl, logger) : undefined;
   const rateLimiter = new RateLimiter({ redis, keyPrefix: options.redisKeyPrefix });
   const callers = new CallerDirectory(db);
   const whatsappLive = createLiveWhatsapp({

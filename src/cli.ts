@@ -13,6 +13,9 @@ import { ApiClient, Unreachable } from './cli/http.js';
 import { SendFailure, sendCsv, sendOne, type SendFields } from './cli/send.js';
 import { noticeEmptyStorage, sqliteExists } from './cli/storage.js';
 import { migrate, openDb, type Db } from './store/db.js';
+import { checkSecretKey, SecretKeyMismatchError } from './store/key-check.js';
+import { SecretBox } from './core/secret-box.js';
+import { loadOrCreateSecretKey } from './secret-key.js';
 import { findKey, issueKey, listKeys, revokeKey, rollKey, type KeyRow } from './store/keys.js';
 import { iso } from './api/views.js';
 
@@ -136,6 +139,7 @@ const messageOf = (error: unknown): string => (error instanceof Error ? error.me
 
 /** Storage that cannot be opened at start-up, said in terms of the variable that chose it. */
 function storageFailure(cfg: Config, error: unknown): CliError {
+  if (error instanceof SecretKeyMismatchError) return new CliError(error.message);
   // PostgreSQL's "database does not exist": the first thing to do on a new server, so say how.
   if (cfg.databaseUrl && (error as { code?: string }).code === '3D000') {
     const name = (() => {
@@ -249,6 +253,8 @@ export function buildProgram(): Command {
         applied = await migrate(db).catch((error: unknown) => {
           throw storageFailure(cfg, error);
         });
+        // The key check is stored (or verified) here too, so a database is bound to its key from the start.
+        await checkSecretKey(db.kysely, new SecretBox(loadOrCreateSecretKey(cfg.dataDir, cfg.secretKey)));
       } finally {
         await db.close();
       }

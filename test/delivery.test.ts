@@ -274,7 +274,18 @@ describe(`the worker (${STORAGE_LABEL})`, () => {
 });
 
 describe(`a changed SECRET_KEY (${STORAGE_LABEL})`, () => {
-  it('fails a message whose credentials were sealed under another key with invalid_session, at once', async () => {
+  it('refuses to start on data sealed under another key', async () => {
+    await withRestartableStorage(async (reuse) => {
+      const first = await startTestApp({ worker: false, reuse });
+      await first.close();
+      await assert.rejects(startTestApp({ reuse: { ...reuse, secretKey: randomBytes(32).toString('base64') } }), /SECRET_KEY/);
+      // The right key still starts.
+      const again = await startTestApp({ worker: false, reuse });
+      await again.close();
+    });
+  });
+
+  it('on a database from before the key check, fails a message whose credentials were sealed under another key with invalid_session, at once', async () => {
     await withRestartableStorage(async (reuse) => {
       const first = await startTestApp({ worker: false, reuse });
       let account: TestAccount;
@@ -282,6 +293,8 @@ describe(`a changed SECRET_KEY (${STORAGE_LABEL})`, () => {
       try {
         account = await first.createAccount();
         id = await accepted(first, account.testKey, defaultSendBody('telegram', first.voiceUrl));
+        // What a database written before the key check looks like.
+        await first.app.services.db.kysely.deleteFrom('instance_settings').execute();
       } finally {
         await first.close();
       }

@@ -119,6 +119,19 @@ export function sendError(reply: FastifyReply, error: ApiError): FastifyReply {
 export const storageUnavailable = (): ApiError =>
   new ApiError('service_unavailable', 'storage is not reachable; retry shortly', null, { 'Retry-After': '5' });
 
+const STORAGE_FAULT_CODES = /^(SQLITE_(BUSY|LOCKED|READONLY|IOERR|FULL|CANTOPEN|PROTOCOL)|ECONNREFUSED|ECONNRESET|ETIMEDOUT|EPIPE|57P0[1-3]|08\d{3}|53300)/;
+const STORAGE_FAULT_MESSAGES = /Connection terminated|Query read timeout|timeout exceeded when trying to connect|Client has encountered a connection error/;
+
+/**
+ * Storage that is away or cannot take a write right now (a locked or read-only SQLite file, a PostgreSQL
+ * server restarting or out of connections): the request may well succeed later, so 503, not 500.
+ */
+export function isStorageFault(error: unknown): boolean {
+  if (!(error instanceof Error)) return false;
+  const code = (error as Error & { code?: unknown }).code;
+  return (typeof code === 'string' && STORAGE_FAULT_CODES.test(code)) || STORAGE_FAULT_MESSAGES.test(error.message);
+}
+
 /**
  * One place turns every error into the envelope. An unexpected error is a 500 only while storage
  * answers: when it does not, the caller gets 503 with Retry-After (the request may well succeed later).
@@ -127,7 +140,7 @@ export function registerErrorHandling(app: FastifyInstance, storageAnswers: () =
   app.setErrorHandler(async (error: FastifyError, request: FastifyRequest, reply: FastifyReply) => {
     let apiError = error instanceof ApiError ? error : fromFastifyError(error);
     if (apiError.code === 'internal_error') {
-      if (await storageAnswers()) request.log.error({ err: error }, 'unhandled error');
+      if (!isStorageFault(error) && (await storageAnswers())) request.log.error({ err: error }, 'unhandled error');
       else {
         request.log.warn({ err: error }, 'storage is not reachable');
         apiError = storageUnavailable();

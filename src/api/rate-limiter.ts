@@ -1,6 +1,41 @@
-import type { Redis } from 'ioredis';
+import { Redis } from 'ioredis';
+import type { Logger } from 'pino';
 import { RateLimiterMemory, RateLimiterRedis, type RateLimiterAbstract } from 'rate-limiter-flexible';
 import { RATE_WINDOW_SECONDS } from '../core/plans.js';
+
+/** Longest a rate-limit command may wait on Redis before the in-memory count stands in. */
+const REDIS_COMMAND_TIMEOUT_MS = 500;
+
+/**
+ * The shared counters' connection. No request ever waits on Redis: with the offline queue off, a
+ * command while Redis is away fails at once (and one that hangs fails after 500 ms), and the
+ * per-process counter stands in; once Redis answers again its counts are used again. One warning
+ * when Redis goes away, one line when it is back: reconnect attempts are not logged one by one.
+ */
+export function connectRedis(url: string, logger: Logger): Redis {
+  const redis = new Redis(url, {
+    enableOfflineQueue: false,
+    maxRetriesPerRequest: 0,
+    commandTimeout: REDIS_COMMAND_TIMEOUT_MS,
+    connectTimeout: 2_000,
+    lazyConnect: false,
+  });
+  let state: 'starting' | 'up' | 'down' = 'starting';
+  redis.on('ready', () => {
+    if (state === 'down') logger.info('Redis answers again; rate limits are shared across processes again');
+    state = 'up';
+  });
+  const wentAway = (why: string): void => {
+    if (state === 'down') return;
+    state = 'down';
+    // The reason only: a stack trace per reconnect attempt says nothing new.
+    logger.warn({ error: why }, 'Redis is not reachable; rate limits are counted per process until it returns');
+  };
+  redis.on('error', (err: Error) => wentAway(err.message));
+  // Emitted only when the connection dropped by itself (not at our own disconnect).
+  redis.on('reconnecting', () => wentAway('connection lost'));
+  return redis;
+}
 
 /** Which counter a request draws from (PRODUCT.md, "Plans and limits"). */
 export type Bucket = 'send' | 'read' | 'ip';
@@ -25,8 +60,10 @@ const UNBOUNDED = Number.MAX_SAFE_INTEGER;
  */
 export class RateLimiter {
   readonly #counters: Record<Bucket, RateLimiterAbstract>;
+  readonly #redis: Redis | undefined;
 
   constructor(options: { redis?: Redis; keyPrefix?: string } = {}) {
+    this.#redis = options.redis;
     const prefix = options.keyPrefix ?? 'voicenote:rl';
     const make = (bucket: Bucket): RateLimiterAbstract => {
       const memory = new RateLimiterMemory({ points: UNBOUNDED, duration: RATE_WINDOW_SECONDS, keyPrefix: `${prefix}:${bucket}` });
@@ -40,6 +77,11 @@ export class RateLimiter {
       });
     };
     this.#counters = { send: make('send'), read: make('read'), ip: make('ip') };
+  }
+
+  /** Counts are shared through Redis right now (false: per process, or no Redis configured). */
+  get shared(): boolean {
+    return this.#redis?.status === 'ready';
   }
 
   async consume(bucket: Bucket, key: string, limit: number, now = Date.now()): Promise<RateDecision> {

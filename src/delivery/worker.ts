@@ -224,16 +224,17 @@ export class DeliveryWorker {
     const { db, concurrency, leaseMs, pollMs, affinityHolder, clock, logger } = this.#options;
     while (this.#running) {
       try {
+        // Reset on every turn, whatever happens below: a wake left pending would make #sleep return at
+        // once and spin this loop on microtasks, starving timers and the very jobs whose end would free
+        // a slot.
+        this.#wakeRequested = false;
         // What this worker already did is written before it takes more work.
         if (this.#pending.size > 0 && !(await this.#flushPending())) {
-          await this.#sleep(pollMs);
+          await this.#pause(pollMs);
           continue;
         }
         let claimed: MessageRow[] = [];
         const free = concurrency - this.#inFlight.size;
-        // Reset even when every slot is busy: a wake left pending would make #sleep return at once and
-        // spin this loop on microtasks, starving the very jobs whose end would free a slot.
-        this.#wakeRequested = false;
         if (free > 0) {
           const claimedAt = clock();
           try {
@@ -245,7 +246,7 @@ export class DeliveryWorker {
             this.#storageBack();
           } catch (err) {
             this.#storageAway(err, 'claim');
-            await this.#sleep(pollMs);
+            await this.#pause(pollMs);
             continue;
           }
           for (const message of claimed) {
@@ -270,7 +271,7 @@ export class DeliveryWorker {
       } catch (err) {
         // Nothing above should throw; if something does, the loop must live on.
         logger.error({ err }, 'delivery loop error');
-        await this.#sleep(pollMs);
+        await this.#pause(pollMs);
       }
     }
   }
@@ -283,6 +284,21 @@ export class DeliveryWorker {
     } catch {
       return pollMs;
     }
+  }
+
+  /** While storage is away: a real wait (wakes do not cut it short), ended early only by stop(). */
+  #pause(ms: number): Promise<void> {
+    if (!this.#running) return Promise.resolve();
+    return new Promise((resolve) => {
+      const timer = setTimeout(done, ms);
+      function done(): void {
+        clearTimeout(timer);
+        resolve();
+      }
+      this.#wake = () => {
+        if (!this.#running) done();
+      };
+    });
   }
 
   #sleep(ms: number): Promise<void> {

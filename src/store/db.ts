@@ -42,12 +42,17 @@ export interface OpenDbOptions {
   pgSchema?: string;
   /** SQLite file name inside dataDir. */
   sqliteFile?: string;
+  /** An idle PostgreSQL connection broke (logged by the caller; the pool replaces it). */
+  onPoolError?: (err: Error) => void;
 }
 
 /** The embedded database's file name inside DATA_DIR. */
 export const SQLITE_FILE = 'voicenote.db';
 
 const STATEMENT_CACHE_SIZE = 256;
+/** Longest wait for a new PostgreSQL connection, and for one query's answer. */
+export const PG_CONNECT_TIMEOUT_MS = 3_000;
+export const PG_QUERY_TIMEOUT_MS = 5_000;
 
 /**
  * Kysely prepares every query anew; on SQLite preparing costs about as much as running. The service
@@ -77,8 +82,15 @@ export async function openDb(options: OpenDbOptions): Promise<Db> {
     const pool = new pg.Pool({
       connectionString: options.databaseUrl,
       max: 10,
+      // Bounded waits, so a request never hangs on a database that is away: it gets a 503 instead.
+      connectionTimeoutMillis: PG_CONNECT_TIMEOUT_MS,
+      query_timeout: PG_QUERY_TIMEOUT_MS,
+      keepAlive: true,
       ...(schema ? { options: `-c search_path=${schema}` } : {}),
     });
+    // An idle connection that breaks (the server restarted) is dropped by the pool and replaced on
+    // next use; unhandled, its 'error' event would end the process.
+    pool.on('error', (err) => options.onPoolError?.(err));
     const kysely = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
     if (schema) await sql`create schema if not exists ${sql.id(schema)}`.execute(kysely);
     return { kysely, dialect: 'postgres', writeTransaction: (work) => kysely.transaction().execute(work), close: () => kysely.destroy() };
