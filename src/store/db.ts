@@ -91,6 +91,12 @@ export async function openDb(options: OpenDbOptions): Promise<Db> {
     // An idle connection that breaks (the server restarted) is dropped by the pool and replaced on
     // next use; unhandled, its 'error' event would end the process.
     pool.on('error', (err) => options.onPoolError?.(err));
+    // A connection that breaks while a query runs on it rejects that query, and pg also emits 'error'
+    // on the checked-out client, where the pool listens only while the client is idle: without a
+    // listener of its own that event would end the process. The query's caller handles the failure.
+    pool.on('connect', (client) => {
+      client.on('error', () => undefined);
+    });
     const kysely = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
     if (schema) await sql`create schema if not exists ${sql.id(schema)}`.execute(kysely);
     return { kysely, dialect: 'postgres', writeTransaction: (work) => kysely.transaction().execute(work), close: () => kysely.destroy() };
