@@ -110,34 +110,42 @@ export function createResponseChecker(doc: unknown): ResponseChecker {
         if (x.status >= 500 && x.status !== 503) problems.push(`${x.status} answer`);
         return problems;
       }
-      // A malformed percent-encoding never reaches a route: the router answers it (400) before any operation runs.
-      let wellEncoded = true;
-      try {
-        decodeURIComponent(path);
-      } catch {
-        wellEncoded = false;
-      }
-      // HEAD is answered by the GET operation, without a body.
-      const method = x.method === 'HEAD' ? 'GET' : x.method;
-      const op = wellEncoded ? operations.find((o) => o.method === method && o.pattern.test(path)) : undefined;
-      if (!op) {
-        if (x.status >= 500 && x.status !== 503) problems.push(`${x.status} answer`);
-        // No operation: only "no such route" answers (or the auth and limit checks that run before routing) fit.
-        if (x.status < 400) problems.push(`${x.method} ${path} is not documented yet answered ${x.status}`);
-        return problems;
-      }
-      const status = String(x.status);
-      // A 500 is a bug whatever the document says; other 5xx only where the operation documents them.
-      if (x.status === 500) problems.push('500 answer');
-      if (!op.statuses.has(status)) {
-        problems.push(`${op.method} ${op.template} answered ${status}, which its document does not list`);
-        return problems;
-      }
-      if (x.method === 'HEAD') return problems;
-      const validate = op.statuses.get(status);
-      if (validate && !validate(parsed)) {
-        problems.push(`${op.method} ${op.template} ${status} body does not match its schema: ${ajvErrors(validate)}`);
-      }
+      // Clients may resolve dot segments (`/a/./b`) or send them raw to the router: either reading may be the one answered.
+      const judgeAt = (at: string): string[] => {
+        const out: string[] = [];
+        // A malformed percent-encoding never reaches a route: the router answers it (400) before any operation runs.
+        let wellEncoded = true;
+        try {
+          decodeURIComponent(at);
+        } catch {
+          wellEncoded = false;
+        }
+        // HEAD is answered by the GET operation, without a body.
+        const method = x.method === 'HEAD' ? 'GET' : x.method;
+        const op = wellEncoded ? operations.find((o) => o.method === method && o.pattern.test(at)) : undefined;
+        if (!op) {
+          if (x.status >= 500 && x.status !== 503) out.push(`${x.status} answer`);
+          // No operation: only "no such route" answers (or the auth and limit checks that run before routing) fit.
+          if (x.status < 400) out.push(`${x.method} ${at} is not documented yet answered ${x.status}`);
+          return out;
+        }
+        const status = String(x.status);
+        // A 500 is a bug whatever the document says; other 5xx only where the operation documents them.
+        if (x.status === 500) out.push('500 answer');
+        if (!op.statuses.has(status)) {
+          out.push(`${op.method} ${op.template} answered ${status}, which its document does not list`);
+          return out;
+        }
+        if (x.method === 'HEAD') return out;
+        const validate = op.statuses.get(status);
+        if (validate && !validate(parsed)) {
+          out.push(`${op.method} ${op.template} ${status} body does not match its schema: ${ajvErrors(validate)}`);
+        }
+        return out;
+      };
+      const asSent = judgeAt(raw);
+      const resolved = path === raw || asSent.length === 0 ? asSent : judgeAt(path);
+      problems.push(...(resolved.length < asSent.length ? resolved : asSent));
       return problems;
     },
   };
