@@ -91,8 +91,8 @@ try {
 
 ${problems.size === 0 ? 'No problem found.' : `Problems found:\n\n${[...problems.entries()].map(([k, v]) => `- ${v.count} × ${k} — e.g. \`${v.example.replace(/`/g, "'")}\``).join('\n')}`}
 
-A 503 here is load shedding or the per-key and per-IP limits' neighbours (documented for every operation); the
-check counts a 5xx only where the operation does not document it, and any 500.`;
+The check flags any 500, and another 5xx only where the operation does not document it (a 503 would be load
+shedding or storage away, documented for every operation). 429s are the per-key and per-IP limits doing their job.`;
   console.log(md);
   await writeReliabilitySection('r4', 'R4 — generated requests against the served OpenAPI document', 'npm run build && flock -s /tmp/voicenote-services.lock node --import tsx bench/reliability/r4-api-fuzz.ts', md);
 } finally {
