@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { cp, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { createServer, type AddressInfo, type Server } from 'node:net';
@@ -316,6 +316,35 @@ describe(`voicenote send --csv (${STORAGE_LABEL})`, () => {
       const human = await runCli(['send', '--key', key, '--url', url, '--csv', file], {});
       assert.match(human.stdout, /^row 3: invalid_parameter: /m);
       assert.match(human.stdout, /^2 accepted, 2 rejected, of 4 rows$/m);
+    } finally {
+      await t.close();
+    }
+  });
+
+  test('on a terminal: a progress bar with done / failed / remaining, rate and time left, then the summary', { skip: spawnSync('script', ['--version']).status === 0 ? false : 'util-linux script is not installed' }, async () => {
+    const { app: t, url } = await sendTarget({ worker: false });
+    try {
+      const { testKey: key } = await t.createAccount({ plan: 'scale' });
+      const file = path.join(dir, 'tty.csv');
+      await writeFile(file, `${csvRows(t.voiceUrl, ['600000001', '600000002'])}telegram,bad,${t.voiceUrl},${TELEGRAM_TOKEN},\n`);
+      // `script` gives the command a pseudo-terminal, as an operator's shell would.
+      const command = [process.execPath, BIN, 'send', '--key', key, '--url', url, '--csv', file].map((arg) => `'${arg}'`).join(' ');
+      // Not spawnSync: the service answering the command lives in this very process.
+      const run = await new Promise<{ status: number | null; stdout: string }>((resolve) => {
+        const child = spawn('script', ['-qec', command, '/dev/null'], { cwd: ROOT, env: childEnv({}) });
+        let stdout = '';
+        child.stdout.on('data', (c: Buffer) => (stdout += c));
+        const timer = setTimeout(() => child.kill('SIGKILL'), 30_000);
+        child.on('close', (status) => {
+          clearTimeout(timer);
+          resolve({ status, stdout });
+        });
+      });
+      const screen = run.stdout;
+      assert.equal(run.status, 1, `one row rejected: ${screen}`);
+      assert.match(screen, /\[#+-*\] \d\/3 {2}done \d {2}failed \d {2}remaining \d {2}\d+\.\d\/s {2}~\S+ left/, `a progress bar: ${JSON.stringify(screen)}`);
+      assert.match(screen, /\x1b\[2K/, 'redrawn in place');
+      assert.match(screen, /2 accepted, 1 rejected, of 3 rows/);
     } finally {
       await t.close();
     }

@@ -9,6 +9,7 @@ export function parseCsv(text: string): string[][] {
   let field = '';
   let quoted = false;
   let line = 1;
+  let quoteLine = 1;
   let i = text.charCodeAt(0) === 0xfeff ? 1 : 0; // a byte-order mark some spreadsheets write
   const endRecord = (): void => {
     record.push(field);
@@ -31,6 +32,7 @@ export function parseCsv(text: string): string[][] {
     } else if (char === '"') {
       if (field !== '') throw new CsvError(`line ${line}: a quote inside an unquoted field`);
       quoted = true;
+      quoteLine = line;
     } else if (char === ',') {
       record.push(field);
       field = '';
@@ -40,7 +42,7 @@ export function parseCsv(text: string): string[][] {
       line++;
     } else field += char;
   }
-  if (quoted) throw new CsvError(`line ${line}: a quoted field is not closed`);
+  if (quoted) throw new CsvError(`line ${quoteLine}: a quoted field is not closed`);
   if (field !== '' || record.length > 0) endRecord();
   return records;
 }

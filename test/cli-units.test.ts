@@ -1,0 +1,55 @@
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import { CsvError, parseCsv } from '../src/cli/csv.js';
+import { formatProgress } from '../src/cli/progress.js';
+import { readSendCsv, sendBody } from '../src/cli/send.js';
+
+/* The parts of `voicenote send --csv` that need no service: reading the file, the row keys, the progress line. */
+
+describe('CSV reading', () => {
+  test('quoted fields with commas, quotes and line breaks; CRLF; a byte-order mark; blank lines skipped', () => {
+    const text = '\ufeffa,b,c\r\n1,"two, too","say ""hi"""\r\n\r\n3,"multi\nline",\n';
+    assert.deepEqual(parseCsv(text), [
+      ['a', 'b', 'c'],
+      ['1', 'two, too', 'say "hi"'],
+      ['3', 'multi\nline', ''],
+    ]);
+  });
+
+  test('a quote that is never closed, or one inside a bare field, is an error naming the line', () => {
+    assert.throws(() => parseCsv('a,b\n1,"open\n'), (e: unknown) => e instanceof CsvError && /line 2/.test(e.message));
+    assert.throws(() => parseCsv('a,b\n1,x"y\n'), (e: unknown) => e instanceof CsvError && /line 2/.test(e.message));
+  });
+
+  test('each row gets a key from its header, number and content: the same file gives the same keys, a changed row a new one', () => {
+    const file = 'platform,recipient,audio_url,bot_token\ntelegram,1,https://a/x.ogg,1:t\ntelegram,1,https://a/x.ogg,1:t\ntelegram,2,https://a/x.ogg,1:t\n';
+    const rows = readSendCsv(file);
+    assert.deepEqual(rows.map((r) => r.row), [1, 2, 3]);
+    assert.equal(new Set(rows.map((r) => r.idempotencyKey)).size, 3, 'two identical rows are two sends');
+    for (const row of rows) assert.match(row.idempotencyKey, /^csv-[0-9a-f]{40}$/);
+    assert.deepEqual(readSendCsv(file).map((r) => r.idempotencyKey), rows.map((r) => r.idempotencyKey), 'stable across runs');
+    const edited = readSendCsv(file.replace('telegram,2,', 'telegram,3,'));
+    assert.deepEqual(edited.slice(0, 2).map((r) => r.idempotencyKey), rows.slice(0, 2).map((r) => r.idempotencyKey));
+    assert.notEqual(edited[2]!.idempotencyKey, rows[2]!.idempotencyKey);
+  });
+
+  test('the body of a row: session fields gathered, empty cells not given, a numeric duration a number', () => {
+    const [row] = readSendCsv('platform,recipient,audio_url,li_at,csrf_token,caption,duration\nlinkedin,jane-smith-a1b2c3,https://a/x.m4a,AQE,ajax:1,,12\n');
+    assert.deepEqual(sendBody(row!.fields), {
+      platform: 'linkedin',
+      recipient: 'jane-smith-a1b2c3',
+      audio_url: 'https://a/x.m4a',
+      session: { li_at: 'AQE', csrf_token: 'ajax:1' },
+      duration: 12,
+    });
+  });
+});
+
+describe('progress line', () => {
+  test('done, failed, remaining, rate and time left', () => {
+    const line = formatProgress({ done: 38, failed: 2, total: 100 }, 4_000);
+    assert.match(line, /^\[#{10}-{14}\] 40\/100 /);
+    assert.match(line, /done 38 {2}failed 2 {2}remaining 60 {2}10\.0\/s {2}~6s left/);
+    assert.match(formatProgress({ done: 0, failed: 0, total: 5 }, 0, 'waiting 30s (rate limited)'), /~\? left {2}waiting 30s \(rate limited\)$/);
+  });
+});
