@@ -494,7 +494,9 @@ export function buildProgram(): Command {
       out(
         report.secret_key === 'SECRET_KEY'
           ? 'To read it you also need this environment\'s SECRET_KEY: keep it, apart from the backup.'
-          : `To read it you also need ${report.secret_key} (not copied): keep it, apart from the backup.`,
+          : fs.existsSync(report.secret_key)
+            ? `To read it you also need ${report.secret_key} (not copied): keep it, apart from the backup.`
+            : `To read its sealed credentials you need the key that was at ${report.secret_key}, which is not there now: find it, or queued messages and WhatsApp sessions cannot be used.`,
       );
     });
 
