@@ -1,8 +1,9 @@
 import { Type, type Static } from '@sinclair/typebox';
+import { PLATFORM_NAMES } from '../platforms/registry.js';
 
 /** Response and request shapes: validation, serialisation (no extra fields leak) and OpenAPI from one place. */
 const Timestamp = Type.String({ format: 'date-time', description: 'ISO 8601 UTC timestamp' });
-const PlatformName = Type.String({ enum: ['linkedin', 'telegram', 'whatsapp'] });
+const PlatformName = Type.String({ enum: [...PLATFORM_NAMES] });
 
 export const ErrorEnvelope = Type.Object(
   {
@@ -16,7 +17,7 @@ export const ErrorEnvelope = Type.Object(
 );
 
 export const SendBody = Type.Object({
-  platform: Type.String({ description: 'linkedin, telegram or whatsapp' }),
+  platform: Type.String({ description: PLATFORM_NAMES.join(', ') }),
   recipient: Type.String({ description: 'Platform-specific recipient identifier' }),
   audio_url: Type.String({ description: 'Public http(s) URL of the audio file' }),
   session: Type.Object({}, { additionalProperties: true, description: 'Platform credentials: li_at + csrf_token, bot_token, or session_id' }),
@@ -52,7 +53,7 @@ export const Usage = Type.Object({
     total_sent: Type.Integer(),
     total_delivered: Type.Integer(),
     total_failed: Type.Integer(),
-    by_platform: Type.Object({ linkedin: Type.Integer(), telegram: Type.Integer(), whatsapp: Type.Integer() }),
+    by_platform: Type.Object(Object.fromEntries(PLATFORM_NAMES.map((name) => [name, Type.Integer()]))),
   }),
   limits: Type.Object({
     monthly_quota: Type.Integer(),

@@ -1,4 +1,5 @@
 import type { Kysely } from 'kysely';
+import { PLATFORM_NAMES as PLATFORMS } from '../platforms/registry.js';
 import type { Database } from '../store/schema.js';
 
 export interface QueueSnapshot {
@@ -6,7 +7,6 @@ export interface QueueSnapshot {
   oldestDue: { platform: string; ageSeconds: number }[];
 }
 
-const PLATFORMS = ['linkedin', 'telegram', 'whatsapp'];
 
 /**
  * The queue as Prometheus sees it: unsettled messages by platform and status, and per platform the
