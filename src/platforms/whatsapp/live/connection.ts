@@ -1,6 +1,5 @@
 import { createStoredAuthState } from '../auth-state.js';
-import { releaseLease } from '../../../store/whatsapp-live.js';
-import { endLiveSession } from '../../../store/whatsapp-live.js';
+import { endLiveSession, releaseLease } from '../../../store/whatsapp-live.js';
 import { transitionWhatsappSession } from '../../../store/whatsapp-sessions.js';
 import { DISCONNECT, disconnectCode, phoneOfJid, type AuthCreds, type ConnectionUpdate, type WhatsappSocket } from '../socket.js';
 import { endQuietly, FINAL_CLOSES, type LiveContext, type Link, type Phase, WhatsappUnavailableError, withTimeout } from './context.js';

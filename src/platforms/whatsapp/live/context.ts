@@ -9,7 +9,7 @@ import { DISCONNECT, type WhatsappSocket, type WhatsappSocketFactory } from '../
 
 /**
  * What the parts of live WhatsApp (ownership lease, socket lifecycle, linking, sending) share: the
- * process's sessions, its holder id, its timings, and the few operations one part asks of another.
+ * process's sessions, its holder id, its timings, and the types and errors they speak in.
  */
 
 /** Live linking could not reach WhatsApp: no socket, or no QR code in time. */
