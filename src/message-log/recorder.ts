@@ -5,6 +5,8 @@ import type { MessageRow } from '../store/messages.js';
 import type { Database } from '../store/schema.js';
 import { insertAttempt, saveAudio } from '../store/message-log.js';
 import { newRowId } from '../webhooks/ids.js';
+import { whatsappMessageId } from '../platforms/whatsapp/adapter.js';
+import { savePlatformMessageId } from './receipts.js';
 
 /** What an attempt came to, as the message log names it. */
 export type AttemptOutcome = 'delivered' | 'retry' | 'failed' | 'handed_back';
@@ -40,6 +42,10 @@ export function createAttemptRecorder(db: Kysely<Database>, logger: Logger): Att
     },
     async audioPrepared(message: MessageRow, audio: PreparedVoice): Promise<void> {
       try {
+        // Before the send: the device's first receipt may come back before the send call returns.
+        if (message.env === 'live' && message.platform === 'whatsapp' && !message.platform_message_id) {
+          await savePlatformMessageId(db, message.id, whatsappMessageId(message.id));
+        }
         const source = audio.facts?.source ?? null;
         await saveAudio(db, {
           message_id: message.id,

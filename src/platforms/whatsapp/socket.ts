@@ -43,9 +43,16 @@ export interface ConnectionUpdate {
   isNewLogin?: boolean;
 }
 
+/** One entry of Baileys' `messages.update`: a message's new status (2 server, 3 device, 4 read, 5 played). */
+export interface MessageStatusUpdate {
+  key: { id?: string | null; remoteJid?: string | null; fromMe?: boolean | null };
+  update: { status?: number | null };
+}
+
 export interface SocketEvents {
   'connection.update': ConnectionUpdate;
   'creds.update': Partial<AuthCreds>;
+  'messages.update': MessageStatusUpdate[];
 }
 
 /** What `sendMessage` receives for a voice note. */

@@ -1,4 +1,5 @@
 import { createStoredAuthState } from '../auth-state.js';
+import { recordWhatsappStatusUpdates } from '../../../message-log/receipts.js';
 import { endLiveSession, releaseLease } from '../../../store/whatsapp-live.js';
 import { transitionWhatsappSession } from '../../../store/whatsapp-sessions.js';
 import { DISCONNECT, disconnectCode, phoneOfJid, type AuthCreds, type ConnectionUpdate, type WhatsappSocket } from '../socket.js';
@@ -73,6 +74,10 @@ export function createConnections(ctx: LiveContext, hooks: LeaseHooks) {
     socket.ev.on('connection.update', (update) => {
       if (link.socket !== socket) return;
       void onUpdate(link, socket, update).catch((err: unknown) => log(link.id).error({ err }, 'WhatsApp connection update failed'));
+    });
+    // Listen receipts: the recipient's device reports delivery, read and played for what we sent.
+    socket.ev.on('messages.update', (updates) => {
+      void recordWhatsappStatusUpdates(db, updates, now()).catch((err: unknown) => log(link.id).warn({ err }, 'could not record WhatsApp receipts'));
     });
   }
 
