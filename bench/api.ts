@@ -128,6 +128,8 @@ async function buildApp(storage: BenchStorage, extraEnv: Record<string, string> 
     SECRET_KEY: randomBytes(32).toString('base64'),
     AUDIO_ALLOW_PRIVATE_URLS: 'true',
     SANDBOX_LATENCY_MS: '0',
+    // Load shedding off: on this shared machine a start-up stall would turn the first requests into 503s.
+    MAX_EVENT_LOOP_DELAY_MS: '0',
     ...(process.env.FFMPEG_PATH ? { FFMPEG_PATH: process.env.FFMPEG_PATH } : {}),
     ...extraEnv,
   });
@@ -457,7 +459,7 @@ function report(results: StorageResult[], notes: string[], startedAt: Date): str
   lines.push(machineDescription(), '');
   lines.push(
     `Each storage runs in a server process of its own: the app built with \`createApp\` (logging silent), listening on 127.0.0.1, ` +
-      `one enterprise account with rate limit and quota set to 10,000,000. Load comes from autocannon in a separate process: ` +
+      `load shedding off (\`MAX_EVENT_LOOP_DELAY_MS=0\`), one enterprise account with rate limit and quota set to 10,000,000. Load comes from autocannon in a separate process: ` +
       `${CONNECTIONS} connections, ${SECONDS} s per endpoint after ${WARMUP_SECONDS} s of warm-up, endpoints one after another, ` +
       `each real endpoint right after its bare twin. "% of bare" is the endpoint's req/s over its bare twin's in the same run: ` +
       `a route in the same Fastify server that takes the same JSON through the same schema and answers the same JSON, ` +

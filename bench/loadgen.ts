@@ -18,6 +18,8 @@ export interface LoadSpec {
   seconds: number;
   /** Cycled through in order on every connection (several keys spread one endpoint over rate-limit buckets). */
   requests: LoadRequest[];
+  /** Requests per second over all connections; as fast as possible when absent. */
+  rate?: number;
 }
 
 export interface LoadResult {
@@ -53,6 +55,7 @@ async function main(): Promise<void> {
     connections: spec.connections,
     duration: spec.seconds,
     requests: spec.requests,
+    ...(spec.rate ? { overallRate: spec.rate } : {}),
   });
   const out: LoadResult = {
     rps: result.requests.average,

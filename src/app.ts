@@ -94,6 +94,7 @@ export async function openServices(config: Config, options: Omit<AppOptions, 'wo
     databaseUrl: config.databaseUrl,
     dataDir: config.dataDir,
     pgSchema: options.pgSchema,
+    poolSize: config.databasePoolSize,
     onPoolError: (err) => logger.warn({ error: err.message }, 'a PostgreSQL connection broke; the pool replaces it'),
   });
   await migrate(db);

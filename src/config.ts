@@ -29,6 +29,8 @@ export interface Config {
   sandboxAutoScanSeconds: number;
   /** Messages one worker process delivers at once. */
   workerConcurrency: number;
+  /** PostgreSQL connections one process may hold. */
+  databasePoolSize: number;
   /** How long a stopping worker lets deliveries in hand finish before aborting them. */
   shutdownGraceMs: number;
   /** Settled messages older than this many days are deleted; 0 keeps them for ever. */
@@ -202,6 +204,7 @@ export function loadConfig(env: Env = process.env): Config {
     sandboxLatencyMs: integer(env, 'SANDBOX_LATENCY_MS', 300, 0, 600_000),
     sandboxAutoScanSeconds: integer(env, 'SANDBOX_AUTO_SCAN_SECONDS', 3, 0, 86_400),
     workerConcurrency: integer(env, 'WORKER_CONCURRENCY', DEFAULT_WORKER_CONCURRENCY, 1, 1_000),
+    databasePoolSize: integer(env, 'DATABASE_POOL_SIZE', 10, 1, 1_000),
     shutdownGraceMs: integer(env, 'SHUTDOWN_GRACE_MS', 10_000, 0, 600_000),
     messageRetentionDays: integer(env, 'MESSAGE_RETENTION_DAYS', 90, 0, 36_500),
     trustProxy: trustProxy(env),

@@ -30,6 +30,7 @@ describe('loadConfig: the documented defaults', () => {
       sandboxLatencyMs: 300,
       sandboxAutoScanSeconds: 3,
       workerConcurrency: 8,
+      databasePoolSize: 10,
       shutdownGraceMs: 10_000,
       messageRetentionDays: 90,
       trustProxy: false,
@@ -62,6 +63,7 @@ describe('loadConfig: values are read and typed', () => {
       SANDBOX_LATENCY_MS: '0',
       SANDBOX_AUTO_SCAN_SECONDS: '0',
       WORKER_CONCURRENCY: '64',
+      DATABASE_POOL_SIZE: '25',
       SHUTDOWN_GRACE_MS: '2500',
     });
     assert.equal(config.port, 8080);
@@ -78,6 +80,7 @@ describe('loadConfig: values are read and typed', () => {
     assert.equal(config.sandboxLatencyMs, 0);
     assert.equal(config.sandboxAutoScanSeconds, 0, '0 turns sandbox auto-scan off');
     assert.equal(config.workerConcurrency, 64);
+    assert.equal(config.databasePoolSize, 25);
     assert.equal(config.shutdownGraceMs, 2500);
   });
 
@@ -138,6 +141,7 @@ const BAD_VALUES: Array<{ env: Record<string, string>; variable: string }> = [
   { env: { SANDBOX_AUTO_SCAN_SECONDS: 'soon' }, variable: 'SANDBOX_AUTO_SCAN_SECONDS' },
   { env: { WORKER_CONCURRENCY: '0' }, variable: 'WORKER_CONCURRENCY' },
   { env: { WORKER_CONCURRENCY: 'many' }, variable: 'WORKER_CONCURRENCY' },
+  { env: { DATABASE_POOL_SIZE: '0' }, variable: 'DATABASE_POOL_SIZE' },
   { env: { SHUTDOWN_GRACE_MS: 'forever' }, variable: 'SHUTDOWN_GRACE_MS' },
   { env: { TELEGRAM_API_ROOT: 'ftp://x' }, variable: 'TELEGRAM_API_ROOT' },
   { env: { TELEGRAM_API_ROOT: 'not a url' }, variable: 'TELEGRAM_API_ROOT' },

@@ -44,6 +44,8 @@ export interface OpenDbOptions {
   sqliteFile?: string;
   /** An idle PostgreSQL connection broke (logged by the caller; the pool replaces it). */
   onPoolError?: (err: Error) => void;
+  /** PostgreSQL connections this process may open (DATABASE_POOL_SIZE); default 10. */
+  poolSize?: number;
 }
 
 /** The embedded database's file name inside DATA_DIR. */
@@ -81,7 +83,7 @@ export async function openDb(options: OpenDbOptions): Promise<Db> {
     if (schema !== undefined && !/^[a-z_][a-z0-9_]*$/.test(schema)) throw new Error(`bad schema name ${schema}`);
     const pool = new pg.Pool({
       connectionString: options.databaseUrl,
-      max: 10,
+      max: options.poolSize ?? 10,
       // Bounded waits, so a request never hangs on a database that is away: it gets a 503 instead.
       connectionTimeoutMillis: PG_CONNECT_TIMEOUT_MS,
       query_timeout: PG_QUERY_TIMEOUT_MS,

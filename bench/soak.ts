@@ -1,0 +1,173 @@
+/**
+ * Memory over a long run: `npm run bench:soak` (`node --import tsx bench/soak.ts`).
+ *
+ * One service process as in production with SQLite: the app with its worker in the same process,
+ * live Telegram deliveries to the fake Bot API (its own process), the audio on a loopback server.
+ * A load generator (its own process) sends a steady mix of POST /send (to many chats) and
+ * GET /status at a fixed rate for BENCH_SOAK_SECONDS; the service's RSS is sampled every
+ * BENCH_SOAK_SAMPLE_SECONDS. Writes the `soak` section of BENCHMARKS.md.
+ *
+ * Environment: BENCH_SOAK_SECONDS (600), BENCH_SOAK_RATE (200 requests/s, half of them sends),
+ * BENCH_SOAK_SAMPLE_SECONDS (10), BENCH_CHATS (200).
+ */
+import { fork } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdtemp, rm } from 'node:fs/promises';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import pino from 'pino';
+import { createAccountWithKeys } from '../src/admin/accounts.js';
+import { createApp } from '../src/app.js';
+import { loadConfig } from '../src/config.js';
+import { READ_REQUESTS_PER_MINUTE } from '../src/core/plans.js';
+import { updatePlan } from '../src/store/accounts.js';
+import { issueKey } from '../src/store/keys.js';
+import { startAudioServer } from '../test/fakes/audio-server.js';
+import { sharedFixtures, testFfmpegPath } from '../test/fixtures/audio-fixtures.js';
+import type { LoadRequest, LoadResult, LoadSpec } from './loadgen.js';
+import { commandLine, machineDescription, writeSection } from './report.js';
+
+function intEnv(name: string, fallback: number, min: number): number {
+  const raw = process.env[name]?.trim();
+  if (!raw) return fallback;
+  const value = Number(raw);
+  if (!Number.isInteger(value) || value < min) throw new Error(`${name} must be a whole number ≥ ${min}, got "${raw}"`);
+  return value;
+}
+
+const SECONDS = intEnv('BENCH_SOAK_SECONDS', 600, 10);
+const RATE = intEnv('BENCH_SOAK_RATE', 200, 2);
+const SAMPLE_SECONDS = intEnv('BENCH_SOAK_SAMPLE_SECONDS', 10, 1);
+// The request list travels to the load generator on its command line: a few hundred entries at most.
+const CHATS = intEnv('BENCH_CHATS', 200, 1);
+const CONNECTIONS = 20;
+const TELEGRAM_TOKEN = '123456789:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsawQ';
+const LOADGEN = fileURLToPath(new URL('./loadgen.ts', import.meta.url));
+const TELEGRAM_PROCESS = fileURLToPath(new URL('./telegram-process.ts', import.meta.url));
+const MiB = 1024 * 1024;
+
+function runLoad(spec: LoadSpec): Promise<LoadResult> {
+  return new Promise((resolve, reject) => {
+    const child = fork(LOADGEN, [JSON.stringify(spec)], { execArgv: ['--import', 'tsx'], stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+    let result: LoadResult | undefined;
+    child.on('message', (m) => (result = m as LoadResult));
+    child.on('error', reject);
+    child.on('exit', (code) => (result ? resolve(result) : reject(new Error(`load generator exited with ${code} and no result`))));
+  });
+}
+
+async function main(): Promise<void> {
+  const startedAt = new Date();
+  const telegram = fork(TELEGRAM_PROCESS, [], { execArgv: ['--import', 'tsx'], stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+  const apiRoot = await new Promise<string>((resolve, reject) => {
+    telegram.once('message', (m) => resolve((m as { apiRoot: string }).apiRoot));
+    telegram.once('exit', (code) => reject(new Error(`fake Telegram exited with ${code}`)));
+  });
+  const fixtures = await sharedFixtures(await testFfmpegPath());
+  const audio = await startAudioServer();
+  audio.route('/voice.ogg', { kind: 'file', path: fixtures['voice.ogg'], contentType: 'audio/ogg' });
+  const dataDir = await mkdtemp(join(tmpdir(), 'voicenote-bench-soak-'));
+  const config = loadConfig({
+    DATA_DIR: dataDir,
+    LOG_LEVEL: 'silent',
+    SECRET_KEY: randomBytes(32).toString('base64'),
+    AUDIO_ALLOW_PRIVATE_URLS: 'true',
+    TELEGRAM_API_ROOT: apiRoot,
+    // Load shedding off: on this shared machine a stall caused by other work would turn requests into 503s.
+    MAX_EVENT_LOOP_DELAY_MS: '0',
+    ...(process.env.FFMPEG_PATH ? { FFMPEG_PATH: process.env.FFMPEG_PATH } : {}),
+  });
+  const app = await createApp(config, { worker: true, logger: pino({ level: 'silent' }), workerPollMs: 200 });
+  const samples: Array<{ second: number; rss: number; heap: number }> = [];
+  let load: LoadResult;
+  let counts: Record<string, number>;
+  try {
+    await app.server.app.listen({ port: 0, host: '127.0.0.1' });
+    const url = `http://127.0.0.1:${(app.server.app.server.address() as AddressInfo).port}`;
+    const db = app.services.db.kysely;
+    const created = await createAccountWithKeys(db, { name: 'soak', plan: 'enterprise' });
+    await updatePlan(db, created.account.id, { plan: 'enterprise', rateLimit: 10_000_000, quota: 10_000_000 });
+    const body = (chat: number) =>
+      JSON.stringify({ platform: 'telegram', recipient: String(100_000_000 + chat), audio_url: audio.url('/voice.ogg'), session: { bot_token: TELEGRAM_TOKEN } });
+    const first = await app.server.app.inject({
+      method: 'POST',
+      url: '/api/v1/send',
+      headers: { authorization: `Bearer ${created.liveKey.secret}`, 'content-type': 'application/json' },
+      payload: body(0),
+    });
+    if (first.statusCode !== 202) throw new Error(`POST /send answered ${first.statusCode}: ${first.body}`);
+    const messageId = (first.json() as { id: string }).id;
+    // Reads draw from a per-key bucket: enough keys of the account that the status reads never meet a 429.
+    const readKeys = [created.liveKey.secret];
+    const readsPerMinute = (RATE / 2) * 60;
+    while (readKeys.length < Math.ceil(readsPerMinute / (READ_REQUESTS_PER_MINUTE * 0.8))) readKeys.push((await issueKey(db, created.account.id, 'live')).secret);
+    // One send, one status read, alternately; the sends spread over CHATS chats.
+    const requests: LoadRequest[] = [];
+    const cycle = Math.max(CHATS, readKeys.length);
+    for (let i = 0; i < cycle; i++) {
+      requests.push({ method: 'POST', path: '/api/v1/send', headers: { authorization: `Bearer ${created.liveKey.secret}`, 'content-type': 'application/json' }, body: body(i % CHATS) });
+      requests.push({ method: 'GET', path: `/api/v1/status/${messageId}`, headers: { authorization: `Bearer ${readKeys[i % readKeys.length]}` } });
+    }
+    const started = performance.now();
+    const sample = () => {
+      const m = process.memoryUsage();
+      samples.push({ second: Math.round((performance.now() - started) / 1000), rss: m.rss, heap: m.heapUsed });
+    };
+    sample();
+    const timer = setInterval(sample, SAMPLE_SECONDS * 1000);
+    console.error(`soak: ${RATE} requests/s for ${SECONDS} s`);
+    try {
+      load = await runLoad({ url, connections: CONNECTIONS, seconds: SECONDS, requests, rate: RATE });
+    } finally {
+      clearInterval(timer);
+      sample();
+    }
+    const rows = await db.selectFrom('messages').select(['status', (eb) => eb.fn.countAll<number>().as('n')]).groupBy('status').execute();
+    counts = Object.fromEntries(rows.map((r) => [r.status, Number(r.n)]));
+  } finally {
+    await app.close();
+    await audio.close();
+    await rm(dataDir, { recursive: true, force: true });
+    telegram.disconnect();
+  }
+
+  const mib = (n: number) => `${(n / MiB).toFixed(0)} MiB`;
+  const window = Math.max(1, Math.round(60 / SAMPLE_SECONDS));
+  const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / Math.max(1, xs.length);
+  const rss = samples.map((s) => s.rss);
+  const firstMinute = mean(rss.slice(1, 1 + window));
+  const lastMinute = mean(rss.slice(-window));
+  const lines: string[] = [];
+  lines.push('## Memory over a long run (soak)', '');
+  lines.push(`Measured ${startedAt.toISOString()} with \`${commandLine('node --import tsx bench/soak.ts')}\` (source: \`bench/soak.ts\`).`, '');
+  lines.push(machineDescription(), '');
+  lines.push(
+    `One service process on SQLite with its worker in the same process (default \`WORKER_CONCURRENCY\`, load shedding off), delivering live Telegram ` +
+      `messages to the fake Bot API (its own process) with audio from a loopback server. The load generator (its own process) ` +
+      `sends ${RATE} requests/s over ${CONNECTIONS} connections for ${SECONDS} s, alternating \`POST /send\` (to ${CHATS} chats) ` +
+      `and \`GET /status\`. RSS of the service process sampled every ${SAMPLE_SECONDS} s.`,
+    '',
+  );
+  lines.push('| requests | req/s | p50 | p99 | non-2xx | errors | messages delivered / failed / waiting |');
+  lines.push('|---|---|---|---|---|---|---|');
+  lines.push(
+    `| ${load.total.toLocaleString('en-US')} | ${load.rps.toFixed(0)} | ${load.p50} ms | ${load.p99} ms | ${load.non2xx} | ${load.errors + load.timeouts} | ` +
+      `${counts.delivered ?? 0} / ${counts.failed ?? 0} / ${(counts.queued ?? 0) + (counts.processing ?? 0)} |`,
+    '',
+  );
+  lines.push('| RSS at start | max | mean of the first minute | mean of the last minute | change, first to last minute | heap used at the end |');
+  lines.push('|---|---|---|---|---|---|');
+  lines.push(
+    `| ${mib(rss[0]!)} | ${mib(Math.max(...rss))} | ${mib(firstMinute)} | ${mib(lastMinute)} | ${((lastMinute - firstMinute) / MiB).toFixed(1)} MiB | ${mib(samples.at(-1)!.heap)} |`,
+    '',
+  );
+  const perMinute = samples.filter((_, i) => i % window === 0).map((s) => `${Math.round(s.second / 60)} min: ${mib(s.rss)}`);
+  lines.push(`RSS by minute: ${perMinute.join(', ')}.`);
+  const markdown = lines.join('\n') + '\n';
+  console.log(markdown);
+  if (!process.env.BENCH_NO_WRITE) await writeSection('soak', markdown);
+}
+
+await main();
