@@ -397,14 +397,19 @@ describe('webhook retry schedule', () => {
       const account = await t.createAccount();
       const { id } = await createEndpoint(t, account.testKey, { url: receiver.url() });
       await t.request({ method: 'POST', url: `${ENDPOINTS}/${id}/test`, key: account.testKey });
-      let pending: any;
-      for (let i = 0; i < 200 && !pending; i++) {
-        pending = (await deliveries(t, account.testKey, id)).find((d) => d.answers.length === 1 && d.status === 'pending');
-        if (!pending) await new Promise((r) => setTimeout(r, 25));
+      let seen: any;
+      for (let i = 0; i < 400 && !seen; i++) {
+        seen = (await deliveries(t, account.testKey, id)).find((d) => d.answers.length >= 1);
+        if (!seen) await new Promise((r) => setTimeout(r, 25));
       }
-      assert.ok(pending, 'a pending delivery with one answer');
-      const answeredAt = Date.parse(pending.answers[0].at) + pending.answers[0].duration_ms;
-      assert.equal(Date.parse(pending.next_attempt_at) - answeredAt, 1_000);
+      assert.ok(seen, 'a delivery with an answer');
+      const answeredAt = Date.parse(seen.answers[0].at) + seen.answers[0].duration_ms;
+      if (seen.answers.length === 1 && seen.status === 'pending') {
+        assert.equal(Date.parse(seen.next_attempt_at) - answeredAt, 1_000);
+      } else {
+        // A slow machine read it only after the retry: that retry did not start before its time.
+        assert.ok(Date.parse(seen.answers[1].at) - answeredAt >= 1_000, JSON.stringify(seen));
+      }
     } finally {
       await t.close();
       await receiver.close();
