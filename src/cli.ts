@@ -520,6 +520,11 @@ function exitOnBugs(): void {
 
 export async function main(argv: string[]): Promise<void> {
   exitOnBugs();
+  // `voicenote accounts list | head -1`: the reader has gone, which is not a failure of the command.
+  process.stdout.on('error', (error: NodeJS.ErrnoException) => {
+    if (error.code === 'EPIPE') process.exit(0);
+    throw error;
+  });
   try {
     await buildProgram().parseAsync(argv);
   } catch (error) {
