@@ -159,9 +159,14 @@ export async function migrate(db: Db): Promise<string[]> {
     allowUnorderedMigrations: true,
     ...(migrationTableSchema ? { migrationTableSchema } : {}),
   });
-  const { error, results } = await migrator.migrateToLatest();
-  if (error) throw error instanceof Error ? error : new Error(String(error));
-  return (results ?? []).filter((r) => r.status === 'Success').map((r) => r.migrationName);
+  for (let attempt = 1; ; attempt++) {
+    const { error, results } = await migrator.migrateToLatest();
+    // Kysely looks for its own tables through the catalog of every schema: one that another user of the
+    // same database drops meanwhile fails that look-up (3F000, "schema … does not exist"). Look again.
+    if (error && attempt < 5 && (error as { code?: string }).code === '3F000') continue;
+    if (error) throw error instanceof Error ? error : new Error(String(error));
+    return (results ?? []).filter((r) => r.status === 'Success').map((r) => r.migrationName);
+  }
 }
 
 async function currentSchema(db: Db): Promise<string | undefined> {
