@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { closeSharedAudio, defaultSendBody, startTestApp, STORAGE_LABEL, type TestApp } from './fixtures/app-harness.js';
 import { Webhook } from 'standardwebhooks';
+import { sandboxPairingCode } from '../src/platforms/whatsapp/sessions.js';
 import { launchBrowser, until, type Browser } from './fixtures/browser.js';
 import { startWebhookReceiver } from './fakes/webhook-receiver.js';
 import { createDashboardAccount, type DashboardAccount } from './fixtures/dashboard-harness.js';
@@ -141,6 +142,23 @@ describe(`dashboard in a browser (${STORAGE_LABEL})`, () => {
     await page.getByRole('button', { name: `Delete session ${sessionId}` }).click();
     await page.getByRole('status').filter({ hasText: 'deleted' }).waitFor();
     assert.equal((await api(account.testKey, `/whatsapp/sessions/${sessionId}`)).status, 404);
+  });
+
+  it('links a sandbox WhatsApp session by pairing code instead of a QR', async () => {
+    const { page } = browser;
+    await page.goto(`${base}/dashboard/whatsapp`);
+    await page.getByLabel(/pairing code: phone number/).fill('14155550123');
+    await page.getByRole('button', { name: 'Get a pairing code' }).click();
+    const code = page.locator('[data-pairing-code]');
+    await code.waitFor();
+    assert.equal(await code.innerText(), sandboxPairingCode('14155550123'));
+    assert.equal(await page.getByRole('img', { name: /QR code/ }).count(), 0);
+    const panel = page.locator('[data-poll]');
+    const sessionId = (await panel.getAttribute('data-session'))!;
+    const scanned = await api(account.testKey, `/whatsapp/sessions/${sessionId}/simulate`, { method: 'POST', body: { event: 'scan' } });
+    assert.equal(scanned.status, 200);
+    await panel.locator('[data-field="status_text"]').filter({ hasText: 'connected' }).waitFor();
+    await code.waitFor({ state: 'hidden' });
   });
 
   it('switches between test and live resources', async () => {

@@ -248,6 +248,17 @@ describe(`dashboard sign-in, cookies and CSRF (${STORAGE_LABEL})`, () => {
     assert.match(telegram, /<svg class="chart"[^>]*role="img"/);
   });
 
+  it('refuses a pairing-code phone number that is not 7 to 15 digits, creating no session', async () => {
+    const client = new FormClient(t, '10.9.0.1');
+    assert.equal((await client.signIn(account.email, account.password)).statusCode, 303);
+    const token = csrfIn((await client.get('/dashboard/whatsapp')).body);
+    const res = await client.post('/dashboard/whatsapp', { _csrf: token, phone_number: '+1 415 555' });
+    assert.equal(res.statusCode, 422);
+    assert.match(res.body, /role="alert">The phone number must have 7 to 15 digits/);
+    const list = await t.request({ method: 'GET', url: '/api/v1/whatsapp/sessions', key: account.testKey });
+    assert.deepEqual(list.json().sessions, []);
+  });
+
   it('keeps the dashboard out of the API document', async () => {
     const doc = await t.request({ method: 'GET', url: '/api/v1/openapi.json' });
     assert.equal(doc.statusCode, 200);

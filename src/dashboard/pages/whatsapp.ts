@@ -1,8 +1,8 @@
 import type { FastifyInstance } from 'fastify';
-import { WhatsappUnavailableError } from '../../platforms/whatsapp/sessions.js';
+import { WhatsappUnavailableError, type CreatedSession } from '../../platforms/whatsapp/sessions.js';
 import type { WhatsappSessionRow } from '../../store/whatsapp-sessions.js';
 import type { DashboardContext } from '../context.js';
-import { ctxOf, redirectTo, type DashboardDeps } from '../deps.js';
+import { ctxOf, field, redirectTo, type DashboardDeps } from '../deps.js';
 import { html, isoTime, timeCell, type Html } from '../html.js';
 import { page, sendPage, type Notice } from '../layout.js';
 
@@ -17,6 +17,9 @@ const STATUS_TEXT: Record<string, string> = {
   qr_expired: 'QR expired (create a new session)',
   disconnected: 'disconnected (link again with a new session)',
 };
+
+/** What the API accepts as `phone_number` for a pairing code. */
+const PHONE_NUMBER = /^[0-9]{7,15}$/;
 
 const statusText = (status: string): string => STATUS_TEXT[status] ?? status;
 
@@ -49,14 +52,18 @@ function sessionRows(ctx: DashboardContext, rows: WhatsappSessionRow[]): Html {
   )}</tbody></table></div>`;
 }
 
-function linkingPanel(created: { row: WhatsappSessionRow; qrCode: string; pairingCode?: string | undefined }): Html {
+function linkingPanel(created: CreatedSession): Html {
   const { row } = created;
+  const how =
+    created.pairingCode !== undefined
+      ? html`<p>On the phone with that number, in WhatsApp: Settings → Linked devices → Link a device → <em>Link with phone number instead</em>, then type this code. It is valid for about 45 seconds.</p>
+<p class="pairing-code-row">Pairing code: <strong class="pairing-code" data-pairing-code>${created.pairingCode}</strong></p>`
+      : html`<img class="qr" src="${created.qrCode ?? ''}" alt="QR code: in WhatsApp on your phone, open Settings, Linked devices, Link a device, and scan it" width="300" height="300">
+<p>In WhatsApp on your phone: Settings → Linked devices → Link a device, then scan this code. It is valid for about 45 seconds.</p>`;
   return html`<section class="linking" aria-labelledby="linking-title" data-poll="/dashboard/whatsapp/${row.id}/status" data-session="${row.id}">
 <h2 id="linking-title">Link session <code>${row.id}</code></h2>
 <div class="qr-box" data-when="qr_pending">
-<img class="qr" src="${created.qrCode}" alt="QR code: in WhatsApp on your phone, open Settings, Linked devices, Link a device, and scan it" width="300" height="300">
-<p>In WhatsApp on your phone: Settings → Linked devices → Link a device, then scan this code. It is valid for about 45 seconds.</p>
-${created.pairingCode ? html`<p>Or enter this pairing code on the phone: <strong class="pairing-code" data-pairing-code>${created.pairingCode}</strong></p>` : ''}
+${how}
 </div>
 <p class="session-status" aria-live="polite">Status: <strong data-field="status_text">${statusText(row.status)}</strong><span data-field="phone"></span></p>
 </section>`;
@@ -65,7 +72,7 @@ ${created.pairingCode ? html`<p>Or enter this pairing code on the phone: <strong
 export function registerWhatsappPages(app: FastifyInstance, deps: DashboardDeps): void {
   const sessions = deps.services.whatsappSessions;
 
-  const render = async (ctx: DashboardContext, notice?: Notice, created?: Parameters<typeof linkingPanel>[0]): Promise<Html> => {
+  const render = async (ctx: DashboardContext, notice?: Notice, created?: CreatedSession): Promise<Html> => {
     const rows = await sessions.list({ accountId: ctx.account.id, env: ctx.env });
     return page(
       ctx,
@@ -78,6 +85,12 @@ ${created ? linkingPanel(created) : ''}
 <input type="hidden" name="_csrf" value="${ctx.csrf}">
 <button type="submit">Create a session</button>
 </form>
+<form method="post" action="/dashboard/whatsapp" class="row">
+<input type="hidden" name="_csrf" value="${ctx.csrf}">
+<label for="pairing-phone">Or link by pairing code: phone number with country code, digits only</label>
+<input id="pairing-phone" name="phone_number" inputmode="numeric" pattern="[0-9]{7,15}" required autocomplete="tel">
+<button type="submit">Get a pairing code</button>
+</form>
 <h2>Sessions (${ctx.env})</h2>
 ${sessionRows(ctx, rows)}`,
     );
@@ -88,13 +101,17 @@ ${sessionRows(ctx, rows)}`,
     return sendPage(reply, await render(ctxOf(request), NOTICES[code]));
   });
 
-  // The QR exists only in this answer (it is not stored), so the page is rendered here rather than redirected to.
+  // The QR or pairing code exists only in this answer (neither is stored), so the page is rendered here, not redirected to.
   app.post('/whatsapp', async (request, reply) => {
     const ctx = ctxOf(request);
+    const phoneNumber = field(request.body, 'phone_number').trim();
+    if (phoneNumber !== '' && !PHONE_NUMBER.test(phoneNumber)) {
+      return sendPage(reply, await render(ctx, { kind: 'error', text: 'The phone number must have 7 to 15 digits, country code first, no "+" or spaces.' }), 422);
+    }
     try {
-      const created = await sessions.create({ accountId: ctx.account.id, env: ctx.env });
-      // Created without a phone number: linked by QR code.
-      return sendPage(reply, await render(ctx, undefined, { row: created.row, qrCode: created.qrCode ?? '', pairingCode: created.pairingCode }), 201);
+      // With a phone number the session is linked by typing a pairing code on that phone; without, by scanning a QR.
+      const created = await sessions.create({ accountId: ctx.account.id, env: ctx.env }, phoneNumber === '' ? {} : { phoneNumber });
+      return sendPage(reply, await render(ctx, undefined, created), 201);
     } catch (error) {
       if (!(error instanceof WhatsappUnavailableError)) throw error;
       return sendPage(reply, await render(ctx, { kind: 'error', text: `WhatsApp could not be reached: ${error.message}` }), 502);
