@@ -95,7 +95,7 @@ export async function buildServer(services: Services, options: ServerOptions = {
     if (text === '') return done(null, undefined);
     return parseJson(request, text, done);
   });
-  // Fastify parses text/plain by default; a body that is not JSON is 415 unsupported_media_type (PRODUCT.md).
+  // Fastify parses text/plain by default; a body that is not JSON is 415 unsupported_media_type (README, "Errors").
   app.removeContentTypeParser('text/plain');
 
   app.addHook('onRequest', async (request, reply) => {

@@ -22,7 +22,7 @@ import { startTelegramApi, type TelegramFake } from './fakes/telegram-api.js';
 import { eventually, FakeWhatsapp } from './fakes/whatsapp-socket.js';
 
 /**
- * PRODUCT.md, "Messages": secrets never appear in logs, and platform credentials are encrypted at rest.
+ * Secrets never appear in logs, and platform credentials are encrypted at rest.
  *
  * One app logs at `trace` (the most verbose level, Fastify's request logs included) into memory while it
  * goes through everything that handles a secret: API keys (right, wrong, in odd places), live deliveries

@@ -15,7 +15,7 @@ import {
 
 /**
  * POST /send and GET /status/:id through HTTP: the 202 body, every validation answer in the
- * PRODUCT.md envelope, and who may see which message. The worker is off here: what matters is
+ * documented error envelope, and who may see which message. The worker is off here: what matters is
  * what the API accepts and refuses (delivery has test/delivery.test.ts).
  */
 
@@ -24,7 +24,7 @@ const ISO_UTC = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z$/;
 const SENT_FIELDS = ['created_at', 'id', 'platform', 'recipient', 'status'];
 const STATUS_FIELDS = ['created_at', 'delivered_at', 'error', 'id', 'platform', 'recipient', 'status'];
 
-/** Asserts the PRODUCT.md error envelope, its status and code, and (when given) details.field. */
+/** Asserts the documented error envelope, its status and code, and (when given) details.field. */
 function assertError(res: InjectResult, status: number, code: string, field?: string | null): Record<string, any> {
   const error = assertErrorEnvelope(res, status, code);
   if (field !== undefined) {

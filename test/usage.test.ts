@@ -21,7 +21,7 @@ const utcMidnight = (at: Date): number => Date.UTC(at.getUTCFullYear(), at.getUT
 const monthIndex = (at: Date): number => at.getUTCFullYear() * 12 + at.getUTCMonth();
 
 /**
- * The period PRODUCT.md describes, found the slow way: walk back month by month from `now` to the
+ * The documented billing period, found the slow way: walk back month by month from `now` to the
  * first anchor (the creation day, or the month's last day when the month is shorter) not after it.
  */
 function expectedPeriod(createdAt: Date, now: Date): { start: number; end: number } {

@@ -1,6 +1,6 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 
-/** Every non-2xx answer of the API, by code (PRODUCT.md, "Errors"). */
+/** Every non-2xx answer of the API, by code (README, "Errors"). */
 export type ErrorCode =
   | 'invalid_request'
   | 'unauthorized'

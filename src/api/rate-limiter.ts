@@ -37,7 +37,7 @@ export function connectRedis(url: string, logger: Logger): Redis {
   return redis;
 }
 
-/** Which counter a request draws from (PRODUCT.md, "Plans and limits"). */
+/** Which counter a request draws from (README, "Limits"). */
 export type Bucket = 'send' | 'read' | 'ip';
 
 export interface RateDecision {

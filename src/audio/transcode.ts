@@ -4,7 +4,7 @@ import { lastFfmpegLine, parseInputStreams, type SourceInfo, type StreamLayout }
 import type { AudioFormat } from './targets.js';
 import { WAVEFORM_SAMPLE_RATE, WaveformAccumulator } from './waveform.js';
 
-/** Encoder settings per target (PLATFORMS.md, "Audio"). */
+/** Encoder settings per target (README, "How it works"). */
 export function encodeArgs(format: AudioFormat): string[] {
   if (format === 'ogg_opus') {
     return ['-c:a', 'libopus', '-b:a', '32k', '-ac', '1', '-ar', '48000', '-application', 'voip', '-f', 'ogg'];

@@ -2,7 +2,7 @@ import type { AudioTarget } from '../audio/targets.js';
 import type { Services } from '../services.js';
 import type { Violation } from './rules.js';
 
-/** Why a delivery failed, as `error.code` on the message (PRODUCT.md, "Messages"). */
+/** Why a delivery failed, as `error.code` on the message (README, "Live delivery"). */
 export type FailureCode =
   | 'session_expired'
   | 'invalid_session'

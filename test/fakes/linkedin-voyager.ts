@@ -3,7 +3,7 @@ import { createServer, type IncomingHttpHeaders, type IncomingMessage, type Serv
 import type { AddressInfo } from 'node:net';
 
 /**
- * A strict stand-in for linkedin.com's Voyager API (PLATFORMS.md, "LinkedIn") on loopback.
+ * A strict stand-in for linkedin.com's Voyager API on loopback.
  *
  * It checks on every call what the real service needs (the li_at cookie, JSESSIONID in quotes, the
  * csrf-token header equal to it, the Rest.li protocol header, a browser user agent), the order of a

@@ -4,7 +4,7 @@ import type { AddressInfo, Socket } from 'node:net';
 import busboy from 'busboy';
 
 /**
- * A local Bot API (PLATFORMS.md, "Telegram") for `sendVoice`: strict about what it takes, and
+ * A local Telegram Bot API for `sendVoice`: strict about what it takes, and
  * answering in Telegram's own shapes. Told per chat id or per token, it answers a documented failure.
  */
 

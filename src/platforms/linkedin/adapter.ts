@@ -56,7 +56,7 @@ function decoded(id: string): string {
   }
 }
 
-/** A recipient as PRODUCT.md allows it: a profile URN as is, or the public id on its own or inside a profile URL. */
+/** A recipient in one of the accepted forms: a profile URN as is, or the public id on its own or inside a profile URL. */
 export function linkedinRecipient(recipient: string): { urn: string } | { publicId: string } {
   if (PROFILE_URN.test(recipient)) return { urn: recipient };
   if (/^https?:\/\//i.test(recipient)) {
@@ -79,7 +79,7 @@ export function retryAfterMs(value: string | string[] | undefined, now = Date.no
   return Number.isNaN(at) ? undefined : Math.max(at - now, 0);
 }
 
-/** The failure an unwanted HTTP answer stands for (PRODUCT.md, "Messages"). */
+/** The failure an unwanted HTTP answer stands for (README, "Live delivery"). */
 export function failureForStatus(step: FlowStep, status: number, headers: Record<string, string | string[] | undefined>): DeliveryError {
   if (status === 401 || status === 403) return new DeliveryError('session_expired', SESSION_EXPIRED_MESSAGE, false);
   if (REDIRECTS.has(status)) {

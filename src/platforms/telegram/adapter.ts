@@ -8,7 +8,7 @@ import { DeliveryError, type DeliveryJob, type PlatformAdapter } from '../platfo
 import type { TelegramSession } from './rules.js';
 
 /**
- * Live delivery through the official Bot API (PLATFORMS.md, "Telegram"): one multipart
+ * Live delivery through the official Bot API: one multipart
  * `sendVoice` per attempt, with the bot token of the message's own session.
  */
 export interface TelegramAdapterOptions {
@@ -117,7 +117,7 @@ function parseReply(text: string | undefined): TelegramReply | undefined {
 // Telegram's descriptions for a recipient who will not take the bot's messages (the documented 403s).
 const RECIPIENT_REFUSES = ['bot was blocked by the user', "bot can't initiate conversation with a user", 'user is deactivated'];
 
-/** A Bot API failure reply as a DeliveryError (PRODUCT.md failure codes). */
+/** A Bot API failure reply as a DeliveryError (one of the documented failure codes). */
 export function telegramFailure(httpStatus: number, reply: TelegramReply): DeliveryError {
   const errorCode = typeof reply.error_code === 'number' ? reply.error_code : httpStatus;
   const description = typeof reply.description === 'string' && reply.description !== '' ? reply.description : `HTTP ${httpStatus}`;
