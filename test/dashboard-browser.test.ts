@@ -3,12 +3,12 @@ import { after, before, describe, it } from 'node:test';
 import { closeSharedAudio, defaultSendBody, startTestApp, STORAGE_LABEL, type TestApp } from './fixtures/app-harness.js';
 import { Webhook } from 'standardwebhooks';
 import { sandboxPairingCode } from '../src/platforms/whatsapp/sessions.js';
-import { launchBrowser, until, type Browser } from './fixtures/browser.js';
+import { BROWSER_SKIP_REASON, launchBrowser, until, type Browser } from './fixtures/browser.js';
 import { startWebhookReceiver } from './fakes/webhook-receiver.js';
 import { createDashboardAccount, type DashboardAccount } from './fixtures/dashboard-harness.js';
 
 // The dashboard as a person uses it: real Chromium, real HTTP on loopback, the API beside it.
-describe(`dashboard in a browser (${STORAGE_LABEL})`, () => {
+describe(`dashboard in a browser (${STORAGE_LABEL})`, { skip: BROWSER_SKIP_REASON ?? false }, () => {
   let t: TestApp;
   let base: string;
   let browser: Browser;
