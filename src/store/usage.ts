@@ -1,13 +1,7 @@
 import { sql, type Kysely } from 'kysely';
-import type { Database } from './schema.js';
+import type { Database, UsagePeriodsTable } from './schema.js';
 
-export interface UsageRow {
-  account_id: string;
-  env: string;
-  period_start: number;
-  sent: number;
-  delivered: number;
-  failed: number;
+export interface UsageRow extends UsagePeriodsTable {
   /** Sends by platform name; a platform with no send this period is absent. */
   byPlatform: Record<string, number>;
 }
