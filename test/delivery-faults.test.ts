@@ -13,6 +13,9 @@ import {
   withRestartableStorage,
   type TestAccount,
   type TestApp,
+  acceptedMessageId as accepted,
+  messageStatus as status,
+  storedCredentials as credentialsOf,
 } from './fixtures/app-harness.js';
 
 /**
@@ -24,23 +27,6 @@ import {
 after(async () => {
   await closeSharedAudio();
 });
-
-async function accepted(t: TestApp, key: string, body: Record<string, unknown>): Promise<string> {
-  const res = await t.send(key, body);
-  assert.equal(res.statusCode, 202, res.body);
-  return res.json().id as string;
-}
-
-async function status(t: TestApp, key: string, id: string): Promise<any> {
-  const res = await t.request({ method: 'GET', url: `/api/v1/status/${id}`, key });
-  assert.equal(res.statusCode, 200, res.body);
-  return res.json();
-}
-
-async function credentialsOf(t: TestApp, id: string): Promise<string | null> {
-  const row = await t.app.services.db.kysely.selectFrom('messages').select('credentials').where('id', '=', id).executeTakeFirstOrThrow();
-  return row.credentials;
-}
 
 /** Voice notes the fake Telegram accepted (answered 200) for a chat: what the recipient got. */
 function deliveredTo(fake: TelegramFake, chatId: string): number {

@@ -14,6 +14,9 @@ import {
   type TestAccount,
   type TestApp,
   connectedSandboxSession,
+  acceptedMessageId as accepted,
+  messageStatus as status,
+  storedCredentials as credentialsOf,
 } from './fixtures/app-harness.js';
 
 /**
@@ -29,24 +32,6 @@ const ISO_UTC = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z$/;
 after(async () => {
   await closeSharedAudio();
 });
-
-async function accepted(t: TestApp, key: string, body: Record<string, unknown>): Promise<string> {
-  const res = await t.send(key, body);
-  assert.equal(res.statusCode, 202, res.body);
-  assert.equal(res.json().status, 'queued');
-  return res.json().id as string;
-}
-
-async function status(t: TestApp, key: string, id: string): Promise<any> {
-  const res = await t.request({ method: 'GET', url: `/api/v1/status/${id}`, key });
-  assert.equal(res.statusCode, 200, res.body);
-  return res.json();
-}
-
-async function credentialsOf(t: TestApp, id: string): Promise<string | null> {
-  const row = await t.app.services.db.kysely.selectFrom('messages').select('credentials').where('id', '=', id).executeTakeFirstOrThrow();
-  return row.credentials;
-}
 
 function assertDelivered(message: any): void {
   assert.deepEqual(Object.keys(message).sort(), STATUS_FIELDS);

@@ -14,6 +14,7 @@ import {
   TEST_REDIS_URL,
   withRestartableStorage,
   type TestApp,
+  storedCredentials as credentialsOf,
 } from './fixtures/app-harness.js';
 import { startTcpProxy, type TcpProxy } from './fixtures/tcp-proxy.js';
 
@@ -45,11 +46,6 @@ async function until(what: string, check: () => boolean | Promise<boolean>, time
 
 function deliveredTo(fake: TelegramFake, chatId: string): number {
   return fake.callsForChat(chatId).filter((c) => c.reply.status === 200).length;
-}
-
-async function credentialsOf(t: TestApp, id: string): Promise<string | null> {
-  const row = await t.app.services.db.kysely.selectFrom('messages').select('credentials').where('id', '=', id).executeTakeFirstOrThrow();
-  return row.credentials;
 }
 
 describe('storage faults', () => {
