@@ -7,18 +7,24 @@
  *     generator and server do not share an event loop. Each real endpoint is measured right after its
  *     bare twin: a Fastify route in the same server that takes the same JSON (same schema) and answers
  *     the same JSON, with no key, no limits and no storage. The ratio of the two is the figure.
- *  2. delivers BENCH_MESSAGES live Telegram messages through the fake Bot API (test/fakes/telegram-api.ts,
- *     in a process of its own) with the audio already converted in the cache: the messages are queued
- *     with the worker off, then one worker starts and the clock runs until all are settled;
+ *  2. in another server process of its own, delivers BENCH_MESSAGES live Telegram messages through the
+ *     fake Bot API (test/fakes/telegram-api.ts, in a process of its own, with Telegram's flood limits
+ *     enforced) with the audio already converted in the cache: the messages are queued with the worker
+ *     off, then one worker starts and the clock runs until all are settled. The messages are spread
+ *     over BENCH_BOTS bots, since Telegram's pacing allows one bot about 30 messages a second: with one
+ *     bot the run would measure that pace, not the worker;
  *  3. samples its RSS along the way.
- * Writes its section of BENCHMARKS.md (between <!-- bench:api:start --> and <!-- bench:api:end -->).
+ * Writes two sections of BENCHMARKS.md, each only when its part ran (BENCH_ONLY), so a partial run
+ * leaves the other part's figures alone: HTTP between <!-- bench:api:start --> and <!-- bench:api:end -->,
+ * delivery between <!-- bench:delivery:start --> and <!-- bench:delivery:end -->.
  *
  * Environment: BENCH_SECONDS (10), BENCH_CONNECTIONS (20), BENCH_WARMUP_SECONDS (1), BENCH_MESSAGES (3000),
- * BENCH_CHATS (1000), BENCH_WORKER_CONCURRENCY (the service default), BENCH_ONLY (`http` or `delivery`),
- * BENCH_DATABASE_URL (postgres://postgres@127.0.0.1:5432/test; `none` skips PostgreSQL).
+ * BENCH_CHATS (1000), BENCH_BOTS (100), BENCH_WORKER_CONCURRENCY (the service default), BENCH_ONLY
+ * (`http` or `delivery`), BENCH_DATABASE_URL (postgres://postgres@127.0.0.1:5432/test; `none` skips
+ * PostgreSQL), BENCH_SERVER_NODE_OPTIONS (extra node flags for the server processes, e.g. `--cpu-prof`).
  */
 import { fork, type ChildProcess } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { mkdtemp, rm } from 'node:fs/promises';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -58,6 +64,8 @@ const CONNECTIONS = intEnv('BENCH_CONNECTIONS', 20, 1);
 const WARMUP_SECONDS = intEnv('BENCH_WARMUP_SECONDS', 1, 0);
 const MESSAGES = intEnv('BENCH_MESSAGES', 3000, 1);
 const CHATS = intEnv('BENCH_CHATS', 1000, 1);
+// 100 bots at Telegram's ~28 sends a second each (one per 35 ms) leave room for ~2,800 messages a second.
+const BOTS = intEnv('BENCH_BOTS', 100, 1);
 const WORKER_CONCURRENCY = process.env.BENCH_WORKER_CONCURRENCY?.trim() ? intEnv('BENCH_WORKER_CONCURRENCY', 8, 1) : undefined;
 const ONLY = process.env.BENCH_ONLY?.trim() || undefined;
 if (ONLY !== undefined && ONLY !== 'http' && ONLY !== 'delivery') throw new Error(`BENCH_ONLY must be http or delivery, got "${ONLY}"`);
@@ -66,6 +74,18 @@ const DEFAULT_PG_URL = 'postgres://postgres@127.0.0.1:5432/test';
 const READ_RPS_CEILING = 20_000;
 const SEND_INTAKE_CONCURRENCY = 20;
 const TELEGRAM_TOKEN = '123456789:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsawQ';
+/** A well-formed token of its own for each bench bot (the fake accepts any well-formed token). */
+const botToken = (bot: number): string => `${7_000_000_000 + bot}:${createHash('sha256').update(`bench bot ${bot}`).digest('base64url').slice(0, 35)}`;
+/**
+ * Message i goes to chat i mod CHATS through a bot that moves on by one every time the chats come round
+ * again: a chat hears from several bots, never twice from one (while BOTS > MESSAGES / CHATS), so the
+ * per-chat pace (one a second per bot and chat) never makes a message wait and the per-bot pace bounds
+ * the run at BOTS × ~28 messages a second.
+ */
+const recipientOf = (i: number): { chat: string; token: string } => ({
+  chat: String(100_000_000 + (i % CHATS)),
+  token: botToken((i + Math.floor(i / CHATS)) % BOTS),
+});
 const RSS_SAMPLE_MS = 250;
 
 const SELF = fileURLToPath(import.meta.url);
@@ -80,13 +100,28 @@ interface Endpoint {
   load: LoadResult;
 }
 
+type Phase = 'http' | 'delivery';
+
+/** What one server process measured: one storage, one phase. */
 interface StorageResult {
   storage: Storage;
+  phase: Phase;
   endpoints: Endpoint[];
   readKeys: number;
   rowsAfterSendLoad: number;
-  delivery?: { messages: number; delivered: number; failed: number; firstError: string | null; ms: number; concurrency: string; telegramCalls: number };
-  rss: { httpStart: number; httpMax: number; deliveryStart: number; deliveryMax: number; peak: number };
+  delivery?: {
+    messages: number;
+    delivered: number;
+    failed: number;
+    firstError: string | null;
+    ms: number;
+    concurrency: string;
+    telegramCalls: number;
+    /** 429s the fake's flood control answered: a send that came faster than Telegram allows. */
+    floodRefusals: number;
+  };
+  /** RSS at the start of the measured phase, the largest sample during it, and the process maximum. */
+  rss: { start: number; max: number; peak: number };
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -227,8 +262,13 @@ function rssSampler(): { stop(): number } {
   };
 }
 
-async function startTelegramProcess(): Promise<{ apiRoot: string; child: ChildProcess; answered(): Promise<number>; stop(): Promise<void> }> {
-  const child = fork(TELEGRAM_PROCESS, [], { execArgv: ['--import', 'tsx'], stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+async function startTelegramProcess(): Promise<{
+  apiRoot: string;
+  child: ChildProcess;
+  answered(): Promise<{ answered: number; floodRefusals: number }>;
+  stop(): Promise<void>;
+}> {
+  const child = fork(TELEGRAM_PROCESS, ['--flood-limits'], { execArgv: ['--import', 'tsx'], stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
   const apiRoot = await new Promise<string>((resolve, reject) => {
     child.once('message', (m) => resolve((m as { apiRoot: string }).apiRoot));
     child.once('error', reject);
@@ -239,7 +279,7 @@ async function startTelegramProcess(): Promise<{ apiRoot: string; child: ChildPr
     child,
     answered: () =>
       new Promise((resolve) => {
-        child.once('message', (m) => resolve((m as { answered: number }).answered));
+        child.once('message', (m) => resolve(m as { answered: number; floodRefusals: number }));
         child.send('count');
       }),
     stop: () =>
@@ -326,14 +366,14 @@ async function runDelivery(storage: Storage, pgUrl: string | undefined, audioUrl
       await warm.close();
 
       const account = await benchAccount(app);
-      console.error(`[${storage}] queueing ${MESSAGES} live Telegram sends to ${CHATS} chats`);
+      console.error(`[${storage}] queueing ${MESSAGES} live Telegram sends to ${CHATS} chats through ${BOTS} bots`);
       let next = 0;
       await Promise.all(
         Array.from({ length: SEND_INTAKE_CONCURRENCY }, async () => {
           while (next < MESSAGES) {
-            const chat = String(100_000_000 + (next % CHATS));
+            const { chat, token } = recipientOf(next);
             next++;
-            const body = { platform: 'telegram', recipient: chat, audio_url: audioUrl, session: { bot_token: TELEGRAM_TOKEN } };
+            const body = { platform: 'telegram', recipient: chat, audio_url: audioUrl, session: { bot_token: token } };
             const res = await inject(app, 'POST', '/api/v1/send', account.liveKey, body);
             if (res.status !== 202) throw new Error(`POST /send answered ${res.status}: ${JSON.stringify(res.json)}`);
           }
@@ -358,6 +398,7 @@ async function runDelivery(storage: Storage, pgUrl: string | undefined, audioUrl
       }
       const ms = performance.now() - started;
       const deliveryMax = rss.stop();
+      const fake = await telegram.answered();
       const failedRow = counts.failed
         ? await app.services.db.kysely.selectFrom('messages').select(['error_code', 'error_message']).where('status', '=', 'failed').executeTakeFirst()
         : undefined;
@@ -369,7 +410,8 @@ async function runDelivery(storage: Storage, pgUrl: string | undefined, audioUrl
           firstError: failedRow ? `${failedRow.error_code}: ${failedRow.error_message}` : null,
           ms,
           concurrency,
-          telegramCalls: await telegram.answered(),
+          telegramCalls: fake.answered,
+          floodRefusals: fake.floodRefusals,
         },
         deliveryStart,
         deliveryMax,
@@ -383,27 +425,33 @@ async function runDelivery(storage: Storage, pgUrl: string | undefined, audioUrl
   }
 }
 
-async function runStorage(storage: Storage, pgUrl: string | undefined): Promise<StorageResult> {
+async function runStorage(storage: Storage, phase: Phase, pgUrl: string | undefined): Promise<StorageResult> {
   const fixtures = await sharedFixtures(await testFfmpegPath());
   const audio = await startAudioServer();
   audio.route('/voice.ogg', { kind: 'file', path: fixtures['voice.ogg'], contentType: 'audio/ogg' });
   const sendBody = { platform: 'telegram', recipient: '123456789', audio_url: audio.url('/voice.ogg'), session: { bot_token: TELEGRAM_TOKEN } };
   try {
-    const http = ONLY === 'delivery' ? undefined : await runHttp(storage, pgUrl, sendBody);
-    const delivery = ONLY === 'http' ? undefined : await runDelivery(storage, pgUrl, audio.url('/voice.ogg'));
+    const peak = (): number => process.resourceUsage().maxRSS * 1024;
+    if (phase === 'http') {
+      const http = await runHttp(storage, pgUrl, sendBody);
+      return {
+        storage,
+        phase,
+        endpoints: http.endpoints,
+        readKeys: http.readKeys,
+        rowsAfterSendLoad: http.rowsAfterSendLoad,
+        rss: { start: http.httpStart, max: http.httpMax, peak: peak() },
+      };
+    }
+    const delivery = await runDelivery(storage, pgUrl, audio.url('/voice.ogg'));
     return {
       storage,
-      endpoints: http?.endpoints ?? [],
-      readKeys: http?.readKeys ?? 0,
-      rowsAfterSendLoad: http?.rowsAfterSendLoad ?? 0,
-      ...(delivery ? { delivery: delivery.delivery } : {}),
-      rss: {
-        httpStart: http?.httpStart ?? 0,
-        httpMax: http?.httpMax ?? 0,
-        deliveryStart: delivery?.deliveryStart ?? 0,
-        deliveryMax: delivery?.deliveryMax ?? 0,
-        peak: process.resourceUsage().maxRSS * 1024,
-      },
+      phase,
+      endpoints: [],
+      readKeys: 0,
+      rowsAfterSendLoad: 0,
+      delivery: delivery.delivery,
+      rss: { start: delivery.deliveryStart, max: delivery.deliveryMax, peak: peak() },
     };
   } finally {
     await audio.close();
@@ -411,7 +459,7 @@ async function runStorage(storage: Storage, pgUrl: string | undefined): Promise<
 }
 
 // ---------------------------------------------------------------------------------------------------
-// Orchestrator: one server process per storage, then the report.
+// Orchestrator: one server process per storage and phase, then the report.
 
 function redactUrl(url: string): string {
   return url.replace(/^([a-z][a-z0-9+.-]*:\/\/[^:/@]+):[^@/]*@/i, '$1:***@');
@@ -430,10 +478,10 @@ async function postgresReachable(url: string): Promise<string | undefined> {
   }
 }
 
-function runStorageProcess(storage: Storage, pgUrl: string | undefined): Promise<StorageResult> {
+function runStorageProcess(storage: Storage, phase: Phase, pgUrl: string | undefined): Promise<StorageResult> {
   return new Promise((resolve, reject) => {
-    const child = fork(SELF, [`--storage=${storage}`], {
-      execArgv: ['--import', 'tsx'],
+    const child = fork(SELF, [`--storage=${storage}`, `--phase=${phase}`], {
+      execArgv: [...(process.env.BENCH_SERVER_NODE_OPTIONS?.trim().split(/\s+/) ?? []), '--import', 'tsx'],
       env: { ...process.env, ...(pgUrl ? { BENCH_PG_URL_RESOLVED: pgUrl } : {}) },
       stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
     });
@@ -444,7 +492,7 @@ function runStorageProcess(storage: Storage, pgUrl: string | undefined): Promise
     child.on('error', reject);
     child.on('exit', (code) => {
       if (result) resolve(result);
-      else reject(new Error(`${storage} server process exited with ${code} and no result`));
+      else reject(new Error(`${storage} ${phase} server process exited with ${code} and no result`));
     });
   });
 }
@@ -452,88 +500,98 @@ function runStorageProcess(storage: Storage, pgUrl: string | undefined): Promise
 const fmt = (n: number, digits = 0): string => n.toLocaleString('en-US', { minimumFractionDigits: digits, maximumFractionDigits: digits });
 const mib = (bytes: number): string => (bytes > 0 ? `${fmt(bytes / 1024 ** 2, 0)} MiB` : '–');
 
-function report(results: StorageResult[], notes: string[], startedAt: Date): string {
-  const lines: string[] = [];
-  lines.push('## HTTP API and delivery', '');
+function memoryTable(lines: string[], results: StorageResult[], what: string): void {
+  lines.push(`### Memory (server process RSS, ${what})`, '');
+  lines.push(
+    `The ${what} ran in a server process of its own, which also holds the loopback audio server and this script (under tsx); ` +
+      'the load generator and the fake Bot API are not in it. ' +
+      `"Max" is the largest of samples taken every ${RSS_SAMPLE_MS} ms during the measured phase; "peak" is the process maximum (\`getrusage\`), set-up included.`,
+    '',
+  );
+  lines.push('| storage | start | max | peak |');
+  lines.push('|---|---|---|---|');
+  for (const r of results) lines.push(`| ${r.storage} | ${mib(r.rss.start)} | ${mib(r.rss.max)} | ${mib(r.rss.peak)} |`);
+}
+
+function header(lines: string[], title: string, notes: string[], startedAt: Date): void {
+  lines.push(title, '');
   lines.push(`Measured ${startedAt.toISOString()} with \`${commandLine('node --import tsx bench/api.ts')}\` (source: \`bench/api.ts\`).`, '');
   lines.push(machineDescription(), '');
   lines.push(
-    `Each storage runs in a server process of its own: the app built with \`createApp\` (logging silent), listening on 127.0.0.1, ` +
-      `load shedding off (\`MAX_EVENT_LOOP_DELAY_MS=0\`), one enterprise account with rate limit and quota set to 10,000,000. Load comes from autocannon in a separate process: ` +
+    `Each storage runs in a server process of its own: the app built with \`createApp\` (logging silent), ` +
+      `load shedding off (\`MAX_EVENT_LOOP_DELAY_MS=0\`), one enterprise account with rate limit and quota set to 10,000,000.`,
+    '',
+  );
+  for (const note of notes) lines.push(`> ${note}`, '');
+}
+
+function httpReport(results: StorageResult[], notes: string[], startedAt: Date): string {
+  const lines: string[] = [];
+  header(lines, '## HTTP API', notes, startedAt);
+  lines.push(
+    `The app listens on 127.0.0.1 with its worker off. Load comes from autocannon in a separate process: ` +
       `${CONNECTIONS} connections, ${SECONDS} s per endpoint after ${WARMUP_SECONDS} s of warm-up, endpoints one after another, ` +
       `each real endpoint right after its bare twin. "% of bare" is the endpoint's req/s over its bare twin's in the same run: ` +
       `a route in the same Fastify server that takes the same JSON through the same schema and answers the same JSON, ` +
       `with no key, no limits and no storage.`,
     '',
   );
-  for (const note of notes) lines.push(`> ${note}`, '');
-
-  const withHttp = results.filter((r) => r.endpoints.length > 0);
-  if (withHttp.length > 0) {
-    lines.push('### HTTP (worker off)', '');
-    lines.push('| storage | endpoint | measures | req/s (mean) | % of bare | p50 | p99 | requests | non-2xx | errors |');
-    lines.push('|---|---|---|---|---|---|---|---|---|---|');
-    for (const r of withHttp) {
-      r.endpoints.forEach((e, i) => {
-        const l = e.load;
-        const base = r.endpoints[e.baseline]!.load.rps;
-        const ratio = e.baseline === i ? 'baseline' : `${fmt((l.rps / base) * 100, 1)} %`;
-        lines.push(
-          `| ${r.storage} | \`${e.label}\` | ${e.what} | ${fmt(l.rps)} | ${ratio} | ${l.p50} ms | ${l.p99} ms | ${fmt(l.total)} | ${fmt(l.non2xx)} | ${fmt(l.errors + l.timeouts)} |`,
-        );
-      });
-    }
-    for (const r of withHttp) {
-      for (const e of r.endpoints) {
-        const bad = e.load.non2xx + e.load.errors + e.load.timeouts;
-        if (bad > 0) lines.push('', `> Warning: ${r.storage} \`${e.label}\` had ${fmt(bad)} non-2xx answers or errors; its numbers do not measure the success path alone.`);
-      }
-    }
-    lines.push('');
-    lines.push(
-      `\`GET /status\` reads one message, rotating over ${withHttp.map((r) => `${r.readKeys} keys (${r.storage})`).join(', ')} of the account: ` +
-        `the read bucket is ${READ_REQUESTS_PER_MINUTE} requests per key per minute whatever the plan, so one key would measure 429s. ` +
-        `\`POST /send\` is a valid Telegram sandbox body with no Idempotency-Key; the queue grows during the run ` +
-        `(${withHttp.map((r) => `${fmt(r.rowsAfterSendLoad)} rows (${r.storage})`).join(', ')} at the end, warm-up included).`,
-      '',
-    );
-  }
-
-  const withDelivery = results.filter((r) => r.delivery);
-  if (withDelivery.length > 0) {
-    lines.push('### Delivery (one worker, fake Telegram Bot API, audio cached)', '');
-    lines.push(
-      `${fmt(MESSAGES)} live Telegram sends to ${fmt(CHATS)} different chats (one bot) are queued with the worker off; then one worker starts ` +
-        `in the server process and the clock runs until every message is delivered or failed (the database polled every 20 ms). ` +
-        `The Bot API is the strict fake of the suite (\`test/fakes/telegram-api.ts\`) in a process of its own; every delivery is ` +
-        `a real multipart \`sendVoice\` upload over loopback. The audio is an OGG Opus mono file on a loopback HTTP server whose ` +
-        `conversion is already in the audio cache before the clock starts.`,
-      '',
-    );
-    lines.push('| storage | worker concurrency | messages | delivered | failed | sendVoice calls answered | time | messages/s |');
-    lines.push('|---|---|---|---|---|---|---|---|');
-    for (const r of withDelivery) {
-      const d = r.delivery!;
+  lines.push('| storage | endpoint | measures | req/s (mean) | % of bare | p50 | p99 | requests | non-2xx | errors |');
+  lines.push('|---|---|---|---|---|---|---|---|---|---|');
+  for (const r of results) {
+    r.endpoints.forEach((e, i) => {
+      const l = e.load;
+      const base = r.endpoints[e.baseline]!.load.rps;
+      const ratio = e.baseline === i ? 'baseline' : `${fmt((l.rps / base) * 100, 1)} %`;
       lines.push(
-        `| ${r.storage} | ${d.concurrency} | ${fmt(d.messages)} | ${fmt(d.delivered)} | ${fmt(d.failed)} | ${fmt(d.telegramCalls)} | ${fmt(d.ms / 1000, 2)} s | ${fmt((d.messages / d.ms) * 1000, 0)} |`,
+        `| ${r.storage} | \`${e.label}\` | ${e.what} | ${fmt(l.rps)} | ${ratio} | ${l.p50} ms | ${l.p99} ms | ${fmt(l.total)} | ${fmt(l.non2xx)} | ${fmt(l.errors + l.timeouts)} |`,
       );
-    }
-    for (const r of withDelivery) if (r.delivery!.firstError) lines.push('', `${r.storage}: first failure: \`${r.delivery!.firstError}\``);
-    lines.push('');
+    });
   }
-
-  lines.push('### Memory (server process RSS)', '');
+  for (const r of results) {
+    for (const e of r.endpoints) {
+      const bad = e.load.non2xx + e.load.errors + e.load.timeouts;
+      if (bad > 0) lines.push('', `> Warning: ${r.storage} \`${e.label}\` had ${fmt(bad)} non-2xx answers or errors; its numbers do not measure the success path alone.`);
+    }
+  }
+  lines.push('');
   lines.push(
-    'The server process also holds the loopback audio server and this script; the load generator and the fake Bot API are not in it. ' +
-      `"Max" is the largest of samples taken every ${RSS_SAMPLE_MS} ms during the phase; "peak" is the process maximum (\`getrusage\`).`,
+    `\`GET /status\` reads one message, rotating over ${results.map((r) => `${r.readKeys} keys (${r.storage})`).join(', ')} of the account: ` +
+      `the read bucket is ${READ_REQUESTS_PER_MINUTE} requests per key per minute whatever the plan, so one key would measure 429s. ` +
+      `\`POST /send\` is a valid Telegram sandbox body with no Idempotency-Key; the queue grows during the run ` +
+      `(${results.map((r) => `${fmt(r.rowsAfterSendLoad)} rows (${r.storage})`).join(', ')} at the end, warm-up included).`,
     '',
   );
-  lines.push('| storage | HTTP start | HTTP max | delivery start | delivery max | peak |');
-  lines.push('|---|---|---|---|---|---|');
+  memoryTable(lines, results, 'HTTP runs');
+  return lines.join('\n') + '\n';
+}
+
+function deliveryReport(results: StorageResult[], notes: string[], startedAt: Date): string {
+  const lines: string[] = [];
+  header(lines, '## Delivery (one worker, fake Telegram Bot API, audio cached)', notes, startedAt);
+  lines.push(
+    `${fmt(MESSAGES)} live Telegram sends to ${fmt(CHATS)} chats through ${fmt(BOTS)} bots are queued with the worker off; then one worker starts ` +
+      `in the server process and the clock runs until every message is delivered or failed (the database polled every 20 ms). ` +
+      `Message i goes to chat i mod ${fmt(CHATS)} through a bot that moves on by one each time the chats come round again, so no chat hears twice from one bot ` +
+      `and the service's pacing (about 28 sends a second per bot, one a second per bot and chat) allows up to about ${fmt(BOTS * 28)} messages a second: ` +
+      `the run measures the worker, not the pace of one bot. ` +
+      `The Bot API is the strict fake of the suite (\`test/fakes/telegram-api.ts\`) in a process of its own, with Telegram's flood limits enforced ` +
+      `(429 to a send less than 900 ms after the last one to the same chat from the same bot, or beyond 30 a second from one bot): ` +
+      `"429s" counts the sends that came faster than Telegram allows. Every delivery is a real multipart \`sendVoice\` upload over loopback. ` +
+      `The audio is an OGG Opus mono file on a loopback HTTP server whose conversion is already in the audio cache before the clock starts.`,
+    '',
+  );
+  lines.push('| storage | worker concurrency | messages | delivered | failed | sendVoice calls answered | 429s | time | messages/s |');
+  lines.push('|---|---|---|---|---|---|---|---|---|');
   for (const r of results) {
-    const m = r.rss;
-    lines.push(`| ${r.storage} | ${mib(m.httpStart)} | ${mib(m.httpMax)} | ${mib(m.deliveryStart)} | ${mib(m.deliveryMax)} | ${mib(m.peak)} |`);
+    const d = r.delivery!;
+    lines.push(
+      `| ${r.storage} | ${d.concurrency} | ${fmt(d.messages)} | ${fmt(d.delivered)} | ${fmt(d.failed)} | ${fmt(d.telegramCalls)} | ${fmt(d.floodRefusals)} | ${fmt(d.ms / 1000, 2)} s | ${fmt((d.messages / d.ms) * 1000, 0)} |`,
+    );
   }
+  for (const r of results) if (r.delivery!.firstError) lines.push('', `${r.storage}: first failure: \`${r.delivery!.firstError}\``);
+  lines.push('');
+  memoryTable(lines, results, 'delivery runs');
   return lines.join('\n') + '\n';
 }
 
@@ -554,27 +612,34 @@ async function orchestrate(): Promise<void> {
     }
   }
 
-  const results: StorageResult[] = [];
-  for (const { storage, pgUrl: url } of storages) results.push(await runStorageProcess(storage, url));
-
-  const markdown = report(results, notes, startedAt);
-  console.log(markdown);
+  const phases: Phase[] = ONLY === 'http' ? ['http'] : ONLY === 'delivery' ? ['delivery'] : ['http', 'delivery'];
+  const sections: Array<{ name: string; markdown: string }> = [];
+  for (const phase of phases) {
+    const results: StorageResult[] = [];
+    for (const { storage, pgUrl: url } of storages) results.push(await runStorageProcess(storage, phase, url));
+    const markdown = phase === 'http' ? httpReport(results, notes, startedAt) : deliveryReport(results, notes, startedAt);
+    console.log(markdown);
+    sections.push({ name: phase === 'http' ? 'api' : 'delivery', markdown });
+  }
   if (process.env.BENCH_NO_WRITE) return;
-  await writeSection('api', markdown);
-  console.error('wrote the api section of BENCHMARKS.md');
+  for (const { name, markdown } of sections) {
+    await writeSection(name, markdown);
+    console.error(`wrote the ${name} section of BENCHMARKS.md`);
+  }
 }
 
 const storageArg = process.argv.find((a) => a.startsWith('--storage='))?.slice('--storage='.length);
-if (storageArg === 'sqlite' || storageArg === 'postgres') {
+const phaseArg = process.argv.find((a) => a.startsWith('--phase='))?.slice('--phase='.length);
+if ((storageArg === 'sqlite' || storageArg === 'postgres') && (phaseArg === 'http' || phaseArg === 'delivery')) {
   try {
-    const result = await runStorage(storageArg, process.env.BENCH_PG_URL_RESOLVED);
+    const result = await runStorage(storageArg, phaseArg, process.env.BENCH_PG_URL_RESOLVED);
     process.send!(result, () => process.exit(0));
   } catch (err) {
     console.error(err);
     process.exit(1);
   }
 } else if (storageArg !== undefined) {
-  throw new Error(`unknown --storage=${storageArg}`);
+  throw new Error(`unknown --storage=${storageArg} --phase=${phaseArg}`);
 } else {
   await orchestrate();
 }

@@ -11,8 +11,9 @@ export const BENCHMARKS_FILE = new URL('../BENCHMARKS.md', import.meta.url);
 
 const HEADER = `# Benchmarks
 
-Each section below is written by the script it names (\`npm run bench\` → \`bench/api.ts\`,
-\`npm run bench:audio\` → \`bench/audio.ts\`); rerunning a script replaces only its own section.
+Each section below is written by the script it names (\`npm run bench\` → \`bench/api.ts\`, which writes
+"HTTP API" and "Delivery", each only when it ran: \`BENCH_ONLY=http|delivery\`; \`npm run bench:audio\` →
+\`bench/audio.ts\`); rerunning a script replaces only its own sections.
 Every section states the machine, the date and the exact command, and compares its numbers against
 a baseline measured in the same run: compare ratios across sections and machines, not absolute numbers.
 `;

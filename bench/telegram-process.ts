@@ -3,10 +3,13 @@
  * so that its multipart parsing neither shares the worker's event loop nor counts in its RSS. Started
  * with fork(); sends `{ apiRoot }` over IPC once listening. The fake keeps every call (voice bytes
  * included) for tests to inspect; here the record is emptied every second so a long run stays small.
+ * With `--flood-limits` it answers 429 as Telegram's flood control does (per bot and per chat), so a
+ * run shows whether the service's pacing held.
  */
 import { startTelegramApi } from '../test/fakes/telegram-api.js';
 
 const fake = await startTelegramApi();
+if (process.argv.includes('--flood-limits')) fake.enforceFloodLimits();
 let answered = 0;
 const trim = setInterval(() => {
   answered += fake.calls.length;
@@ -14,7 +17,7 @@ const trim = setInterval(() => {
 }, 1_000);
 process.send!({ apiRoot: fake.apiRoot });
 process.on('message', (m) => {
-  if (m === 'count') process.send!({ answered: answered + fake.calls.length });
+  if (m === 'count') process.send!({ answered: answered + fake.calls.length, floodRefusals: fake.floodRefusals });
 });
 process.on('disconnect', () => {
   clearInterval(trim);
