@@ -156,10 +156,11 @@ function storageFailure(cfg: Config, error: unknown): CliError {
     : new CliError(`DATA_DIR: cannot open the database in ${cfg.dataDir}: ${messageOf(error)}`);
 }
 
-/** After the grace and the aborts, closing connections gets this long before the process ends regardless. */
-const SHUTDOWN_MARGIN_MS = 15_000;
-
-function onSignals(stop: () => Promise<void>, graceMs: number): void {
+/**
+ * Stops on SIGTERM/SIGINT with `stop`, exit 0 once it has finished. After `graceMs` (deliveries in hand
+ * finishing) plus `marginMs` (aborts, then closing connections) the process ends regardless, exit 1.
+ */
+function onSignals(stop: () => Promise<void>, { graceMs, marginMs }: { graceMs: number; marginMs: number }): void {
   let stopping = false;
   const handler = (signal: string): void => {
     if (stopping) return;
@@ -168,9 +169,9 @@ function onSignals(stop: () => Promise<void>, graceMs: number): void {
     // A hard deadline: whatever hangs (a platform that never answers, a socket that never closes), the
     // process ends. Leases still held then run out and other workers take those messages.
     setTimeout(() => {
-      process.stderr.write('voicenote: shutdown did not finish in time; exiting\n');
+      process.stderr.write(`voicenote: shutdown did not finish in time (SHUTDOWN_GRACE_MS + SHUTDOWN_MARGIN_MS = ${graceMs + marginMs} ms); exiting with code 1\n`);
       process.exit(1);
-    }, graceMs + SHUTDOWN_MARGIN_MS).unref();
+    }, graceMs + marginMs).unref();
     stop().then(
       () => process.exit(0),
       (err: unknown) => {
@@ -207,7 +208,7 @@ export function buildProgram(): Command {
       const app = await createApp(cfg, { worker: options.worker, logger }).catch((error: unknown) => {
         throw storageFailure(cfg, error);
       });
-      onSignals(() => app.close(), cfg.shutdownGraceMs);
+      onSignals(() => app.close(), { graceMs: cfg.shutdownGraceMs, marginMs: cfg.shutdownMarginMs });
       let address: string;
       try {
         address = await app.server.app.listen({ port: cfg.port, host: cfg.host });
@@ -236,7 +237,7 @@ export function buildProgram(): Command {
       onSignals(async () => {
         await running.stop();
         await opened.close();
-      }, cfg.shutdownGraceMs);
+      }, { graceMs: cfg.shutdownGraceMs, marginMs: cfg.shutdownMarginMs });
     });
 
   program

@@ -33,6 +33,8 @@ export interface Config {
   databasePoolSize: number;
   /** How long a stopping worker lets deliveries in hand finish before aborting them. */
   shutdownGraceMs: number;
+  /** After the grace, how long aborts and closing may take before the process ends regardless (exit 1). */
+  shutdownMarginMs: number;
   /** Settled messages older than this many days are deleted; 0 keeps them for ever. */
   messageRetentionDays: number;
   /**
@@ -206,6 +208,7 @@ export function loadConfig(env: Env = process.env): Config {
     workerConcurrency: integer(env, 'WORKER_CONCURRENCY', DEFAULT_WORKER_CONCURRENCY, 1, 1_000),
     databasePoolSize: integer(env, 'DATABASE_POOL_SIZE', 10, 1, 1_000),
     shutdownGraceMs: integer(env, 'SHUTDOWN_GRACE_MS', 10_000, 0, 600_000),
+    shutdownMarginMs: integer(env, 'SHUTDOWN_MARGIN_MS', 15_000, 0, 600_000),
     messageRetentionDays: integer(env, 'MESSAGE_RETENTION_DAYS', 90, 0, 36_500),
     trustProxy: trustProxy(env),
     metricsPort: text(env, 'METRICS_PORT') === undefined ? undefined : integer(env, 'METRICS_PORT', 0, 1, 65535),

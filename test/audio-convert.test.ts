@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
 type VoicePlatform = 'linkedin' | 'telegram' | 'whatsapp';
 import { audioTargetFor } from '../src/platforms/registry.js';
-import { readFile, stat } from 'node:fs/promises';
+import { chmod, readdir, readFile, stat, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
 import { after, afterEach, before, describe, it } from 'node:test';
 import { createAudioPipeline, type AudioPipeline, type PreparedAudio } from '../src/audio/index.js';
 import { startAudioServer, type AudioServer } from './fakes/audio-server.js';
@@ -187,5 +188,81 @@ describe('detecting and converting audio', () => {
     assert.ok(t.sizeBytes > 16 * 1024 * 1024 && t.sizeBytes < 50 * 1024 * 1024);
     assert.deepEqual(await readFile(t.path), await readFile(path));
     t.release();
+  });
+});
+
+/** Pids of this process's children whose program is `program` (zombies have no command line, so they do not count). */
+async function childrenRunning(program: string): Promise<number[]> {
+  const found: number[] = [];
+  for (const name of await readdir('/proc')) {
+    if (!/^\d+$/.test(name)) continue;
+    try {
+      const stat = await readFile(`/proc/${name}/stat`, 'utf8');
+      // "pid (comm) state ppid …": comm may hold spaces and parentheses, so read after the last ")".
+      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+      if (ppid !== process.pid) continue;
+      const argv0 = (await readFile(`/proc/${name}/cmdline`, 'utf8')).split('\0')[0];
+      if (argv0 === program) found.push(Number(name));
+    } catch {
+      // exited while we looked
+    }
+  }
+  return found;
+}
+
+async function until<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 10_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await probe();
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
+describe('aborting a conversion', () => {
+  let server: AudioServer;
+  let dataDir: string;
+  let ffmpegPath: string;
+  let pipeline: AudioPipeline;
+
+  before(async () => {
+    ffmpegPath = await testFfmpegPath();
+    const fixtures = await sharedFixtures(ffmpegPath);
+    server = await startAudioServer();
+    server.route('/long-75s.mp3', { kind: 'file', path: fixtures['long-75s.mp3'], contentType: 'audio/mpeg' });
+    dataDir = await makeDataDir('abort');
+    // ffmpeg with -re reads its input at the audio's own pace: converting the 75-second file takes 75 s,
+    // so an ffmpeg the abort failed to kill would still be running long after the test has looked.
+    const slow = join(dataDir, 'ffmpeg-realtime.sh');
+    await writeFile(slow, `#!/bin/sh\nexec '${ffmpegPath}' -re "$@"\n`);
+    await chmod(slow, 0o755);
+    pipeline = createAudioPipeline({ dataDir, ffmpegPath: slow, allowPrivateUrls: true });
+  });
+
+  after(async () => {
+    await pipeline.close();
+    await server.close();
+    await removeDir(dataDir);
+  });
+
+  it('rejects with the abort and kills ffmpeg: no ffmpeg of this process is left running, nor a temp file', async () => {
+    const controller = new AbortController();
+    const prepared = pipeline.prepare({ url: server.url('/long-75s.mp3'), target: audioTargetFor('telegram'), signal: controller.signal });
+    prepared.catch(() => undefined);
+    const [pid] = await until('ffmpeg to be converting', async () => {
+      const pids = await childrenRunning(ffmpegPath);
+      return pids.length > 0 ? pids : undefined;
+    });
+
+    controller.abort();
+    await assert.rejects(prepared, (err: unknown) => {
+      assert.equal((err as Error).name, 'AbortError', `the abort, not a conversion failure: ${String(err)}`);
+      return true;
+    });
+    // SIGKILL takes effect at once; the bound only turns an ffmpeg left running (75 s of work) into a failure.
+    await until('ffmpeg to be gone', async () => ((await childrenRunning(ffmpegPath)).length === 0 ? true : undefined), 5_000);
+    assert.ok(!(await readFile(`/proc/${pid}/cmdline`, 'utf8').catch(() => '')), `ffmpeg ${pid} no longer runs`);
+    await until('the temp files to be removed', async () => ((await leftovers(dataDir)).length === 0 ? true : undefined), 5_000);
   });
 });

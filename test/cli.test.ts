@@ -5,6 +5,7 @@ import { mkdtemp, readFile, rm, stat } from 'node:fs/promises';
 import net from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { after, before, describe, test } from 'node:test';
 import pg from 'pg';
 import { BIN, childEnv, ROOT, runCli, type Run } from './fixtures/cli-process.js';
@@ -366,7 +367,7 @@ async function serve(storage: Storage, args: string[] = [], extraEnv: Record<str
 }
 
 /** A `voicenote` child process whose output can be awaited. */
-function spawnWatched(storage: Storage, args: string[], extraEnv: Record<string, string>): Omit<Served, 'url' | 'banner'> {
+function spawnWatched(storage: Storage, args: string[], extraEnv: Record<string, string>, nodeArgs: string[] = []): Omit<Served, 'url' | 'banner'> {
   const env = {
     ...storage.env,
     PORT: '0',
@@ -375,7 +376,7 @@ function spawnWatched(storage: Storage, args: string[], extraEnv: Record<string,
     ...(TEST_REDIS_URL ? { REDIS_URL: TEST_REDIS_URL } : {}),
     ...extraEnv,
   };
-  const child = spawn(process.execPath, [BIN, ...args], { cwd: ROOT, env: childEnv(env), stdio: ['pipe', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [...nodeArgs, BIN, ...args], { cwd: ROOT, env: childEnv(env), stdio: ['pipe', 'pipe', 'pipe'] });
   running.add(child);
   let stdout = '';
   let stderr = '';
@@ -571,6 +572,114 @@ describe(`voicenote serve (${STORAGE_LABEL})`, () => {
     // New connections are refused once it has gone.
     await assert.rejects(fetch(`${served.url}/healthz`));
   });
+});
+
+/** Resolves with `promise`, or fails the test once `ms` have passed: a bound so a hang fails instead of stalling the run. */
+function within<T>(promise: Promise<T>, ms: number, what: () => string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${what()} (no end within ${ms} ms)`)), ms);
+  });
+  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
+}
+
+/**
+ * A client that sends the head of a POST /api/v1/send and half of its body, then nothing more: the
+ * server has the request in hand and waits for the rest for ever (the API sets no request timeout).
+ */
+async function stalledSend(url: string, key: string): Promise<{ response(): string; closed: Promise<void> }> {
+  const { port } = new URL(url);
+  const body = JSON.stringify({ platform: 'telegram', recipient: '123456789', audio_url: 'https://audio.example.com/voice.ogg', session: { bot_token: TELEGRAM_TOKEN } });
+  const socket = net.connect(Number(port), '127.0.0.1');
+  let response = '';
+  socket.setEncoding('utf8').on('data', (chunk: string) => (response += chunk));
+  socket.on('error', () => undefined);
+  const closed = new Promise<void>((resolve) => socket.on('close', () => resolve()));
+  await new Promise<void>((resolve) => socket.once('connect', () => resolve()));
+  socket.write(
+    `POST /api/v1/send HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nAuthorization: Bearer ${key}\r\n` +
+      `Content-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body.slice(0, Math.floor(body.length / 2))}`,
+  );
+  return { response: () => response, closed };
+}
+
+describe(`the hard shutdown deadline: SHUTDOWN_GRACE_MS + SHUTDOWN_MARGIN_MS (${STORAGE_LABEL})`, () => {
+  // Small, so a test waits under two seconds for the deadline instead of the default 25 s.
+  const GRACE_MS = 300;
+  const MARGIN_MS = 1_500;
+  const deadlineEnv = { SHUTDOWN_GRACE_MS: String(GRACE_MS), SHUTDOWN_MARGIN_MS: String(MARGIN_MS) };
+  const DEADLINE_LINE = `voicenote: shutdown did not finish in time (SHUTDOWN_GRACE_MS + SHUTDOWN_MARGIN_MS = ${GRACE_MS + MARGIN_MS} ms); exiting with code 1`;
+  let storage: Storage;
+  let key: string;
+  before(async () => {
+    storage = await freshStorage('deadline');
+    key = (await okJson(['accounts', 'create', '--name', 'Deadline', '--json'], storage.env)).keys.test.secret as string;
+  });
+  after(async () => {
+    for (const child of running) child.kill('SIGKILL');
+    await storage.cleanup();
+  });
+
+  test('with nothing in flight, SIGTERM ends serve and worker with exit 0, and the deadline never speaks', async () => {
+    const served = await serve(storage, ['--no-worker'], deadlineEnv);
+    const worker = spawnWatched(storage, ['worker'], deadlineEnv);
+    await worker.waitFor('stdout', /"voicenote worker started"/);
+    for (const [name, child] of [['serve', served], ['worker', worker]] as const) {
+      child.child.kill('SIGTERM');
+      const exit = await within(child.exited, 10_000, () => `${name} after SIGTERM; stderr: ${child.stderr()}`);
+      assert.deepEqual(exit, { code: 0, signal: null }, `${name} exits 0; stderr: ${child.stderr()}`);
+      assert.match(child.stderr(), /^voicenote: SIGTERM received, shutting down$/m);
+      assert.doesNotMatch(child.stderr(), /did not finish in time/, `${name}: the deadline did not cut a shutdown that finished`);
+    }
+  });
+
+  test('a client that never finishes its request holds the shutdown up: at the deadline the process exits 1 and says why', async () => {
+    const served = await serve(storage, [], deadlineEnv);
+    const stalled = await stalledSend(served.url, key);
+    // The server has the request (its log says so) but never gets all of its body.
+    await served.waitFor('stdout', /"msg":"incoming request".*"url":"\/api\/v1\/send"|"url":"\/api\/v1\/send".*"msg":"incoming request"/);
+
+    served.child.kill('SIGTERM');
+    // Without the deadline the process would wait for that body for ever; the bound only turns a hang into a failure.
+    const exit = await within(served.exited, 10_000, () => `serve after SIGTERM with a stalled client; stderr: ${served.stderr()}`);
+    assert.deepEqual(exit, { code: 1, signal: null }, `the deadline ends the process with exit 1; stderr: ${served.stderr()}`);
+    const lines = stderrLines(served);
+    const received = lines.indexOf('voicenote: SIGTERM received, shutting down');
+    assert.ok(received >= 0, `the signal is acknowledged: ${served.stderr()}`);
+    assert.deepEqual(lines.slice(received), ['voicenote: SIGTERM received, shutting down', DEADLINE_LINE], 'then one line saying why it ended');
+    await stalled.closed;
+    assert.equal(stalled.response(), '', 'the stalled request got no answer: the connection just ended with the process');
+  });
+});
+
+describe(`true bugs end the process with exit code 70 (${STORAGE_LABEL})`, () => {
+  // The bug is planted by a preloaded module (test/fixtures/planted-bug.ts); the handlers are voicenote's own.
+  const plantedBug = ['--import', 'tsx', '--import', pathToFileURL(path.join(ROOT, 'test', 'fixtures', 'planted-bug.ts')).href];
+  let storage: Storage;
+  before(async () => {
+    storage = await freshStorage('bugs');
+    await ok(['migrate'], storage.env);
+  });
+  after(async () => {
+    for (const child of running) child.kill('SIGKILL');
+    await storage.cleanup();
+  });
+
+  const cases = [
+    { command: 'serve', ready: /"voicenote is listening"/, bug: 'exception', line: /^voicenote: uncaught exception \(a bug\): Error: planted bug: an exception nobody catches$/m },
+    { command: 'worker', ready: /"voicenote worker started"/, bug: 'rejection', line: /^voicenote: unhandled promise rejection \(a bug\): Error: planted bug: a rejection nobody handles$/m },
+  ] as const;
+  for (const { command, ready, bug, line } of cases) {
+    test(`an ${bug === 'exception' ? 'uncaught exception' : 'unhandled rejection'} in a running \`voicenote ${command}\` is logged on stderr and exits 70`, async () => {
+      const watched = spawnWatched(storage, [command], { PLANTED_BUG: bug }, plantedBug);
+      await watched.waitFor('stdout', ready);
+      watched.child.kill('SIGUSR2');
+      const exit = await within(watched.exited, 10_000, () => `${command} after the planted bug; stderr: ${watched.stderr()}`);
+      assert.deepEqual(exit, { code: 70, signal: null }, `exit code 70 (not Node's own 1); stderr: ${watched.stderr()}`);
+      assert.match(watched.stderr(), line, 'one line says what happened and that it is a bug');
+      assert.match(watched.stderr(), /^\s+at .*planted-bug\.ts/m, 'followed by the stack, to find it');
+    });
+  }
 });
 
 describe(`split mode: serve --no-worker and voicenote worker (${STORAGE_LABEL})`, () => {

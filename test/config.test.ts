@@ -32,6 +32,7 @@ describe('loadConfig: the documented defaults', () => {
       workerConcurrency: 8,
       databasePoolSize: 10,
       shutdownGraceMs: 10_000,
+      shutdownMarginMs: 15_000,
       messageRetentionDays: 90,
       trustProxy: false,
       metricsPort: undefined,
@@ -65,6 +66,7 @@ describe('loadConfig: values are read and typed', () => {
       WORKER_CONCURRENCY: '64',
       DATABASE_POOL_SIZE: '25',
       SHUTDOWN_GRACE_MS: '2500',
+      SHUTDOWN_MARGIN_MS: '4000',
     });
     assert.equal(config.port, 8080);
     assert.equal(config.host, '127.0.0.1');
@@ -82,6 +84,7 @@ describe('loadConfig: values are read and typed', () => {
     assert.equal(config.workerConcurrency, 64);
     assert.equal(config.databasePoolSize, 25);
     assert.equal(config.shutdownGraceMs, 2500);
+    assert.equal(config.shutdownMarginMs, 4000);
   });
 
   test('SECRET_KEY is accepted as 64 hex characters or as base64 of 32 bytes', () => {
@@ -143,6 +146,8 @@ const BAD_VALUES: Array<{ env: Record<string, string>; variable: string }> = [
   { env: { WORKER_CONCURRENCY: 'many' }, variable: 'WORKER_CONCURRENCY' },
   { env: { DATABASE_POOL_SIZE: '0' }, variable: 'DATABASE_POOL_SIZE' },
   { env: { SHUTDOWN_GRACE_MS: 'forever' }, variable: 'SHUTDOWN_GRACE_MS' },
+  { env: { SHUTDOWN_MARGIN_MS: '-1' }, variable: 'SHUTDOWN_MARGIN_MS' },
+  { env: { SHUTDOWN_MARGIN_MS: '600001' }, variable: 'SHUTDOWN_MARGIN_MS' },
   { env: { TELEGRAM_API_ROOT: 'ftp://x' }, variable: 'TELEGRAM_API_ROOT' },
   { env: { TELEGRAM_API_ROOT: 'not a url' }, variable: 'TELEGRAM_API_ROOT' },
   { env: { LINKEDIN_API_ROOT: 'file:///etc/passwd' }, variable: 'LINKEDIN_API_ROOT' },
