@@ -236,9 +236,12 @@ export async function createApp(config: Config, options: AppOptions): Promise<Ap
     close() {
       closing ??= (async () => {
         server.startDraining();
-        await server.app.close();
-        await running?.stop();
+        // Side by side: the worker stops claiming and its grace starts now, not once the last HTTP request
+        // has ended (a client that never finishes its request would otherwise keep deliveries in hand
+        // from being aborted before the hard deadline).
+        const stopped = await Promise.allSettled([server.app.close(), running?.stop()]);
         await opened.close();
+        for (const result of stopped) if (result.status === 'rejected') throw result.reason;
       })();
       return closing;
     },

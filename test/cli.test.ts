@@ -10,6 +10,7 @@ import { after, before, describe, test } from 'node:test';
 import pg from 'pg';
 import { BIN, childEnv, ROOT, runCli, type Run } from './fixtures/cli-process.js';
 import { startAudioServer, type AudioServer } from './fakes/audio-server.js';
+import { startTelegramApi } from './fakes/telegram-api.js';
 import { sharedFixtures, testFfmpegPath } from './fixtures/audio-fixtures.js';
 import { closeSharedAudio, STORAGE_LABEL, startTestApp, TELEGRAM_TOKEN, TEST_DATABASE_URL, TEST_REDIS_URL } from './fixtures/app-harness.js';
 
@@ -649,6 +650,58 @@ describe(`the hard shutdown deadline: SHUTDOWN_GRACE_MS + SHUTDOWN_MARGIN_MS (${
     assert.deepEqual(lines.slice(received), ['voicenote: SIGTERM received, shutting down', DEADLINE_LINE], 'then one line saying why it ended');
     await stalled.closed;
     assert.equal(stalled.response(), '', 'the stalled request got no answer: the connection just ended with the process');
+  });
+
+  test('a stalled client does not keep a delivery that hangs at the platform from being aborted at the grace', async () => {
+    const telegram = await startTelegramApi();
+    const audio = await startAudioServer();
+    try {
+      const fixtures = await sharedFixtures(await testFfmpegPath());
+      audio.route('/voice.ogg', { kind: 'file', path: fixtures['voice.ogg'], contentType: 'audio/ogg' });
+      const chat = '530000001';
+      telegram.failForChat(chat, { kind: 'stall' });
+      const liveKey = (await okJson(['accounts', 'create', '--name', 'Hanging', '--json'], storage.env)).keys.live.secret as string;
+      const served = await serve(storage, [], { ...deadlineEnv, TELEGRAM_API_ROOT: telegram.apiRoot, AUDIO_ALLOW_PRIVATE_URLS: 'true' });
+      const sent = await fetch(`${served.url}/api/v1/send`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${liveKey}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ platform: 'telegram', recipient: chat, audio_url: audio.url('/voice.ogg'), session: { bot_token: TELEGRAM_TOKEN } }),
+      });
+      assert.equal(sent.status, 202);
+      const id = ((await sent.json()) as { id: string }).id;
+      await within(
+        (async () => {
+          while (telegram.callsForChat(chat).length === 0) await new Promise((resolve) => setTimeout(resolve, 20));
+        })(),
+        10_000,
+        () => `the platform call; stdout: ${served.stdout()}`,
+      );
+      const stalled = await stalledSend(served.url, key);
+      // The server has the stalled request in hand (its log says so) besides the send above.
+      const sendsLogged = (): number => served.stdout().split('\n').filter((line) => line.includes('"incoming request"') && line.includes('"url":"/api/v1/send"')).length;
+      await within(
+        (async () => {
+          while (sendsLogged() < 2) await new Promise((resolve) => setTimeout(resolve, 20));
+        })(),
+        10_000,
+        () => `the stalled request in the log; stdout: ${served.stdout()}`,
+      );
+
+      served.child.kill('SIGTERM');
+      const exit = await within(served.exited, 10_000, () => `serve after SIGTERM; stderr: ${served.stderr()}`);
+      assert.deepEqual(exit, { code: 1, signal: null }, `the stalled client still ends it at the deadline; stderr: ${served.stderr()}`);
+      const stopped = served
+        .stdout()
+        .split('\n')
+        .filter((line) => line.includes('attempt stopped by shutdown'))
+        .map((line) => JSON.parse(line) as Record<string, unknown>);
+      assert.equal(stopped.length, 1, `the hanging attempt was aborted at the grace and handed back, not cut off by the deadline; stdout: ${served.stdout()}`);
+      assert.ok(Object.values(stopped[0]!).includes(id), `the line names the message: ${JSON.stringify(stopped[0])}`);
+      await stalled.closed;
+    } finally {
+      await audio.close();
+      await telegram.close();
+    }
   });
 });
 
