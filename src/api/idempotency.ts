@@ -1,7 +1,5 @@
 import { createHash } from 'node:crypto';
-import type { Kysely } from 'kysely';
 import type { FastifyReply, FastifyRequest } from 'fastify';
-import type { Database } from '../store/schema.js';
 import { findIdempotent, storeIdempotent, type IdempotencyRow } from '../store/idempotency.js';
 import type { Services } from '../services.js';
 import type { Caller } from './caller.js';
@@ -27,9 +25,8 @@ function canonicalJson(value: unknown): string {
   return JSON.stringify(value) ?? 'null';
 }
 
-class LostRace extends Error {}
-
-function replay(reply: FastifyReply, stored: IdempotencyRow, requestHash: string): Outcome {
+/** The stored answer to a repeated request (409 when the key was used with another body or endpoint). */
+export function replayStored(reply: FastifyReply, stored: IdempotencyRow, requestHash: string): Outcome {
   if (stored.request_hash !== requestHash) {
     throw new ApiError('idempotency_conflict', 'this Idempotency-Key was already used with a different request body or endpoint');
   }
@@ -37,7 +34,7 @@ function replay(reply: FastifyReply, stored: IdempotencyRow, requestHash: string
   return { statusCode: stored.status_code, body: JSON.parse(stored.response_body) as unknown, replayed: true };
 }
 
-interface IdempotencyScope {
+export interface IdempotencyScope {
   key: string;
   endpoint: string;
   requestHash: string;
@@ -45,7 +42,7 @@ interface IdempotencyScope {
 }
 
 /** What identifies a request under its Idempotency-Key; undefined when it carries none. */
-function idempotencyScope(request: FastifyRequest, caller: Caller): IdempotencyScope | undefined {
+export function idempotencyScope(request: FastifyRequest, caller: Caller): IdempotencyScope | undefined {
   const header = request.headers['idempotency-key'];
   if (header === undefined) return undefined;
   const key = Array.isArray(header) ? header[0] ?? '' : header;
@@ -64,74 +61,53 @@ export async function findReplay(services: Services, request: FastifyRequest, re
   const scope = idempotencyScope(request, caller);
   if (!scope) return undefined;
   const existing = await findIdempotent(services.db.kysely, scope.owner);
-  return existing ? replay(reply, existing, scope.requestHash) : undefined;
-}
-
-export interface IdempotentOptions {
-  /**
-   * For work that waits on something other than the database (a QR code, a socket): it must not hold
-   * a transaction open (SQLite has one connection, so its own queries would wait forever). It runs on
-   * its own, its outcome is stored afterwards, and `undo` takes back its effect when a concurrent
-   * request with the same key answered first.
-   */
-  outsideTransaction?: { undo(outcome: Outcome): Promise<void> };
+  return existing ? replayStored(reply, existing, scope.requestHash) : undefined;
 }
 
 /**
- * Runs `work` in one transaction (the caller sends the outcome) and, when the request carries an Idempotency-Key, stores its
- * successful outcome in the same transaction, so a retried request gets the first answer back
- * (with `Idempotent-Replayed: true`) and never does the work twice. Errors are not stored: a
- * retry after a 402 or 422 is judged anew.
+ * Runs `work` (which waits on something other than the database, a QR code or a socket, and so runs
+ * outside any transaction) and, when the request carries an Idempotency-Key, stores its successful
+ * outcome, so a retried request gets the first answer back (with `Idempotent-Replayed: true`) and never
+ * does the work twice. When a concurrent request with the same key stored its answer first, `undo`
+ * takes back this one's effect and the winner's answer is given. Errors are not stored: a retry after a
+ * 4xx is judged anew. (POST /send stores its answer in the send's own transaction: store/hot-path.ts.)
  */
 export async function runIdempotent(
   services: Services,
   request: FastifyRequest,
   reply: FastifyReply,
   caller: Caller,
-  work: (trx: Kysely<Database>) => Promise<Outcome>,
-  options: IdempotentOptions = {},
+  work: () => Promise<Outcome>,
+  undo: (outcome: Outcome) => Promise<void>,
 ): Promise<Outcome> {
   const db = services.db.kysely;
-  const outside = options.outsideTransaction;
   const idempotency = idempotencyScope(request, caller);
-  if (!idempotency) {
-    return outside ? work(db) : services.db.writeTransaction(work);
-  }
-  const { key, endpoint, requestHash, owner: scope } = idempotency;
+  if (!idempotency) return work();
+  const { owner: scope, requestHash } = idempotency;
 
   const existing = await findIdempotent(db, scope);
-  if (existing) return replay(reply, existing, requestHash);
-  const store = (trx: Kysely<Database>, result: Outcome): Promise<boolean> =>
-    storeIdempotent(trx, {
-      account_id: caller.accountId,
-      env: caller.env,
-      key,
-      endpoint,
-      request_hash: requestHash,
-      status_code: result.statusCode,
-      response_body: JSON.stringify(result.body),
-      created_at: Date.now(),
-    });
-  try {
-    if (outside) {
-      const result = await work(db);
-      if (await store(db, result)) return result;
-      await outside.undo(result).catch((err: unknown) => request.log.warn({ err }, 'could not undo the work of a request that lost an idempotency race'));
-      throw new LostRace();
-    }
-    const outcome = await services.db.writeTransaction(async (trx) => {
-      const result = await work(trx);
-      if (!(await store(trx, result))) throw new LostRace();
-      return result;
-    });
-    return outcome;
-  } catch (error) {
-    if (!(error instanceof LostRace)) throw error;
-    // A concurrent request with the same key committed first: answer as it did.
-    const winner = await findIdempotent(db, scope);
-    if (!winner) throw new ApiError('internal_error', 'idempotency record vanished');
-    return replay(reply, winner, requestHash);
-  }
+  if (existing) return replayStored(reply, existing, requestHash);
+  const result = await work();
+  if (await storeIdempotent(db, idempotentAnswer(idempotency, result))) return result;
+  await undo(result).catch((err: unknown) => request.log.warn({ err }, 'could not undo the work of a request that lost an idempotency race'));
+  // A concurrent request with the same key committed first: answer as it did.
+  const winner = await findIdempotent(db, scope);
+  if (!winner) throw new ApiError('internal_error', 'idempotency record vanished');
+  return replayStored(reply, winner, requestHash);
+}
+
+/** The row that stores `outcome` as the answer to this request's Idempotency-Key. */
+export function idempotentAnswer(idempotency: IdempotencyScope, outcome: Outcome, now = Date.now()): IdempotencyRow {
+  return {
+    account_id: idempotency.owner.accountId,
+    env: idempotency.owner.env,
+    key: idempotency.key,
+    endpoint: idempotency.endpoint,
+    request_hash: idempotency.requestHash,
+    status_code: outcome.statusCode,
+    response_body: JSON.stringify(outcome.body),
+    created_at: now,
+  };
 }
 
 /** Sends an outcome, first-time or replayed (its body was already shaped by the route). */

@@ -1,5 +1,5 @@
 import type { IncomingMessage } from 'node:http';
-import { randomBytes } from 'node:crypto';
+import { randomBytesPooled } from '../core/random.js';
 
 // What a caller's own id may look like: UUIDs, ULIDs, trace ids and the like; nothing that could
 // break a header or a log line, and short enough to store.
@@ -10,5 +10,5 @@ export function requestIdOf(req: IncomingMessage): string {
   const given = req.headers['x-request-id'];
   const value = Array.isArray(given) ? given[0] : given;
   if (value !== undefined && WELL_FORMED.test(value)) return value;
-  return `req_${randomBytes(12).toString('hex')}`;
+  return `req_${randomBytesPooled(12).toString('hex')}`;
 }

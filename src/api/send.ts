@@ -3,13 +3,12 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { checkAudioUrl } from '../audio/index.js';
 import { newMessageId } from '../core/ids.js';
 import { checkCaption, checkDuration, isViolation, type Violation } from '../platforms/rules.js';
-import { insertMessage, type MessageRow } from '../store/messages.js';
-import { reserveSend } from '../store/usage.js';
+import type { MessageRow } from '../store/messages.js';
 import type { Services } from '../services.js';
 import { setUsageHeaders } from './auth.js';
 import { usageScope } from './caller.js';
 import { ApiError, invalidParameter, invalidRequest } from './errors.js';
-import { findReplay, runIdempotent, sendOutcome } from './idempotency.js';
+import { findReplay, idempotencyScope, idempotentAnswer, replayStored, sendOutcome } from './idempotency.js';
 import { SendBody, SentMessage, withErrors } from './schemas.js';
 import { iso, sentMessageView } from './views.js';
 
@@ -83,27 +82,26 @@ export function registerSendRoute(app: FastifyInstance, services: Services): voi
         updated_at: now,
         delivered_at: null,
       };
-      const reserved = { sent: null as number | null };
-      const outcome = await runIdempotent(services, request, reply, caller, async (trx) => {
-        await insertMessage(trx, row);
-        // Last before commit: the account's usage row stays locked from here to the end of the transaction.
-        reserved.sent = await reserveSend(trx, scope, platform.name, caller.limits.monthlyQuota);
-        if (reserved.sent === null) {
-          throw new ApiError(
-            'quota_exceeded',
-            `the monthly quota of ${caller.limits.monthlyQuota} voice notes is used up; it renews at ${iso(scope.periodEnd)}`,
-            { monthly_quota: caller.limits.monthlyQuota, period_end: iso(scope.periodEnd) },
-          );
-        }
-        return { statusCode: 202, body: sentMessageView(row) };
+      const answer = sentMessageView(row);
+      const idempotency = idempotencyScope(request, caller);
+      const accepted = await services.db.hotPath.acceptSend({
+        message: row,
+        monthlyQuota: caller.limits.monthlyQuota,
+        ...(idempotency ? { idempotency: idempotentAnswer(idempotency, { statusCode: 202, body: answer }, now) } : {}),
       });
-      // A replay (even one that lost a race after reserving, rolled back) spent nothing: keep the headers auth set.
-      if (reserved.sent !== null && !outcome.replayed) {
-        services.callers.noteSent(scope, reserved.sent, now);
-        setUsageHeaders(reply, { limit: caller.limits.monthlyQuota, remaining: Math.max(0, caller.limits.monthlyQuota - reserved.sent) });
-        services.wakeWorker();
+      // A concurrent request with the same key was accepted first: answer as it was (nothing spent here).
+      if (accepted.kind === 'replay') return sendOutcome(reply as unknown as FastifyReply, replayStored(reply as unknown as FastifyReply, accepted.stored, idempotency!.requestHash));
+      if (accepted.kind === 'quota_exceeded') {
+        throw new ApiError(
+          'quota_exceeded',
+          `the monthly quota of ${caller.limits.monthlyQuota} voice notes is used up; it renews at ${iso(scope.periodEnd)}`,
+          { monthly_quota: caller.limits.monthlyQuota, period_end: iso(scope.periodEnd) },
+        );
       }
-      return sendOutcome(reply as unknown as FastifyReply, outcome);
+      services.callers.noteSent(scope, accepted.sent, now);
+      setUsageHeaders(reply, { limit: caller.limits.monthlyQuota, remaining: Math.max(0, caller.limits.monthlyQuota - accepted.sent) });
+      services.wakeWorker();
+      return reply.code(202).send(answer);
     },
   );
 }

@@ -1,6 +1,5 @@
 import type { FastifyInstance } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
-import { findMessage } from '../store/messages.js';
 import type { Services } from '../services.js';
 import { notFound } from './errors.js';
 import { MessageIdParams, MessageStatus, withErrors } from './schemas.js';
@@ -19,7 +18,7 @@ export function registerStatusRoute(app: FastifyInstance, services: Services): v
     },
     async (request) => {
       const caller = request.caller!;
-      const row = await findMessage(services.db.kysely, { accountId: caller.accountId, env: caller.env }, request.params.message_id);
+      const row = await services.db.hotPath.findMessageStatus({ accountId: caller.accountId, env: caller.env }, request.params.message_id);
       if (!row) throw notFound(`message ${request.params.message_id}`);
       return messageStatusView(row);
     },

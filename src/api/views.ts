@@ -1,11 +1,11 @@
-import type { MessageRow } from '../store/messages.js';
+import type { MessageStatusRow } from '../store/hot-path.js';
 import type { WhatsappSessionRow } from '../store/whatsapp-sessions.js';
 
 /** Rows as the API shows them: exactly the reference's fields. */
 export const iso = (ms: number): string => new Date(Number(ms)).toISOString();
 const isoOrNull = (ms: number | null): string | null => (ms === null ? null : iso(ms));
 
-export const sentMessageView = (row: MessageRow) => ({
+export const sentMessageView = (row: Pick<MessageStatusRow, 'id' | 'status' | 'platform' | 'recipient' | 'created_at'>) => ({
   id: row.id,
   status: row.status,
   platform: row.platform,
@@ -13,7 +13,7 @@ export const sentMessageView = (row: MessageRow) => ({
   created_at: iso(row.created_at),
 });
 
-export const messageStatusView = (row: MessageRow) => ({
+export const messageStatusView = (row: MessageStatusRow) => ({
   ...sentMessageView(row),
   delivered_at: row.status === 'delivered' ? isoOrNull(row.delivered_at) : null,
   // An error kept from a retried attempt stays internal until the message has failed for good.

@@ -70,8 +70,8 @@ export function registerWhatsappSessionRoutes(app: FastifyInstance, services: Se
             throw error;
           }
         },
-        // Creating waits on a QR code (a phone socket when live): no transaction may stay open meanwhile.
-        { outsideTransaction: { undo: async (created) => void (await sessions.remove(owner, (created.body as { session_id: string }).session_id)) } },
+        // Creating waits on a QR code (a phone socket when live): it runs outside any transaction.
+        async (created) => void (await sessions.remove(owner, (created.body as { session_id: string }).session_id)),
       );
       return sendOutcome(reply as unknown as FastifyReply, outcome);
     },

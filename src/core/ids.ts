@@ -1,11 +1,19 @@
-import { randomBytes, randomInt } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
+import { randomBytesPooled } from './random.js';
 
 // ASCII order, so that comparing ids as strings compares their timestamps.
 const BASE62 = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz';
 
+/** Bytes at or above this are skipped, so that every character is equally likely (248 = 4 × 62). */
+const UNBIASED_BELOW = 248;
+
 function randomBase62(length: number): string {
   let out = '';
-  for (let i = 0; i < length; i++) out += BASE62[randomInt(62)];
+  while (out.length < length) {
+    for (const byte of randomBytesPooled(length - out.length + 4)) {
+      if (byte < UNBIASED_BELOW && out.length < length) out += BASE62[byte % 62];
+    }
+  }
   return out;
 }
 

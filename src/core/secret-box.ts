@@ -1,4 +1,5 @@
-import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
+import { createCipheriv, createDecipheriv } from 'node:crypto';
+import { randomBytesPooled } from './random.js';
 
 const VERSION = 'v1';
 
@@ -12,7 +13,7 @@ export class SecretBox {
   }
 
   seal(plaintext: string): string {
-    const nonce = randomBytes(12);
+    const nonce = randomBytesPooled(12);
     const cipher = createCipheriv('aes-256-gcm', this.#key, nonce);
     const body = Buffer.concat([cipher.update(plaintext, 'utf8'), cipher.final()]);
     return [VERSION, nonce.toString('base64url'), cipher.getAuthTag().toString('base64url'), body.toString('base64url')].join('.');

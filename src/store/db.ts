@@ -5,7 +5,9 @@ import { Kysely, Migrator, PostgresAdapter, PostgresDialect, sql, type Migration
 import pg from 'pg';
 import type { Database } from './schema.js';
 import { DurableSqliteDialect, WalFlusher, WriteTracker } from './sqlite-durable.js';
-import { WriteBatcher } from './write-batch.js';
+import type { HotPath } from './hot-path.js';
+import { PostgresHotPath } from './hot-path-postgres.js';
+import { SqliteHotPath } from './hot-path-sqlite.js';
 import * as initial from './migrations/001_initial.js';
 import * as whatsappKeys from './migrations/002_whatsapp_keys.js';
 import * as messageRoute from './migrations/003_message_route.js';
@@ -23,12 +25,8 @@ export type Dialect = 'sqlite' | 'postgres';
 export interface Db {
   kysely: Kysely<Database>;
   dialect: Dialect;
-  /**
-   * One write transaction for the hot path (accepting a send). On SQLite, work asked for together
-   * shares a transaction and a disk flush (write-batch.ts); on PostgreSQL each runs in its own.
-   * Resolves after commit, on disk. `work` must use only the `trx` it is given.
-   */
-  writeTransaction<T>(work: (trx: Kysely<Database>) => Promise<T>): Promise<T>;
+  /** The statements of POST /send and GET /status, prepared once (hot-path.ts). */
+  hotPath: HotPath;
   close(): Promise<void>;
 }
 
@@ -60,11 +58,11 @@ export const PG_QUERY_TIMEOUT_MS = 5_000;
  * Kysely prepares every query anew; on SQLite preparing costs about as much as running. The service
  * issues a few dozen distinct statements, so reusing the prepared ones is a cheap, bounded win.
  */
-function withStatementCache(database: SqliteDatabase.Database, tracker: WriteTracker): SqliteDialectConfig['database'] {
+function withStatementCache(database: SqliteDatabase.Database, tracker: WriteTracker) {
   const cache = new Map<string, SqliteDatabase.Statement>();
   return {
     close: () => database.close(),
-    prepare(text: string) {
+    prepare(text: string): SqliteDatabase.Statement {
       let statement = cache.get(text);
       if (!statement) {
         if (cache.size >= STATEMENT_CACHE_SIZE) cache.clear();
@@ -74,7 +72,7 @@ function withStatementCache(database: SqliteDatabase.Database, tracker: WriteTra
       tracker.note(statement);
       return statement;
     },
-  };
+  } satisfies SqliteDialectConfig['database'];
 }
 
 export async function openDb(options: OpenDbOptions): Promise<Db> {
@@ -101,7 +99,7 @@ export async function openDb(options: OpenDbOptions): Promise<Db> {
     });
     const kysely = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
     if (schema) await sql`create schema if not exists ${sql.id(schema)}`.execute(kysely);
-    return { kysely, dialect: 'postgres', writeTransaction: (work) => kysely.transaction().execute(work), close: () => kysely.destroy() };
+    return { kysely, dialect: 'postgres', hotPath: new PostgresHotPath(pool), close: () => kysely.destroy() };
   }
   fs.mkdirSync(options.dataDir, { recursive: true });
   const file = path.join(options.dataDir, options.sqliteFile ?? SQLITE_FILE);
@@ -116,14 +114,16 @@ export async function openDb(options: OpenDbOptions): Promise<Db> {
   database.pragma('foreign_keys = ON');
   const tracker = new WriteTracker();
   const flusher = new WalFlusher(file);
-  const dialect = new DurableSqliteDialect({ database: withStatementCache(database, tracker) }, tracker, flusher);
+  const statements = withStatementCache(database, tracker);
+  const dialect = new DurableSqliteDialect({ database: statements }, tracker, flusher);
   const kysely = new Kysely<Database>({ dialect });
-  const batcher = new WriteBatcher(kysely);
+  const hotPath = new SqliteHotPath({ kysely, writer: database, prepare: statements.prepare, file });
   return {
     kysely,
     dialect: 'sqlite',
-    writeTransaction: (work) => batcher.run(work),
+    hotPath,
     close: async () => {
+      await hotPath.close();
       await kysely.destroy();
       await flusher.close();
     },

@@ -1,0 +1,141 @@
+import SqliteDatabase from 'better-sqlite3';
+import type { Kysely } from 'kysely';
+import type { Database } from './schema.js';
+import { itemResult, TurnBatch, type ItemResult } from './turn-batch.js';
+import { IDEMPOTENCY_TTL_MS, type IdempotencyRow } from './idempotency.js';
+import {
+  IDEMPOTENCY_COLUMNS,
+  idempotencyValues,
+  MESSAGE_INSERT_COLUMNS,
+  MESSAGE_STATUS_COLUMNS,
+  messageInsertValues,
+  type AcceptOutcome,
+  type AcceptSend,
+  type HotPath,
+  type MessageStatusRow,
+} from './hot-path.js';
+
+const placeholders = (n: number): string => Array.from({ length: n }, () => '?').join(', ');
+
+const SQL = {
+  findMessageStatus: `select ${MESSAGE_STATUS_COLUMNS.join(', ')} from messages where id = ? and account_id = ? and env = ?`,
+  // The update applies only while the count is under the quota: no row back means the quota is used up.
+  reserve: `insert into usage_periods (account_id, env, period_start, sent, delivered, failed) values (?, ?, ?, 1, 0, 0)
+    on conflict (account_id, env, period_start) do update set sent = usage_periods.sent + 1 where usage_periods.sent < ?
+    returning sent`,
+  countPlatform: `insert into usage_by_platform (account_id, env, period_start, platform, sent) values (?, ?, ?, ?, 1)
+    on conflict (account_id, env, period_start, platform) do update set sent = usage_by_platform.sent + 1`,
+  // Due at once on the database's clock, like every due time.
+  insertMessage: `insert into messages (${MESSAGE_INSERT_COLUMNS.join(', ')}, next_attempt_at)
+    values (${placeholders(MESSAGE_INSERT_COLUMNS.length)}, cast(unixepoch('subsec') * 1000 as integer))`,
+  findAnswer: `select ${IDEMPOTENCY_COLUMNS.join(', ')} from idempotency_keys where account_id = ? and env = ? and key = ? and created_at > ?`,
+  dropDeadAnswer: `delete from idempotency_keys where account_id = ? and env = ? and key = ? and created_at <= ?`,
+  storeAnswer: `insert into idempotency_keys (${IDEMPOTENCY_COLUMNS.join(', ')}) values (${placeholders(IDEMPOTENCY_COLUMNS.length)})`,
+};
+
+/** Prepares (once, then from a cache) a statement on the writing connection, noting it for the disk flush. */
+export type PrepareOnWriter = (text: string) => SqliteDatabase.Statement;
+
+/** Most sends (or reads) one transaction takes; the rest wait for the next. */
+const MAX_BATCH = 256;
+
+interface StatusLookup {
+  owner: { accountId: string; env: string };
+  id: string;
+}
+
+/**
+ * SQLite's request path, in batches: what arrives in the same turn of the event loop shares one
+ * transaction. Starting a transaction takes file-lock system calls that cost several times more than
+ * a lookup by key, so sharing it is most of the speed.
+ *  - Reads go to a read-only connection of their own (WAL lets it read while the writer writes; it
+ *    sees committed data only, as of the moment the batch runs, which is after every commit whose 202
+ *    went out).
+ *  - Sends share ONE transaction on the writing connection and one disk flush (group commit); one that
+ *    fails is rolled back alone (see the constructor). The statements run
+ *    synchronously while the batch holds Kysely's one connection, so no other transaction can
+ *    interleave; every send's promise settles after the commit is on disk.
+ */
+export class SqliteHotPath implements HotPath {
+  readonly #kysely: Kysely<Database>;
+  readonly #writer: SqliteDatabase.Database;
+  readonly #prepare: PrepareOnWriter;
+  readonly #reader: SqliteDatabase.Database;
+  /** Prepared at first use: the connection opens before the migrations have made the tables. */
+  #findStatus: SqliteDatabase.Statement | undefined;
+  readonly #sends: TurnBatch<AcceptSend, AcceptOutcome>;
+  readonly #lookups: TurnBatch<StatusLookup, MessageStatusRow | undefined>;
+
+  constructor(options: { kysely: Kysely<Database>; writer: SqliteDatabase.Database; prepare: PrepareOnWriter; file: string }) {
+    this.#kysely = options.kysely;
+    this.#writer = options.writer;
+    this.#prepare = options.prepare;
+    this.#reader = new SqliteDatabase(options.file, { readonly: true, fileMustExist: true });
+    this.#reader.pragma('busy_timeout = 5000');
+    // The whole batch in one transaction; a send that throws (which no valid send does: a used-up quota
+    // is an answer, not an error) rolls all of it back, and the batch runs again with each send in a
+    // savepoint of its own (better-sqlite3 runs a transaction function called inside another as one),
+    // so that only that send fails.
+    const allInOne = this.#writer.transaction((sends: AcceptSend[]) => sends.map((send) => ({ ok: true as const, value: this.#acceptNow(send) })));
+    const inSavepoint = this.#writer.transaction((send: AcceptSend) => this.#acceptNow(send));
+    const eachInSavepoint = this.#writer.transaction((sends: AcceptSend[]) => sends.map((send) => itemResult(() => inSavepoint(send))));
+    const inWriteTransaction = (sends: AcceptSend[]): Array<ItemResult<AcceptOutcome>> => {
+      try {
+        return allInOne(sends);
+      } catch (error) {
+        if (sends.length === 1) return [{ ok: false, error }];
+        return eachInSavepoint(sends);
+      }
+    };
+    this.#sends = new TurnBatch(
+      // Holding the connection through Kysely: no Kysely transaction is open meanwhile, and the release
+      // flushes the WAL (sqlite-durable.ts) before this resolves.
+      (sends) => this.#kysely.connection().execute(async () => inWriteTransaction(sends)),
+      { maxItems: MAX_BATCH },
+    );
+    const inReadTransaction = this.#reader.transaction((lookups: StatusLookup[]) => {
+      this.#findStatus ??= this.#reader.prepare(SQL.findMessageStatus);
+      const statement = this.#findStatus;
+      return lookups.map(({ owner, id }) => itemResult(() => statement.get(id, owner.accountId, owner.env) as MessageStatusRow | undefined));
+    });
+    this.#lookups = new TurnBatch(inReadTransaction, { maxItems: MAX_BATCH });
+  }
+
+  findMessageStatus(owner: { accountId: string; env: string }, id: string): Promise<MessageStatusRow | undefined> {
+    return this.#lookups.add({ owner, id });
+  }
+
+  acceptSend(send: AcceptSend): Promise<AcceptOutcome> {
+    return this.#sends.add(send);
+  }
+
+  async close(): Promise<void> {
+    this.#reader.close();
+  }
+
+  /** One send, inside the batch's transaction. */
+  #acceptNow(send: AcceptSend): AcceptOutcome {
+    const { message, idempotency } = send;
+    if (idempotency) {
+      const stored = this.#storedAnswer(idempotency);
+      if (stored) return { kind: 'replay', stored };
+    }
+    if (send.monthlyQuota < 1) return { kind: 'quota_exceeded' };
+    const reserved = this.#prepare(SQL.reserve).get(message.account_id, message.env, message.period_start, send.monthlyQuota) as { sent: number } | undefined;
+    if (!reserved) return { kind: 'quota_exceeded' };
+    this.#prepare(SQL.insertMessage).run(...messageInsertValues(message));
+    this.#prepare(SQL.countPlatform).run(message.account_id, message.env, message.period_start, message.platform);
+    if (idempotency) this.#prepare(SQL.storeAnswer).run(...idempotencyValues(idempotency));
+    return { kind: 'accepted', sent: Number(reserved.sent) };
+  }
+
+  /** The answer stored under this request's key and still replayed; a dead one (past the TTL) is dropped. */
+  #storedAnswer(answer: IdempotencyRow): IdempotencyRow | undefined {
+    const cutoff = answer.created_at - IDEMPOTENCY_TTL_MS;
+    const owner = [answer.account_id, answer.env, answer.key] as const;
+    const stored = this.#prepare(SQL.findAnswer).get(...owner, cutoff) as IdempotencyRow | undefined;
+    if (stored) return stored;
+    this.#prepare(SQL.dropDeadAnswer).run(...owner, cutoff);
+    return undefined;
+  }
+}
