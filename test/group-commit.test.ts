@@ -91,4 +91,31 @@ describe(`sends accepted together (${STORAGE_LABEL})`, () => {
       await t.close();
     }
   });
+
+  it('a send that fails inside a batch fails alone: the others of its batch are accepted, counted and readable', async () => {
+    const t = await startTestApp({ worker: false });
+    try {
+      const a = await t.createAccount({ quota: 1_000 });
+      const first = await t.send(a.testKey, defaultSendBody('telegram', t.voiceUrl));
+      assert.equal(first.statusCode, 202, first.body);
+      const stored = await t.app.services.db.kysely.selectFrom('messages').selectAll().where('id', '=', first.json().id).executeTakeFirstOrThrow();
+      // Five new messages and, in the same batch, one that reuses the first one's id (the store refuses it).
+      const fresh = Array.from({ length: 5 }, (_, i) => ({ ...stored, id: `${stored.id.slice(0, -1)}${i}`, recipient: String(400_000 + i) }));
+      const results = await Promise.allSettled(
+        [...fresh.slice(0, 3), stored, ...fresh.slice(3)].map((message) => t.app.services.db.hotPath.acceptSend({ message, monthlyQuota: 1_000 })),
+      );
+      assert.equal(results[3]!.status, 'rejected', 'the duplicate id is refused');
+      const accepted = results.filter((r) => r.status === 'fulfilled').map((r) => (r as PromiseFulfilledResult<{ kind: string }>).value.kind);
+      assert.deepEqual(accepted, ['accepted', 'accepted', 'accepted', 'accepted', 'accepted']);
+      for (const message of fresh) {
+        const status = await t.request({ method: 'GET', url: `/api/v1/status/${message.id}`, key: a.testKey });
+        assert.equal(status.statusCode, 200, status.body);
+        assert.equal(status.json().recipient, message.recipient);
+      }
+      const usage = await t.request({ method: 'GET', url: '/api/v1/usage', key: a.testKey });
+      assert.equal(usage.json().usage.total_sent, 6, 'the refused one is not counted');
+    } finally {
+      await t.close();
+    }
+  });
 });

@@ -10,14 +10,6 @@ export type MessageRow = MessagesTable;
 export type MessageStatus = 'queued' | 'processing' | 'delivered' | 'failed';
 const UNSETTLED: MessageStatus[] = ['queued', 'processing'];
 
-/** A new message is due at once on the database's clock (a process clock ahead of it would make it wait). */
-export async function insertMessage(db: Kysely<Database>, row: MessageRow): Promise<void> {
-  await db
-    .insertInto('messages')
-    .values({ ...row, next_attempt_at: dbNow(db) })
-    .execute();
-}
-
 export async function findMessage(db: Kysely<Database>, owner: { accountId: string; env: string }, id: string): Promise<MessageRow | undefined> {
   return db
     .selectFrom('messages')

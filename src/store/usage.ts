@@ -50,34 +50,6 @@ export async function readSent(db: Kysely<Database>, scope: UsageScope): Promise
   return Number(row?.sent ?? 0);
 }
 
-/**
- * Counts one accepted send against the quota: an upsert whose update only applies while `sent < quota`,
- * so two concurrent sends can never both take the last unit; then the platform's own row. Run it inside
- * the send's transaction (the period row stays locked to its end, which serialises the platform upsert).
- * Returns the new `sent` count, or null when the quota is used up.
- */
-export async function reserveSend(db: Kysely<Database>, scope: UsageScope, platform: string, quota: number): Promise<number | null> {
-  if (quota < 1) return null;
-  const row = await db
-    .insertInto('usage_periods')
-    .values({ ...scopeValues(scope), sent: 1, delivered: 0, failed: 0 })
-    .onConflict((oc) =>
-      oc
-        .columns(['account_id', 'env', 'period_start'])
-        .doUpdateSet((eb) => ({ sent: eb('usage_periods.sent', '+', 1) }))
-        .where('usage_periods.sent', '<', quota),
-    )
-    .returning('sent')
-    .executeTakeFirst();
-  if (!row) return null;
-  await db
-    .insertInto('usage_by_platform')
-    .values({ ...scopeValues(scope), platform, sent: 1 })
-    .onConflict((oc) => oc.columns(['account_id', 'env', 'period_start', 'platform']).doUpdateSet((eb) => ({ sent: eb('usage_by_platform.sent', '+', 1) })))
-    .execute();
-  return Number(row.sent);
-}
-
 export async function recordOutcome(db: Kysely<Database>, scope: UsageScope, outcome: 'delivered' | 'failed'): Promise<void> {
   await db
     .updateTable('usage_periods')
