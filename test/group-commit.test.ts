@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, describe, it } from 'node:test';
+import { newMessageId } from '../src/core/ids.js';
 import { closeSharedAudio, defaultSendBody, STORAGE_LABEL, startTestApp, withRestartableStorage, type InjectResult } from './fixtures/app-harness.js';
 
 /**
@@ -100,7 +101,7 @@ describe(`sends accepted together (${STORAGE_LABEL})`, () => {
       assert.equal(first.statusCode, 202, first.body);
       const stored = await t.app.services.db.kysely.selectFrom('messages').selectAll().where('id', '=', first.json().id).executeTakeFirstOrThrow();
       // Five new messages and, in the same batch, one that reuses the first one's id (the store refuses it).
-      const fresh = Array.from({ length: 5 }, (_, i) => ({ ...stored, id: `${stored.id.slice(0, -1)}${i}`, recipient: String(400_000 + i) }));
+      const fresh = Array.from({ length: 5 }, (_, i) => ({ ...stored, id: newMessageId(), recipient: String(400_000 + i) }));
       const results = await Promise.allSettled(
         [...fresh.slice(0, 3), stored, ...fresh.slice(3)].map((message) => t.app.services.db.hotPath.acceptSend({ message, monthlyQuota: 1_000 })),
       );

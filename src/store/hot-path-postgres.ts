@@ -1,11 +1,11 @@
 import type pg from 'pg';
+import { TurnBatch, type ItemResult } from './turn-batch.js';
 import { IDEMPOTENCY_TTL_MS, type IdempotencyRow } from './idempotency.js';
 import {
   IDEMPOTENCY_COLUMNS,
   idempotencyValues,
   MESSAGE_INSERT_COLUMNS,
   MESSAGE_STATUS_COLUMNS,
-  messageInsertValues,
   type AcceptOutcome,
   type AcceptSend,
   type HotPath,
@@ -37,26 +37,32 @@ const MESSAGE_COLUMN_TYPES: Record<(typeof MESSAGE_INSERT_COLUMNS)[number], stri
   delivered_at: 'bigint',
 };
 
-// Parameters $1–$3 name the usage row (account, env, period), $4 is the quota; the message's columns follow.
-const FIRST_MESSAGE_PARAM = 5;
-const messageParams = MESSAGE_INSERT_COLUMNS.map((column, i) => `$${FIRST_MESSAGE_PARAM + i}::${MESSAGE_COLUMN_TYPES[column]}`);
-const PLATFORM_PARAM = `$${FIRST_MESSAGE_PARAM + MESSAGE_INSERT_COLUMNS.indexOf('platform')}::text`;
+// $1–$3 name the usage row (account, env, period), $4 is how many sends, $5 the quota; then one array
+// per message column, an element per send.
+const FIRST_COLUMN_PARAM = 6;
+const columnArrays = MESSAGE_INSERT_COLUMNS.map((column, i) => `$${FIRST_COLUMN_PARAM + i}::${MESSAGE_COLUMN_TYPES[column]}[]`);
 
 /**
- * A send in ONE statement (one round trip, one implicit transaction): the quota upsert, whose update
- * applies only while the count is under the quota; then, only when it returned a row, the message and
- * the platform's count. No row back: the quota is used up and nothing was written.
+ * Sends of one account's period in ONE statement (one round trip, one implicit transaction, one WAL
+ * flush): the quota upsert takes all of them at once, and only while they all fit; then, only when it
+ * returned a row, the messages and the platforms' counts. No row back: they do not all fit, and nothing
+ * was written. Sends arriving together share it, so the usage row is locked once per batch, not once
+ * per send (a lock held until its commit is flushed: one send at a time, per account, otherwise).
  */
-const ACCEPT_SEND = `with reserved as (
-  insert into usage_periods as u (account_id, env, period_start, sent, delivered, failed) values ($1, $2, $3, 1, 0, 0)
-  on conflict (account_id, env, period_start) do update set sent = u.sent + 1 where u.sent < $4
+const ACCEPT_SENDS = `with reserved as (
+  insert into usage_periods as u (account_id, env, period_start, sent, delivered, failed)
+  select $1, $2, $3, $4::integer, 0, 0 where $4::integer <= $5::integer
+  on conflict (account_id, env, period_start) do update set sent = u.sent + excluded.sent where u.sent + excluded.sent <= $5::integer
   returning u.sent
+), input as (
+  select * from unnest(${columnArrays.join(', ')}) as t(${MESSAGE_INSERT_COLUMNS.join(', ')})
 ), message as (
   insert into messages (${MESSAGE_INSERT_COLUMNS.join(', ')}, next_attempt_at)
-  select ${messageParams.join(', ')}, (extract(epoch from clock_timestamp()) * 1000)::bigint from reserved
+  select ${MESSAGE_INSERT_COLUMNS.map((column) => `input.${column}`).join(', ')}, (extract(epoch from clock_timestamp()) * 1000)::bigint from input, reserved
 ), by_platform as (
-  insert into usage_by_platform as p (account_id, env, period_start, platform, sent) select $1, $2, $3, ${PLATFORM_PARAM}, 1 from reserved
-  on conflict (account_id, env, period_start, platform) do update set sent = p.sent + 1
+  insert into usage_by_platform as p (account_id, env, period_start, platform, sent)
+  select $1, $2, $3, input.platform, count(*) from input, reserved group by input.platform
+  on conflict (account_id, env, period_start, platform) do update set sent = p.sent + excluded.sent
 )
 select sent from reserved`;
 
@@ -66,16 +72,23 @@ const CLAIM_KEY = `insert into idempotency_keys (${IDEMPOTENCY_COLUMNS.join(', '
   on conflict (account_id, env, key) do nothing returning key`;
 const FIND_ANSWER = `select ${IDEMPOTENCY_COLUMNS.join(', ')} from idempotency_keys where account_id = $1 and env = $2 and key = $3 and created_at > $4`;
 
+/** Most sends one statement takes; the rest wait for the next batch. */
+const MAX_BATCH = 256;
+
 /**
- * PostgreSQL's request path: named prepared statements (each connection parses and plans them once),
- * and a send without an Idempotency-Key in one round trip. With a key: one transaction that first takes
- * the key (a concurrent request with the same key waits on it, then finds the winner's answer).
+ * PostgreSQL's request path: named prepared statements (each connection parses and plans them once).
+ * Sends without an Idempotency-Key that arrive together are accepted in one statement per account
+ * (ACCEPT_SENDS); one batch runs at a time, and what arrives meanwhile forms the next. With a key: one
+ * transaction per send that first takes the key (a concurrent request with the same key waits on it,
+ * then finds the winner's answer).
  */
 export class PostgresHotPath implements HotPath {
   readonly #pool: pg.Pool;
+  readonly #sends: TurnBatch<AcceptSend, AcceptOutcome>;
 
   constructor(pool: pg.Pool) {
     this.#pool = pool;
+    this.#sends = new TurnBatch((sends) => this.#acceptBatch(sends), { maxItems: MAX_BATCH, maxInFlight: 1 });
   }
 
   async findMessageStatus(owner: { accountId: string; env: string }, id: string): Promise<MessageStatusRow | undefined> {
@@ -85,7 +98,7 @@ export class PostgresHotPath implements HotPath {
 
   async acceptSend(send: AcceptSend): Promise<AcceptOutcome> {
     if (send.monthlyQuota < 1) return { kind: 'quota_exceeded' };
-    if (!send.idempotency) return acceptOn(this.#pool, send);
+    if (!send.idempotency) return this.#sends.add(send);
     const answer = send.idempotency;
     const owner = [answer.account_id, answer.env, answer.key];
     const cutoff = answer.created_at - IDEMPOTENCY_TTL_MS;
@@ -105,7 +118,7 @@ export class PostgresHotPath implements HotPath {
             if (attempt < 2) continue;
             throw new Error('the answer stored under this Idempotency-Key vanished');
           }
-          const outcome = await acceptOn(client, send);
+          const [outcome] = await acceptTogether(client, [send]);
           await client.query(outcome.kind === 'accepted' ? 'commit' : 'rollback');
           return outcome;
         } catch (error) {
@@ -123,15 +136,55 @@ export class PostgresHotPath implements HotPath {
   async close(): Promise<void> {
     // The pool is Kysely's, closed with it.
   }
+
+  /** A batch: its sends grouped by usage row, each group in one statement, the groups side by side. */
+  async #acceptBatch(sends: AcceptSend[]): Promise<Array<ItemResult<AcceptOutcome>>> {
+    const results: Array<ItemResult<AcceptOutcome>> = new Array(sends.length);
+    const groups = new Map<string, number[]>();
+    sends.forEach((send, i) => {
+      const { account_id, env, period_start } = send.message;
+      const key = `${account_id}\n${env}\n${period_start}\n${send.monthlyQuota}`;
+      const group = groups.get(key);
+      if (group) group.push(i);
+      else groups.set(key, [i]);
+    });
+    await Promise.all(
+      [...groups.values()].map(async (indexes) => {
+        const group = indexes.map((i) => sends[i]!);
+        const together = await acceptTogether(this.#pool, group).catch(() => undefined);
+        if (together && (group.length === 1 || together[0]!.kind === 'accepted')) {
+          together.forEach((outcome, n) => (results[indexes[n]!] = { ok: true, value: outcome }));
+          return;
+        }
+        // They did not all fit in the quota, or the statement failed: one by one, in order, so that
+        // exactly what fits is accepted and a failing send fails alone.
+        for (const [n, send] of group.entries()) {
+          results[indexes[n]!] = await acceptTogether(this.#pool, [send]).then(
+            ([outcome]) => ({ ok: true as const, value: outcome! }),
+            (error: unknown) => ({ ok: false as const, error }),
+          );
+        }
+      }),
+    );
+    return results;
+  }
 }
 
-async function acceptOn(queryable: pg.Pool | pg.PoolClient, send: AcceptSend): Promise<AcceptOutcome> {
-  const { message } = send;
+/**
+ * Accepts sends of one usage row and quota in one statement: all of them, each with its own count, or
+ * (when they do not all fit) none, each `quota_exceeded`.
+ */
+async function acceptTogether(queryable: pg.Pool | pg.PoolClient, sends: AcceptSend[]): Promise<AcceptOutcome[]> {
+  const { message } = sends[0]!;
+  const columns = MESSAGE_INSERT_COLUMNS.map((column) => sends.map((send) => send.message[column] ?? null));
   const result = await queryable.query<{ sent: number }>({
-    name: 'accept_send',
-    text: ACCEPT_SEND,
-    values: [message.account_id, message.env, message.period_start, send.monthlyQuota, ...messageInsertValues(message)],
+    name: 'accept_sends',
+    text: ACCEPT_SENDS,
+    values: [message.account_id, message.env, message.period_start, sends.length, sends[0]!.monthlyQuota, ...columns],
   });
   const row = result.rows[0];
-  return row ? { kind: 'accepted', sent: Number(row.sent) } : { kind: 'quota_exceeded' };
+  if (!row) return sends.map(() => ({ kind: 'quota_exceeded' }));
+  // The counts this batch took, in order: the last one is the row's.
+  const first = Number(row.sent) - sends.length + 1;
+  return sends.map((_, i) => ({ kind: 'accepted', sent: first + i }));
 }

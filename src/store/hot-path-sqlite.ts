@@ -91,7 +91,7 @@ export class SqliteHotPath implements HotPath {
       // Holding the connection through Kysely: no Kysely transaction is open meanwhile, and the release
       // flushes the WAL (sqlite-durable.ts) before this resolves.
       (sends) => this.#kysely.connection().execute(async () => inWriteTransaction(sends)),
-      { maxItems: MAX_BATCH },
+      { maxItems: MAX_BATCH, maxInFlight: Number(process.env.XX_INFLIGHT ?? 2) },
     );
     const inReadTransaction = this.#reader.transaction((lookups: StatusLookup[]) => {
       this.#findStatus ??= this.#reader.prepare(SQL.findMessageStatus);

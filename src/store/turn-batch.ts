@@ -9,12 +9,20 @@ export type ItemResult<T> = { ok: true; value: T } | { ok: false; error: unknown
 export class TurnBatch<In, Out> {
   readonly #run: (inputs: In[]) => Promise<Array<ItemResult<Out>>> | Array<ItemResult<Out>>;
   readonly #maxItems: number;
+  readonly #maxInFlight: number;
+  #inFlight = 0;
   #queue: Array<{ input: In; resolve(value: Out): void; reject(error: unknown): void }> = [];
   #scheduled = false;
 
-  constructor(run: (inputs: In[]) => Promise<Array<ItemResult<Out>>> | Array<ItemResult<Out>>, options: { maxItems: number }) {
+  /**
+   * `maxInFlight`: batches that may be running at once (unbounded when absent); what arrives while
+   * that many run waits and goes together into the next one (larger batches, for work where each
+   * batch costs a commit and a disk flush).
+   */
+  constructor(run: (inputs: In[]) => Promise<Array<ItemResult<Out>>> | Array<ItemResult<Out>>, options: { maxItems: number; maxInFlight?: number }) {
     this.#run = run;
     this.#maxItems = options.maxItems;
+    this.#maxInFlight = options.maxInFlight ?? Infinity;
   }
 
   add(input: In): Promise<Out> {
@@ -25,13 +33,17 @@ export class TurnBatch<In, Out> {
   }
 
   #schedule(): void {
-    if (this.#scheduled) return;
+    if (this.#scheduled || this.#inFlight >= this.#maxInFlight) return;
     this.#scheduled = true;
     setImmediate(() => {
       this.#scheduled = false;
       const batch = this.#queue.splice(0, this.#maxItems);
+      this.#inFlight++;
+      void this.#settle(batch).finally(() => {
+        this.#inFlight--;
+        if (this.#queue.length > 0) this.#schedule();
+      });
       if (this.#queue.length > 0) this.#schedule();
-      void this.#settle(batch);
     });
   }
 
