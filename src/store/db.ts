@@ -111,7 +111,6 @@ export async function openDb(options: OpenDbOptions): Promise<Db> {
   // still before any write's promise resolves (sqlite-durable.ts). Measured in BENCHMARKS.md.
   database.pragma('synchronous = NORMAL');
   database.pragma('busy_timeout = 5000');
-  if (process.env.XX_NOCKPT) database.pragma('wal_autocheckpoint = 0');
   database.pragma('foreign_keys = ON');
   const tracker = new WriteTracker();
   const flusher = new WalFlusher(file);
