@@ -10,6 +10,7 @@ import {
   type AcceptSend,
   type HotPath,
   type MessageStatusRow,
+  type StatusLookup,
 } from './hot-path.js';
 
 /** SQL types of the inserted message columns, for the casts of `insert … select` (parameters there have no type). */
@@ -66,14 +67,19 @@ const ACCEPT_SENDS = `with reserved as (
 )
 select sent from reserved`;
 
-const FIND_MESSAGE_STATUS = `select ${MESSAGE_STATUS_COLUMNS.join(', ')} from messages where id = $1 and account_id = $2 and env = $3`;
+/** Several lookups in one statement: each by id, and only within its owner's messages. */
+const FIND_MESSAGE_STATUSES = `select ${MESSAGE_STATUS_COLUMNS.map((column) => `m.${column}`).join(', ')}, m.account_id, m.env
+  from unnest($1::text[], $2::text[], $3::text[]) as wanted(id, account_id, env)
+  join messages m on m.id = wanted.id and m.account_id = wanted.account_id and m.env = wanted.env`;
 const DROP_DEAD_ANSWER = 'delete from idempotency_keys where account_id = $1 and env = $2 and key = $3 and created_at <= $4';
 const CLAIM_KEY = `insert into idempotency_keys (${IDEMPOTENCY_COLUMNS.join(', ')}) values (${IDEMPOTENCY_COLUMNS.map((_, i) => `$${i + 1}`).join(', ')})
   on conflict (account_id, env, key) do nothing returning key`;
 const FIND_ANSWER = `select ${IDEMPOTENCY_COLUMNS.join(', ')} from idempotency_keys where account_id = $1 and env = $2 and key = $3 and created_at > $4`;
 
-/** Most sends one statement takes; the rest wait for the next batch. */
+/** Most sends (or lookups) one statement takes; the rest wait for the next batch. */
 const MAX_BATCH = 256;
+/** Lookup statements running at once; what arrives meanwhile goes into the next. */
+const LOOKUP_BATCHES_IN_FLIGHT = 2;
 
 /**
  * PostgreSQL's request path: named prepared statements (each connection parses and plans them once).
@@ -85,15 +91,27 @@ const MAX_BATCH = 256;
 export class PostgresHotPath implements HotPath {
   readonly #pool: pg.Pool;
   readonly #sends: TurnBatch<AcceptSend, AcceptOutcome>;
+  readonly #lookups: TurnBatch<StatusLookup, MessageStatusRow | undefined>;
 
   constructor(pool: pg.Pool) {
     this.#pool = pool;
     this.#sends = new TurnBatch((sends) => this.#acceptBatch(sends), { maxItems: MAX_BATCH, maxInFlight: 1 });
+    this.#lookups = new TurnBatch((lookups) => this.#findBatch(lookups), { maxItems: MAX_BATCH, maxInFlight: LOOKUP_BATCHES_IN_FLIGHT });
   }
 
-  async findMessageStatus(owner: { accountId: string; env: string }, id: string): Promise<MessageStatusRow | undefined> {
-    const result = await this.#pool.query<MessageStatusRow>({ name: 'find_message_status', text: FIND_MESSAGE_STATUS, values: [id, owner.accountId, owner.env] });
-    return result.rows[0];
+  findMessageStatus(owner: { accountId: string; env: string }, id: string): Promise<MessageStatusRow | undefined> {
+    return this.#lookups.add({ owner, id });
+  }
+
+  /** Lookups that arrived together, in one statement (one round trip instead of one each). */
+  async #findBatch(lookups: StatusLookup[]): Promise<Array<ItemResult<MessageStatusRow | undefined>>> {
+    const result = await this.#pool.query<MessageStatusRow & { account_id: string; env: string }>({
+      name: 'find_message_statuses',
+      text: FIND_MESSAGE_STATUSES,
+      values: [lookups.map((l) => l.id), lookups.map((l) => l.owner.accountId), lookups.map((l) => l.owner.env)],
+    });
+    const found = new Map(result.rows.map(({ account_id, env, ...row }) => [`${row.id}\n${account_id}\n${env}`, row]));
+    return lookups.map((l) => ({ ok: true, value: found.get(`${l.id}\n${l.owner.accountId}\n${l.owner.env}`) }));
   }
 
   async acceptSend(send: AcceptSend): Promise<AcceptOutcome> {

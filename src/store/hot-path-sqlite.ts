@@ -13,6 +13,7 @@ import {
   type AcceptSend,
   type HotPath,
   type MessageStatusRow,
+  type StatusLookup,
 } from './hot-path.js';
 
 const placeholders = (n: number): string => Array.from({ length: n }, () => '?').join(', ');
@@ -44,11 +45,6 @@ const MAX_BATCH = 256;
  * write while the other's flush runs.
  */
 const SEND_BATCHES_IN_FLIGHT = 2;
-
-interface StatusLookup {
-  owner: { accountId: string; env: string };
-  id: string;
-}
 
 /**
  * SQLite's request path, in batches: what arrives in the same turn of the event loop shares one

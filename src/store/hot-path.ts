@@ -21,6 +21,12 @@ export interface HotPath {
 
 export type MessageStatusRow = Pick<MessageRow, 'id' | 'status' | 'platform' | 'recipient' | 'created_at' | 'delivered_at' | 'error_code' | 'error_message'>;
 
+/** One message to look up, within its owner's messages. */
+export interface StatusLookup {
+  owner: { accountId: string; env: string };
+  id: string;
+}
+
 export interface AcceptSend {
   /** The new row; its account, env and period_start name the usage row it counts against. */
   message: MessageRow;
