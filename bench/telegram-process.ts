@@ -17,7 +17,10 @@ const trim = setInterval(() => {
 }, 1_000);
 process.send!({ apiRoot: fake.apiRoot });
 process.on('message', (m) => {
-  if (m === 'count') process.send!({ answered: answered + fake.calls.length, floodRefusals: fake.floodRefusals });
+  if (m === 'count') {
+    const cpu = process.cpuUsage();
+    process.send!({ answered: answered + fake.calls.length, floodRefusals: fake.floodRefusals, cpuMicros: cpu.user + cpu.system });
+  }
 });
 process.on('disconnect', () => {
   clearInterval(trim);
