@@ -271,7 +271,7 @@ export function createWorker(services: Services, audio: AudioSource, tuning: Wor
     logger: services.logger,
     // This process holds its platform resources (live WhatsApp sessions' sockets) under this id: their messages come here.
     affinityHolder: services.whatsappLive.holderId,
-    recorder: withAttemptMetrics(createAttemptRecorder(db.kysely, services.logger), services.metrics),
+    recorder: withAttemptMetrics(createAttemptRecorder(db, services.logger), services.metrics),
     concurrency: config.workerConcurrency,
     ...workerTuning,
   });

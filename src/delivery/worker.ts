@@ -2,14 +2,17 @@ import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { AudioTarget } from '../audio/targets.js';
 import type { SecretBox } from '../core/secret-box.js';
+import { sql, type Kysely } from 'kysely';
 import type { Db } from '../store/db.js';
+import { outcomeBatchOf } from '../store/outcome-batch.js';
+import type { Database } from '../store/schema.js';
 import {
   claimDueMessages,
   extendLease,
   MAX_CLAIMS_WITHOUT_OUTCOME,
   msUntilNextDue,
   scheduleRetry,
-  settleMessage,
+  settleMessageIn,
   type MessageRow,
   type Settlement,
 } from '../store/messages.js';
@@ -68,9 +71,18 @@ export interface AttemptRecord {
   retryAt: number | null;
 }
 
+/** Writes one attempt's record in the transaction it is given; throws when it cannot. */
+export type RecordWrite = (trx: Kysely<Database>) => Promise<void>;
+
 export interface AttemptRecorder {
   audioPrepared(message: MessageRow, audio: PreparedVoice): Promise<void>;
-  attemptEnded(message: MessageRow, attempt: AttemptRecord): Promise<void>;
+  /**
+   * An attempt ended (called once per attempt): the write of its record, which the worker runs in the
+   * transaction that writes the attempt's outcome, in a savepoint of its own. So the record commits with
+   * the outcome (one transaction and one flush instead of two), and one that cannot be written is
+   * logged and dropped while the outcome stands.
+   */
+  attemptEnded(message: MessageRow, attempt: AttemptRecord): RecordWrite | undefined;
 }
 
 const AUDIO_CODES = new Set<FailureCode>(['audio_fetch_failed', 'audio_fetch_blocked', 'audio_too_large', 'audio_too_long', 'audio_unsupported']);
@@ -111,10 +123,11 @@ class ShuttingDown extends Error {
   }
 }
 
-/** An outcome to write; kept in memory while storage cannot take it. */
-type Outcome =
+/** An outcome to write, with the record of the attempt that led to it; kept in memory while storage cannot take it. */
+type Outcome = (
   | { kind: 'settle'; settlement: Settlement }
-  | { kind: 'retry'; delayMs: number; errorCode: FailureCode; errorMessage: string; notAttempted: boolean };
+  | { kind: 'retry'; delayMs: number; errorCode: FailureCode; errorMessage: string; notAttempted: boolean }
+) & { record?: RecordWrite | undefined };
 
 interface PendingOutcome {
   message: MessageRow;
@@ -150,6 +163,8 @@ export class DeliveryWorker {
   #wake: (() => void) | undefined;
   #wakeRequested = false;
   #storageDown = false;
+  /** The last claim got all it asked for: more messages are due than this worker has slots. */
+  #backlog = false;
 
   constructor(options: WorkerOptions) {
     this.#options = { concurrency: 8, leaseMs: 120_000, pollMs: 1_000, clock: Date.now, ...options };
@@ -235,7 +250,11 @@ export class DeliveryWorker {
         }
         let claimed: MessageRow[] = [];
         const free = concurrency - this.#inFlight.size;
-        if (free > 0) {
+        // With a backlog, every finished message would free one slot and cost one claim statement (a
+        // scan of the due index and a write): wait until a quarter of the slots are free and claim them
+        // in one statement. Without one, claim at once (a new message should not wait for others).
+        const claimBatch = this.#backlog && this.#inFlight.size > 0 ? Math.ceil(concurrency / 4) : 1;
+        if (free >= claimBatch) {
           const claimedAt = clock();
           try {
             claimed = await claimDueMessages(db.kysely, db.dialect, this.id, {
@@ -249,6 +268,7 @@ export class DeliveryWorker {
             await this.#pause(pollMs);
             continue;
           }
+          this.#backlog = claimed.length === free;
           for (const message of claimed) {
             const dbClaimedAt = Number(message.updated_at);
             const job: Job = {
@@ -267,7 +287,8 @@ export class DeliveryWorker {
           }
         }
         if (claimed.length > 0 && claimed.length === free) continue;
-        await this.#sleep(free > 0 ? await this.#untilNextDue(pollMs) : pollMs);
+        // Slots in use: the end of a message wakes this loop. Otherwise sleep until the next message is due.
+        await this.#sleep(free >= claimBatch ? await this.#untilNextDue(pollMs) : pollMs);
       } catch (err) {
         // Nothing above should throw; if something does, the loop must live on.
         logger.error({ err }, 'delivery loop error');
@@ -369,8 +390,8 @@ export class DeliveryWorker {
     const startedAt = Date.now();
     try {
       await this.#attempt(job);
-      await this.#record(job, { startedAt, endedAt: Date.now(), error: null, retryAt: null });
-      return { kind: 'settle', settlement: { status: 'delivered', at: this.#dbNow(job) } };
+      const record = this.#record(job, { startedAt, endedAt: Date.now(), error: null, retryAt: null });
+      return { kind: 'settle', settlement: { status: 'delivered', at: this.#dbNow(job) }, record };
     } catch (thrown) {
       const reason: unknown = controller.signal.aborted ? controller.signal.reason : undefined;
       if (reason instanceof LeaseLost || thrown instanceof LeaseLost) {
@@ -390,16 +411,34 @@ export class DeliveryWorker {
       const error = asDeliveryError(thrown);
       const outcome = this.#outcomeOf(job, error, log);
       const endedAt = Date.now();
-      await this.#record(job, { startedAt, endedAt, error, retryAt: outcome.kind === 'retry' ? endedAt + outcome.delayMs : null });
-      return outcome;
+      const record = this.#record(job, { startedAt, endedAt, error, retryAt: outcome.kind === 'retry' ? endedAt + outcome.delayMs : null });
+      return { ...outcome, record };
     } finally {
       clearInterval(renew);
     }
   }
 
-  /** Tells the message log (its failures are its own: delivery goes on). */
-  async #record(job: Job, attempt: AttemptRecord): Promise<void> {
-    await this.#options.recorder?.attemptEnded(job.message, attempt).catch((err: unknown) => this.#options.logger.warn({ err }, 'could not record the attempt'));
+  /** Tells the message log; the write of its record (its failures are its own: delivery goes on). */
+  #record(job: Job, attempt: AttemptRecord): RecordWrite | undefined {
+    try {
+      return this.#options.recorder?.attemptEnded(job.message, attempt);
+    } catch (err) {
+      this.#options.logger.warn({ err }, 'could not record the attempt');
+      return undefined;
+    }
+  }
+
+  /** The attempt's record in the outcome's transaction, in a savepoint: a failure of the record leaves the outcome alone. */
+  async #writeRecord(trx: Kysely<Database>, message: MessageRow, write: RecordWrite): Promise<void> {
+    await sql`savepoint attempt_record`.execute(trx);
+    try {
+      await write(trx);
+      await sql`release attempt_record`.execute(trx);
+    } catch (err) {
+      this.#options.logger.warn({ err, message_id: message.id }, 'could not record the attempt');
+      await sql`rollback to attempt_record`.execute(trx);
+      await sql`release attempt_record`.execute(trx);
+    }
   }
 
   #outcomeOf(job: Job, error: DeliveryError, log: Logger): Outcome {
@@ -438,14 +477,25 @@ export class DeliveryWorker {
     }
   }
 
+  /**
+   * Through the store's outcome batch (outcome-batch.ts): on SQLite, outcomes written together share one
+   * transaction and one disk flush, each in a savepoint of its own; the promise
+   * resolves only once the outcome is on disk, so a lease is never given up before its outcome is written.
+   */
   async #store(message: MessageRow, outcome: Outcome): Promise<boolean> {
-    const { db } = this.#options;
-    if (outcome.kind === 'settle') return settleMessage(db.kysely, message, this.id, outcome.settlement);
-    return scheduleRetry(db.kysely, message, this.id, {
-      delayMs: outcome.delayMs,
-      errorCode: outcome.errorCode,
-      errorMessage: outcome.errorMessage,
-      notAttempted: outcome.notAttempted,
+    return outcomeBatchOf(this.#options.db).run(async (trx) => {
+      const written =
+        outcome.kind === 'settle'
+          ? await settleMessageIn(trx, message, this.id, outcome.settlement)
+          : await scheduleRetry(trx, message, this.id, {
+              delayMs: outcome.delayMs,
+              errorCode: outcome.errorCode,
+              errorMessage: outcome.errorMessage,
+              notAttempted: outcome.notAttempted,
+            });
+      // The attempt happened whoever holds the message now: its record is written either way.
+      if (outcome.record) await this.#writeRecord(trx, message, outcome.record);
+      return written;
     });
   }
 
@@ -485,16 +535,24 @@ export class DeliveryWorker {
     });
     try {
       await this.#options.recorder?.audioPrepared(message, voice).catch((err: unknown) => this.#options.logger.warn({ err }, 'could not record the audio'));
-      // The lease is a promise: confirm it right before the platform call, which cannot be taken back.
+      // The lease is a promise: it must hold when the platform call, which cannot be taken back, starts.
+      // Only its running out lets another worker take the message (nothing else writes over a lease),
+      // and the worker knows on the database's clock until when it holds: while more than half of it is
+      // left, confirming it would cost a write per message for nothing. Otherwise (a slow download or
+      // conversion, or storage known to be away) it is renewed here, and a lost one stops the attempt.
       signal.throwIfAborted();
-      let held: boolean;
-      try {
-        held = await extendLease(db.kysely, message.id, this.id, leaseMs);
-      } catch {
-        throw new DeliveryError('platform_error', 'storage did not answer before the platform call; not attempted', true, undefined, { notAttempted: true });
+      if (this.#storageDown || job.leaseUntil - this.#dbNow(job) < leaseMs / 2) {
+        const before = this.#options.clock();
+        let held: boolean;
+        try {
+          held = await extendLease(db.kysely, message.id, this.id, leaseMs);
+        } catch {
+          throw new DeliveryError('platform_error', 'storage did not answer before the platform call; not attempted', true, undefined, { notAttempted: true });
+        }
+        if (!held) throw new LeaseLost();
+        job.leaseUntil = job.dbClaimedAt + (before - job.claimedAt) + leaseMs;
+        signal.throwIfAborted();
       }
-      if (!held) throw new LeaseLost();
-      signal.throwIfAborted();
       job.reachedPlatform = true;
       await adapterFor(message.env === 'live' ? 'live' : 'test', message.platform).deliver({
         messageId: message.id,

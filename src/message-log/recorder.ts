@@ -1,8 +1,8 @@
-import type { Kysely } from 'kysely';
 import type { Logger } from 'pino';
-import type { AttemptRecord, AttemptRecorder, PreparedVoice } from '../delivery/worker.js';
+import type { AttemptRecord, AttemptRecorder, PreparedVoice, RecordWrite } from '../delivery/worker.js';
 import type { MessageRow } from '../store/messages.js';
-import type { Database } from '../store/schema.js';
+import type { Db } from '../store/db.js';
+import { outcomeBatchOf } from '../store/outcome-batch.js';
 import { insertAttempt, saveAudio } from '../store/message-log.js';
 import { newRowId } from '../webhooks/ids.js';
 import { whatsappMessageId } from '../platforms/whatsapp/adapter.js';
@@ -20,34 +20,34 @@ export function outcomeOf(attempt: AttemptRecord): AttemptOutcome {
 /**
  * Keeps each delivery attempt and the audio it used, for the message log. A write that fails is
  * logged and dropped: the log is a record, and delivery never waits on it or fails because of it.
+ * The attempt's record is written by the worker in the transaction of the attempt's outcome; the
+ * audio's goes through the store's outcome batch, so on SQLite it shares a transaction and a disk
+ * flush with the outcomes written at the same moment instead of paying its own.
  */
-export function createAttemptRecorder(db: Kysely<Database>, logger: Logger): AttemptRecorder {
+export function createAttemptRecorder(store: Db, logger: Logger): AttemptRecorder {
   return {
-    async attemptEnded(message: MessageRow, attempt: AttemptRecord): Promise<void> {
-      try {
-        await insertAttempt(db, {
-          id: newRowId('att', attempt.startedAt),
-          message_id: message.id,
-          attempt: attempt.error?.notAttempted ? Math.max(0, message.attempts - 1) : message.attempts,
-          started_at: attempt.startedAt,
-          ended_at: attempt.endedAt,
-          outcome: outcomeOf(attempt),
-          error_code: attempt.error?.code ?? null,
-          error_message: attempt.error?.message ?? null,
-          next_attempt_at: attempt.retryAt,
-        });
-      } catch (err) {
-        logger.warn({ err, message_id: message.id }, 'could not record a delivery attempt');
-      }
+    attemptEnded(message: MessageRow, attempt: AttemptRecord): RecordWrite {
+      const row = {
+        id: newRowId('att', attempt.startedAt),
+        message_id: message.id,
+        attempt: attempt.error?.notAttempted ? Math.max(0, message.attempts - 1) : message.attempts,
+        started_at: attempt.startedAt,
+        ended_at: attempt.endedAt,
+        outcome: outcomeOf(attempt),
+        error_code: attempt.error?.code ?? null,
+        error_message: attempt.error?.message ?? null,
+        next_attempt_at: attempt.retryAt,
+      };
+      return (trx) => insertAttempt(trx, row);
     },
     async audioPrepared(message: MessageRow, audio: PreparedVoice): Promise<void> {
       try {
         // Before the send: the device's first receipt may come back before the send call returns.
         if (message.env === 'live' && message.platform === 'whatsapp' && !message.platform_message_id) {
-          await savePlatformMessageId(db, message.id, whatsappMessageId(message.id));
+          await savePlatformMessageId(store.kysely, message.id, whatsappMessageId(message.id));
         }
         const source = audio.facts?.source ?? null;
-        await saveAudio(db, {
+        const row = {
           message_id: message.id,
           source_format: source?.container ?? null,
           source_codec: source?.codec ?? null,
@@ -60,7 +60,8 @@ export function createAttemptRecorder(db: Kysely<Database>, logger: Logger): Att
           converted_size: audio.sizeBytes,
           waveform: JSON.stringify([...audio.waveform]),
           updated_at: Date.now(),
-        });
+        };
+        await outcomeBatchOf(store).run((trx) => saveAudio(trx, row));
       } catch (err) {
         logger.warn({ err, message_id: message.id }, 'could not record the audio of a message');
       }

@@ -138,29 +138,36 @@ export type Settlement = { status: 'delivered'; at: number } | { status: 'failed
  * A worker whose lease ran out while it could not write still holds the claim until another takes it.
  */
 export async function settleMessage(db: Kysely<Database>, message: MessageRow, workerId: string, outcome: Settlement): Promise<boolean> {
-  return db.transaction().execute(async (trx) => {
-    const result = await trx
-      .updateTable('messages')
-      .set({
-        status: outcome.status,
-        delivered_at: outcome.status === 'delivered' ? outcome.at : null,
-        error_code: outcome.status === 'failed' ? outcome.errorCode : null,
-        error_message: outcome.status === 'failed' ? outcome.errorMessage : null,
-        credentials: null,
-        lease_owner: null,
-        lease_expires_at: null,
-        updated_at: outcome.at,
-      })
-      .where('id', '=', message.id)
-      .where('lease_owner', '=', workerId)
-      .where('status', 'in', UNSETTLED)
-      .executeTakeFirst();
-    if (Number(result.numUpdatedRows) === 0) return false;
-    await recordOutcome(trx, { accountId: message.account_id, env: message.env, periodStart: message.period_start }, outcome.status);
-    // The webhook outbox: the event commits with the outcome it reports.
-    await recordSettlementEvents(trx, message, outcome);
-    return true;
-  });
+  return db.transaction().execute((trx) => settleMessageIn(trx, message, workerId, outcome));
+}
+
+/**
+ * settleMessage inside a transaction the caller holds (the worker's group commit: several outcomes
+ * share one transaction and one disk flush on SQLite, each in a savepoint of its own). `trx` must be a
+ * transaction: the status, the usage counters and the webhook event commit together or not at all.
+ */
+export async function settleMessageIn(trx: Kysely<Database>, message: MessageRow, workerId: string, outcome: Settlement): Promise<boolean> {
+  const result = await trx
+    .updateTable('messages')
+    .set({
+      status: outcome.status,
+      delivered_at: outcome.status === 'delivered' ? outcome.at : null,
+      error_code: outcome.status === 'failed' ? outcome.errorCode : null,
+      error_message: outcome.status === 'failed' ? outcome.errorMessage : null,
+      credentials: null,
+      lease_owner: null,
+      lease_expires_at: null,
+      updated_at: outcome.at,
+    })
+    .where('id', '=', message.id)
+    .where('lease_owner', '=', workerId)
+    .where('status', 'in', UNSETTLED)
+    .executeTakeFirst();
+  if (Number(result.numUpdatedRows) === 0) return false;
+  await recordOutcome(trx, { accountId: message.account_id, env: message.env, periodStart: message.period_start }, outcome.status);
+  // The webhook outbox: the event commits with the outcome it reports.
+  await recordSettlementEvents(trx, message, outcome);
+  return true;
 }
 
 /**
