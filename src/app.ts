@@ -96,6 +96,7 @@ export async function openServices(config: Config, options: Omit<AppOptions, 'wo
     pgSchema: options.pgSchema,
     poolSize: config.databasePoolSize,
     onPoolError: (err) => logger.warn({ error: err.message }, 'a PostgreSQL connection broke; the pool replaces it'),
+    backgroundCheckpoints: { onError: (message) => logger.warn(message) },
   });
   await migrate(db);
   const secretBox = new SecretBox(loadOrCreateSecretKey(config.dataDir, config.secretKey));

@@ -8,6 +8,7 @@ import { DurableSqliteDialect, WalFlusher, WriteTracker } from './sqlite-durable
 import type { HotPath } from './hot-path.js';
 import { PostgresHotPath } from './hot-path-postgres.js';
 import { SqliteHotPath } from './hot-path-sqlite.js';
+import { WalCheckpointer } from './sqlite-checkpointer.js';
 import * as initial from './migrations/001_initial.js';
 import * as whatsappKeys from './migrations/002_whatsapp_keys.js';
 import * as messageRoute from './migrations/003_message_route.js';
@@ -42,6 +43,12 @@ export interface OpenDbOptions {
   sqliteFile?: string;
   /** An idle PostgreSQL connection broke (logged by the caller; the pool replaces it). */
   onPoolError?: (err: Error) => void;
+  /**
+   * SQLite: copy the WAL back into the database file on a thread of its own instead of in the commit
+   * that passes 1,000 pages, on the event loop (sqlite-checkpointer.ts). For long-running processes;
+   * `onError` hears of a failed checkpoint.
+   */
+  backgroundCheckpoints?: { onError(message: string): void };
   /** PostgreSQL connections this process may open (DATABASE_POOL_SIZE); default 10. */
   poolSize?: number;
 }
@@ -118,11 +125,13 @@ export async function openDb(options: OpenDbOptions): Promise<Db> {
   const dialect = new DurableSqliteDialect({ database: statements }, tracker, flusher);
   const kysely = new Kysely<Database>({ dialect });
   const hotPath = new SqliteHotPath({ kysely, writer: database, prepare: statements.prepare, file });
+  const checkpointer = options.backgroundCheckpoints ? new WalCheckpointer({ file, writer: database, onError: options.backgroundCheckpoints.onError }) : undefined;
   return {
     kysely,
     dialect: 'sqlite',
     hotPath,
     close: async () => {
+      await checkpointer?.close();
       await hotPath.close();
       await kysely.destroy();
       await flusher.close();

@@ -1,0 +1,71 @@
+import { createRequire } from 'node:module';
+import { Worker } from 'node:worker_threads';
+
+/** How often the thread copies what the WAL holds back into the database file. */
+const CHECKPOINT_EVERY_MS = 200;
+/** SQLite's own threshold, for when the thread is gone. */
+const AUTOCHECKPOINT_PAGES = 1000;
+
+// The thread's whole program: its own connection to the database, a PASSIVE checkpoint (never waits
+// for, nor blocks, the writer or readers) whenever the WAL has grown past the threshold. Plain
+// CommonJS, so it runs the same from TypeScript sources and from the build.
+const THREAD_SOURCE = `
+const { parentPort, workerData } = require('node:worker_threads');
+const Database = require(workerData.driver);
+const db = new Database(workerData.file, { fileMustExist: true });
+db.pragma('synchronous = NORMAL');
+const timer = setInterval(() => {
+  try {
+    db.pragma('wal_checkpoint(PASSIVE)');
+  } catch (err) {
+    parentPort.postMessage({ error: String(err && err.message || err) });
+  }
+}, workerData.everyMs);
+parentPort.on('message', (m) => {
+  if (m !== 'stop') return;
+  clearInterval(timer);
+  db.close();
+  parentPort.close();
+});
+`;
+
+/**
+ * Copies the WAL back into the database file on a thread of its own. SQLite does this by itself in the
+ * connection that commits once the WAL passes 1,000 pages, and a checkpoint writes those pages and
+ * flushes the file: on the event loop, that stalled every request for its duration (it cost a quarter
+ * of the throughput of POST /send, BENCHMARKS.md). The writing connection runs with
+ * `wal_autocheckpoint = 0` while this thread is up; if the thread ends unexpectedly, SQLite's own
+ * checkpoints are turned back on, so the WAL never grows without bound.
+ */
+export class WalCheckpointer {
+  readonly #worker: Worker;
+  #stopping = false;
+
+  constructor(options: { file: string; writer: { pragma(source: string): unknown }; onError(message: string): void }) {
+    const { writer, onError } = options;
+    const driver = createRequire(import.meta.url).resolve('better-sqlite3');
+    writer.pragma('wal_autocheckpoint = 0');
+    this.#worker = new Worker(THREAD_SOURCE, { eval: true, workerData: { file: options.file, driver, everyMs: CHECKPOINT_EVERY_MS } });
+    // The thread alone must not keep the process alive.
+    this.#worker.unref();
+    this.#worker.on('message', (m: { error?: string }) => {
+      if (m.error) onError(`WAL checkpoint failed: ${m.error}`);
+    });
+    const fallBack = (why: string): void => {
+      if (this.#stopping) return;
+      this.#stopping = true;
+      writer.pragma(`wal_autocheckpoint = ${AUTOCHECKPOINT_PAGES}`);
+      onError(`the WAL checkpoint thread ended (${why}); SQLite checkpoints in the writing connection again`);
+    };
+    this.#worker.on('error', (err) => fallBack(err.message));
+    this.#worker.on('exit', (code) => fallBack(`exit code ${code}`));
+  }
+
+  async close(): Promise<void> {
+    if (this.#stopping) return;
+    this.#stopping = true;
+    const exited = new Promise<void>((resolve) => this.#worker.once('exit', () => resolve()));
+    this.#worker.postMessage('stop');
+    await exited;
+  }
+}

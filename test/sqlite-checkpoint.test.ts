@@ -1,0 +1,45 @@
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { after, describe, it } from 'node:test';
+import { SQLITE_FILE } from '../src/store/db.js';
+import { closeSharedAudio, defaultSendBody, startTestApp, TEST_DATABASE_URL } from './fixtures/app-harness.js';
+
+/**
+ * SQLite keeps commits in its write-ahead log until a checkpoint copies them into the database file.
+ * The service does that on a thread of its own, not in the commit that happens to pass the threshold
+ * on the event loop. What an operator can see: the log's frames are copied back while the service
+ * runs, without any request paying for it.
+ */
+describe('SQLite write-ahead log copied back in the background', { skip: TEST_DATABASE_URL !== undefined && 'SQLite only' }, () => {
+  after(closeSharedAudio);
+
+  /** The WAL index (the -shm file): frames in the log, and how many of them are in the database file. */
+  function walIndex(dataDir: string): { frames: number; copied: number } {
+    const shm = readFileSync(join(dataDir, `${SQLITE_FILE}-shm`));
+    // WalIndexHdr.mxFrame at byte 16, WalCkptInfo.nBackfill at byte 96 (native byte order).
+    return { frames: shm.readUInt32LE(16), copied: shm.readUInt32LE(96) };
+  }
+
+  it('frames committed by accepted sends reach the database file within a second, with no request in between', async () => {
+    const t = await startTestApp({ worker: false });
+    try {
+      const a = await t.createAccount({ quota: 1_000 });
+      for (let i = 0; i < 20; i++) {
+        const res = await t.send(a.testKey, { ...defaultSendBody('telegram', t.voiceUrl), recipient: String(500_000 + i) });
+        assert.equal(res.statusCode, 202, res.body);
+      }
+      const written = walIndex(t.dataDir);
+      assert.ok(written.frames > 0, 'the sends were committed to the log');
+      let index = written;
+      for (let waited = 0; waited < 2_000 && index.copied < written.frames; waited += 50) {
+        await sleep(50);
+        index = walIndex(t.dataDir);
+      }
+      assert.ok(index.copied >= written.frames, `copied ${index.copied} of ${written.frames} frames`);
+    } finally {
+      await t.close();
+    }
+  });
+});
