@@ -65,6 +65,8 @@ export class WalCheckpointer {
     if (this.#stopping) return;
     this.#stopping = true;
     const exited = new Promise<void>((resolve) => this.#worker.once('exit', () => resolve()));
+    // Waited for: the process must not end (with nothing else to do) in the middle of this.
+    this.#worker.ref();
     this.#worker.postMessage('stop');
     await exited;
   }
