@@ -98,6 +98,8 @@ interface Endpoint {
   /** Index of the endpoint this one is compared with (its bare twin); itself for a baseline. */
   baseline: number;
   load: LoadResult;
+  /** CPU time of the server process (every thread) per request, in µs. */
+  cpuUsPerRequest: number;
 }
 
 type Phase = 'http' | 'delivery';
@@ -230,9 +232,13 @@ function runLoad(spec: LoadSpec): Promise<LoadResult> {
   });
 }
 
-async function measure(url: string, requests: LoadRequest[]): Promise<LoadResult> {
+/** The load's figures, and the server process's CPU time (all its threads) per request answered meanwhile. */
+async function measure(url: string, requests: LoadRequest[]): Promise<{ load: LoadResult; cpuUsPerRequest: number }> {
   if (WARMUP_SECONDS > 0) await runLoad({ url, connections: CONNECTIONS, seconds: WARMUP_SECONDS, requests });
-  return runLoad({ url, connections: CONNECTIONS, seconds: SECONDS, requests });
+  const before = process.cpuUsage();
+  const load = await runLoad({ url, connections: CONNECTIONS, seconds: SECONDS, requests });
+  const cpu = process.cpuUsage(before);
+  return { load, cpuUsPerRequest: (cpu.user + cpu.system) / Math.max(1, load.total) };
 }
 
 async function countMessages(app: App): Promise<{ total: number; delivered: number; failed: number }> {
@@ -336,7 +342,7 @@ async function runHttp(storage: Storage, pgUrl: string | undefined, sendBody: Re
       const endpoints: Endpoint[] = [];
       const run = async (label: string, what: string, baseline: number, requests: LoadRequest[]) => {
         console.error(`[${storage}] ${label}`);
-        endpoints.push({ label, what, baseline, load: await measure(url, requests) });
+        endpoints.push({ label, what, baseline, ...(await measure(url, requests)) });
       };
       await run('GET /healthz', 'framework floor: no body, no schema', 0, [{ method: 'GET', path: '/healthz' }]);
       await run('GET /bench/bare/status/:id', 'baseline: same params and response schema, no auth, no storage', 1, [
@@ -559,18 +565,20 @@ function httpReport(results: StorageResult[], notes: string[], startedAt: Date):
       `${CONNECTIONS} connections, ${SECONDS} s per endpoint after ${WARMUP_SECONDS} s of warm-up, endpoints one after another, ` +
       `each real endpoint right after its bare twin. "% of bare" is the endpoint's req/s over its bare twin's in the same run: ` +
       `a route in the same Fastify server that takes the same JSON through the same schema and answers the same JSON, ` +
-      `with no key, no limits and no storage.`,
+      `with no key, no limits and no storage. "Server CPU per request" is the server process's CPU time over the run ` +
+      `(every thread: the event loop, libuv's pool that flushes the WAL, SQLite's checkpoint thread) divided by the requests answered; ` +
+      `the load generator shares the same two cores, so a route's req/s follows its CPU per request.`,
     '',
   );
-  lines.push('| storage | endpoint | measures | req/s (mean) | % of bare | p50 | p99 | requests | non-2xx | errors |');
-  lines.push('|---|---|---|---|---|---|---|---|---|---|');
+  lines.push('| storage | endpoint | measures | req/s (mean) | % of bare | p50 | p99 | server CPU per request | requests | non-2xx | errors |');
+  lines.push('|---|---|---|---|---|---|---|---|---|---|---|');
   for (const r of results) {
     r.endpoints.forEach((e, i) => {
       const l = e.load;
       const base = r.endpoints[e.baseline]!.load.rps;
       const ratio = e.baseline === i ? 'baseline' : `${fmt((l.rps / base) * 100, 1)} %`;
       lines.push(
-        `| ${r.storage} | \`${e.label}\` | ${e.what} | ${fmt(l.rps)} | ${ratio} | ${l.p50} ms | ${l.p99} ms | ${fmt(l.total)} | ${fmt(l.non2xx)} | ${fmt(l.errors + l.timeouts)} |`,
+        `| ${r.storage} | \`${e.label}\` | ${e.what} | ${fmt(l.rps)} | ${ratio} | ${l.p50} ms | ${l.p99} ms | ${fmt(e.cpuUsPerRequest)} µs | ${fmt(l.total)} | ${fmt(l.non2xx)} | ${fmt(l.errors + l.timeouts)} |`,
       );
     });
   }
