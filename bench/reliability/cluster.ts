@@ -391,7 +391,13 @@ section. Each script starts real \`voicenote\` processes (\`serve --no-worker\` 
 Telegram Bot API in a process of its own that counts what it receives, and drives them over loopback
 with bounded loops. Scripts that restart PostgreSQL or Redis take an exclusive lock on
 \`/tmp/voicenote-services.lock\` and leave both running. The suite keeps short versions of R4–R7
-(\`test/reliability-*.test.ts\`).
+(\`test/reliability-*.test.ts\`), and checks on real processes what the scenarios take for granted:
+a stopping process that something holds up (a client that never finishes its request) still
+aborts a delivery hanging at the platform at \`SHUTDOWN_GRACE_MS\` and hands its message back, then
+ends at \`SHUTDOWN_GRACE_MS\` + \`SHUTDOWN_MARGIN_MS\` with exit code 1 and a line saying so; one with
+nothing in flight exits 0; an uncaught exception or unhandled rejection in \`serve\` or \`worker\` exits 70
+with the error on stderr (\`test/cli.test.ts\`); an aborted conversion leaves no ffmpeg running
+(\`test/audio-convert.test.ts\`).
 `;
 
 /** Puts `markdown` into RELIABILITY.md between this script's markers (replacing an older run's). */
