@@ -124,6 +124,8 @@ describe(`a lease is a promise (${STORAGE_LABEL})`, () => {
       await db.updateTable('messages').set({ lease_owner: 'worker_other', lease_expires_at: Date.now() + 3_600_000 }).where('id', '=', id).execute();
       // The renewal (every lease/3) finds the lease gone and aborts the call; then the platform reads it.
       await until('the worker to give the attempt up', () => logs.saw(/lease lost/));
+      // Its connection is closed: the platform, when it gets to the request, finds nobody there.
+      await until('the platform to see the worker hang up', () => fake.openConnections === 0);
       held.open();
       await until('the platform to see the aborted call', () => fake.calls.some((c) => c.reply.status === 0));
       const row = await db.selectFrom('messages').select(['lease_owner', 'status']).where('id', '=', id).executeTakeFirstOrThrow();

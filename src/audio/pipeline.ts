@@ -49,6 +49,8 @@ export interface PreparedAudio {
   durationSeconds: number;
   waveform: Uint8Array;
   sourceSha256: string;
+  /** The cache entry's key: names the audio this file holds (see VoiceFile). */
+  contentKey: string;
   cacheHit: boolean;
   /** What the message log keeps: the source as detected (null when the cache entry predates that record). */
   facts: AudioFacts;
@@ -242,6 +244,7 @@ export function createAudioPipeline(opts: AudioPipelineOptions, internals: Audio
       durationSeconds,
       waveform: Uint8Array.from(entry.meta.waveform),
       sourceSha256: entry.meta.sourceSha256,
+      contentKey: entry.key,
       cacheHit,
       facts: { source: entry.meta.source ?? null, sourceSha256: entry.meta.sourceSha256, format: target.format },
       release() {

@@ -48,6 +48,11 @@ export interface VoiceFile {
   durationSeconds: number;
   /** 64 values 0–100, for WhatsApp. */
   waveform: Uint8Array;
+  /**
+   * Names what the file holds (the audio cache's key: source and format): files with the same key
+   * hold the same audio, so an adapter may send bytes it read earlier under this key. Absent: read the file.
+   */
+  contentKey?: string;
 }
 
 /** A send's `session` once its platform's rules accepted it: string fields, tagged with the platform's name. */

@@ -75,6 +75,8 @@ export interface TelegramFake {
   enforceFloodLimits(limits?: { perChatMs?: number; perBotPerSecond?: number }): void;
   /** 429 answers flood control gave so far. */
   readonly floodRefusals: number;
+  /** Connections from clients that are open now (a client that hung up is no longer counted once the fake has seen it). */
+  readonly openConnections: number;
   /** Runs once a request's headers are in and before its body is read (the client is still uploading). */
   beforeReadingBody: ((token: string) => Promise<void>) | undefined;
   close(): Promise<void>;
@@ -352,6 +354,9 @@ export async function startTelegramApi(options: TelegramFakeOptions = {}): Promi
     },
     get floodRefusals() {
       return floodRefusals;
+    },
+    get openConnections() {
+      return sockets.size;
     },
     failForToken(token, f, times = Infinity) {
       rules.push({ token, failure: f, remaining: times });

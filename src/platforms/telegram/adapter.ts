@@ -5,6 +5,7 @@ import { Readable } from 'node:stream';
 import { Agent, request, type Dispatcher } from 'undici';
 import { createMemorySlotPacer, type SlotPacer } from '../pacing.js';
 import { DeliveryError, type DeliveryJob, type PlatformAdapter } from '../platform.js';
+import { VoiceBytes } from '../voice-bytes.js';
 import type { TelegramSession } from './rules.js';
 
 /**
@@ -167,6 +168,28 @@ export function createTelegramAdapter(options: TelegramAdapterOptions): Platform
       headersTimeout: timeouts.headersMs,
       bodyTimeout: timeouts.bodyMs,
     });
+  const voiceBytes = new VoiceBytes();
+
+  /** One call of sendVoice with this body; the reply's status and text. */
+  async function post(token: string, job: DeliveryJob, body: { contentType: string; length: number; payload: Buffer | Readable }, size: number, scrub: (text: string) => string) {
+    const timeout = AbortSignal.timeout(timeouts.totalMs(size));
+    const signal = AbortSignal.any([timeout, job.signal]);
+    try {
+      const response = await request(`${options.apiRoot}/bot${token}/sendVoice`, {
+        method: 'POST',
+        headers: { 'content-type': body.contentType, 'content-length': String(body.length) },
+        body: body.payload,
+        dispatcher,
+        signal,
+        headersTimeout: timeouts.headersMs,
+        bodyTimeout: timeouts.bodyMs,
+      });
+      return { status: response.statusCode, text: await readCapped(response.body) };
+    } catch (error) {
+      const what = job.signal.aborted ? 'the attempt was aborted' : timeout.aborted ? `no reply within ${timeouts.totalMs(size)} ms` : describeNetworkError(error);
+      throw new DeliveryError('platform_error', scrub(`could not reach Telegram: ${what}`), true);
+    }
+  }
 
   return {
     async deliver(job: DeliveryJob): Promise<void> {
@@ -194,32 +217,32 @@ export function createTelegramAdapter(options: TelegramAdapterOptions): Platform
       // Telegram does not read the length from the file: without `duration` the note shows 0:00.
       fields.push(['duration', String(telegramDuration(job.audio.durationSeconds))]);
 
+      const part = { name: 'voice', fileName: job.audio.fileName, mimeType: job.audio.mimeType };
+      if (voiceBytes.fits(job.audio)) {
+        // A voice note of a usual size: the whole form in one buffer, sent in one write (the bytes of a
+        // recording sent to many recipients are read once: voice-bytes.ts).
+        const bytes = await voiceBytes.read(job.audio);
+        const form = multipartParts(fields, part);
+        const length = form.head.length + bytes.length + form.tail.length;
+        const payload = Readable.from(
+          (async function* () {
+            yield form.head;
+            yield bytes;
+            yield form.tail;
+          })(),
+          { objectMode: false },
+        );
+        const { status, text } = await post(token, job, { contentType: form.contentType, length, payload }, length, scrub);
+        handleReply(status, text, scrub);
+        return;
+      }
       // One handle for the whole upload: the file stays the same bytes even if the audio cache
       // touches or replaces its path meanwhile (a path-backed Blob fails the read when that happens).
       const file = await open(job.audio.path, 'r');
       try {
         const { size } = await file.stat();
-        const body = multipartBody(fields, { name: 'voice', fileName: job.audio.fileName, mimeType: job.audio.mimeType, file, size });
-        const timeout = AbortSignal.timeout(timeouts.totalMs(size));
-        const signal = AbortSignal.any([timeout, job.signal]);
-        let status: number;
-        let text: string | undefined;
-        try {
-          const response = await request(`${options.apiRoot}/bot${token}/sendVoice`, {
-            method: 'POST',
-            headers: { 'content-type': body.contentType, 'content-length': String(body.length) },
-            body: Readable.from(body.stream(), { objectMode: false }),
-            dispatcher,
-            signal,
-            headersTimeout: timeouts.headersMs,
-            bodyTimeout: timeouts.bodyMs,
-          });
-          status = response.statusCode;
-          text = await readCapped(response.body);
-        } catch (error) {
-          const what = job.signal.aborted ? 'the attempt was aborted' : timeout.aborted ? `no reply within ${timeouts.totalMs(size)} ms` : describeNetworkError(error);
-          throw new DeliveryError('platform_error', scrub(`could not reach Telegram: ${what}`), true);
-        }
+        const body = multipartBody(fields, { ...part, file, size });
+        const { status, text } = await post(token, job, { contentType: body.contentType, length: body.length, payload: Readable.from(body.stream(), { objectMode: false }) }, size, scrub);
         handleReply(status, text, scrub);
       } finally {
         await file.close();
@@ -249,11 +272,8 @@ interface FilePart {
 // RFC 7578 as the WHATWG form encoder writes it: quotes and line breaks in names are percent-escaped.
 const escapeName = (value: string): string => value.replace(/"/g, '%22').replace(/\r/g, '%0D').replace(/\n/g, '%0A');
 
-/**
- * multipart/form-data with the file streamed from an open handle and a length known up front, so the
- * upload is never chunked and nothing larger than a read buffer sits in memory.
- */
-function multipartBody(fields: Array<[string, string]>, part: FilePart): { contentType: string; length: number; stream(): AsyncIterable<Buffer> } {
+/** multipart/form-data around one file: what comes before its bytes and what comes after. */
+function multipartParts(fields: Array<[string, string]>, part: Omit<FilePart, 'file' | 'size'>): { contentType: string; head: Buffer; tail: Buffer } {
   const boundary = `voicenote-${randomBytes(24).toString('base64url')}`;
   const head = Buffer.concat([
     ...fields.map(([name, value]) =>
@@ -266,8 +286,17 @@ function multipartBody(fields: Array<[string, string]>, part: FilePart): { conte
     ),
   ]);
   const tail = Buffer.from(`\r\n--${boundary}--\r\n`, 'utf8');
+  return { contentType: `multipart/form-data; boundary=${boundary}`, head, tail };
+}
+
+/**
+ * multipart/form-data with the file streamed from an open handle and a length known up front, so the
+ * upload is never chunked and nothing larger than a read buffer sits in memory.
+ */
+function multipartBody(fields: Array<[string, string]>, part: FilePart): { contentType: string; length: number; stream(): AsyncIterable<Buffer> } {
+  const { contentType, head, tail } = multipartParts(fields, part);
   return {
-    contentType: `multipart/form-data; boundary=${boundary}`,
+    contentType,
     length: head.length + part.size + tail.length,
     async *stream() {
       yield head;
