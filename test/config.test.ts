@@ -29,7 +29,7 @@ describe('loadConfig: the documented defaults', () => {
       logLevel: 'info',
       sandboxLatencyMs: 300,
       sandboxAutoScanSeconds: 3,
-      workerConcurrency: 8,
+      workerConcurrency: 32,
       databasePoolSize: 10,
       shutdownGraceMs: 10_000,
       shutdownMarginMs: 15_000,
@@ -63,7 +63,7 @@ describe('loadConfig: values are read and typed', () => {
       LOG_LEVEL: 'debug',
       SANDBOX_LATENCY_MS: '0',
       SANDBOX_AUTO_SCAN_SECONDS: '0',
-      WORKER_CONCURRENCY: '64',
+      WORKER_CONCURRENCY: '48',
       DATABASE_POOL_SIZE: '25',
       SHUTDOWN_GRACE_MS: '2500',
       SHUTDOWN_MARGIN_MS: '4000',
@@ -81,7 +81,7 @@ describe('loadConfig: values are read and typed', () => {
     assert.equal(config.logLevel, 'debug');
     assert.equal(config.sandboxLatencyMs, 0);
     assert.equal(config.sandboxAutoScanSeconds, 0, '0 turns sandbox auto-scan off');
-    assert.equal(config.workerConcurrency, 64);
+    assert.equal(config.workerConcurrency, 48);
     assert.equal(config.databasePoolSize, 25);
     assert.equal(config.shutdownGraceMs, 2500);
     assert.equal(config.shutdownMarginMs, 4000);
