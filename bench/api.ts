@@ -7,13 +7,14 @@
  *     generator and server do not share an event loop. Each real endpoint is measured right after its
  *     bare twin: a Fastify route in the same server that takes the same JSON (same schema) and answers
  *     the same JSON, with no key, no limits and no storage. The ratio of the two is the figure.
- *  2. in another server process of its own, delivers BENCH_MESSAGES live Telegram messages through the
- *     fake Bot API (test/fakes/telegram-api.ts, in a process of its own, with Telegram's flood limits
- *     enforced) with the audio already converted in the cache: the messages are queued with the worker
- *     off, then one worker starts and the clock runs until all are settled. The messages are spread
+ *  2. in another server process of its own, queues BENCH_MESSAGES live Telegram messages with its worker
+ *     off and the audio already converted in the cache, then starts the service's own worker process
+ *     (`voicenote worker`, compiled: run `npm run build` first), which delivers them through the fake Bot
+ *     API (test/fakes/telegram-api.ts, in a process of its own, with Telegram's flood limits enforced);
+ *     the clock runs from its first claim until all are settled. The messages are spread
  *     over BENCH_BOTS bots, since Telegram's pacing allows one bot about 30 messages a second: with one
  *     bot the run would measure that pace, not the worker;
- *  3. samples its RSS along the way.
+ *  3. samples the RSS of the measured process (the server's for HTTP, the worker's for delivery).
  * Writes two sections of BENCHMARKS.md, each only when its part ran (BENCH_ONLY), so a partial run
  * leaves the other part's figures alone: HTTP between <!-- bench:api:start --> and <!-- bench:api:end -->,
  * delivery between <!-- bench:delivery:start --> and <!-- bench:delivery:end -->.
@@ -21,11 +22,12 @@
  * Environment: BENCH_SECONDS (10), BENCH_CONNECTIONS (20), BENCH_WARMUP_SECONDS (1), BENCH_MESSAGES (3000),
  * BENCH_CHATS (1000), BENCH_BOTS (100), BENCH_WORKER_CONCURRENCY (the service default), BENCH_ONLY
  * (`http` or `delivery`), BENCH_DATABASE_URL (postgres://postgres@127.0.0.1:5432/test; `none` skips
- * PostgreSQL), BENCH_SERVER_NODE_OPTIONS (extra node flags for the server processes, e.g. `--cpu-prof`).
+ * PostgreSQL), BENCH_SERVER_NODE_OPTIONS (extra node flags for the server processes, e.g. `--cpu-prof`), BENCH_WORKER_NODE_OPTIONS
+ * (extra node flags for the worker process).
  */
-import { fork, type ChildProcess } from 'node:child_process';
+import { fork, spawn, type ChildProcess } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile, rm, stat } from 'node:fs/promises';
 import type { AddressInfo } from 'node:net';
 import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -36,7 +38,7 @@ import pino from 'pino';
 import { createAccountWithKeys } from '../src/admin/accounts.js';
 import { MessageIdParams, MessageStatus, SendBody, SentMessage } from '../src/api/schemas.js';
 import type { Static } from '@sinclair/typebox';
-import { createApp, startWorker, type App } from '../src/app.js';
+import { createApp, type App } from '../src/app.js';
 import { createAudioPipeline, resolveFfmpegPath } from '../src/audio/index.js';
 import { loadConfig } from '../src/config.js';
 import { newMessageId } from '../src/core/ids.js';
@@ -89,6 +91,9 @@ const recipientOf = (i: number): { chat: string; token: string } => ({
 const RSS_SAMPLE_MS = 250;
 
 const SELF = fileURLToPath(import.meta.url);
+const VOICENOTE_BIN = fileURLToPath(new URL('../bin/voicenote.js', import.meta.url));
+/** Linux's USER_HZ: /proc reports CPU time in these ticks. */
+const CLOCK_TICKS = 100;
 const LOADGEN = fileURLToPath(new URL('./loadgen.ts', import.meta.url));
 const TELEGRAM_PROCESS = fileURLToPath(new URL('./telegram-process.ts', import.meta.url));
 
@@ -117,11 +122,13 @@ interface StorageResult {
     failed: number;
     firstError: string | null;
     ms: number;
+    /** From starting the worker process to its first claim (not in `ms`). */
+    startupMs: number;
     concurrency: string;
     telegramCalls: number;
     /** 429s the fake's flood control answered: a send that came faster than Telegram allows. */
     floodRefusals: number;
-    /** CPU time over the run's wall time, in cores: the server process, and the fake Bot API's. */
+    /** CPU time over the run's wall time, in cores: the worker process, and the fake Bot API's. */
     serverCpu: number;
     fakeCpu: number;
   };
@@ -369,11 +376,30 @@ async function runHttp(storage: Storage, pgUrl: string | undefined, sendBody: Re
   }
 }
 
+/** A process's resident set now and at its largest (VmRSS, VmHWM), and its CPU time so far, from /proc. */
+async function procStats(pid: number): Promise<{ rss: number; hwm: number; cpuMs: number }> {
+  const status = await readFile(`/proc/${pid}/status`, 'utf8');
+  const kib = (field: string): number => Number(new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(status)?.[1] ?? 0) * 1024;
+  // Fields 14 and 15 of /proc/PID/stat (after the command name in parentheses): user and system time in ticks.
+  const stat = await readFile(`/proc/${pid}/stat`, 'utf8');
+  const [utime, stime] = stat.slice(stat.lastIndexOf(')') + 2).split(' ').slice(11, 13).map(Number);
+  return { rss: kib('VmRSS'), hwm: kib('VmHWM'), cpuMs: ((utime ?? 0) + (stime ?? 0)) * (1000 / CLOCK_TICKS) };
+}
+
+/** The service's own `voicenote worker` (bin/voicenote.js, from dist/), as it runs in production. */
+function startWorkerProcess(env: Record<string, string>): { child: ChildProcess; exited: Promise<number | null> } {
+  const flags = process.env.BENCH_WORKER_NODE_OPTIONS?.trim().split(/\s+/) ?? [];
+  const child = spawn(process.execPath, [...flags, VOICENOTE_BIN, 'worker'], { env: { PATH: process.env.PATH ?? '', ...env }, stdio: ['ignore', 'ignore', 'inherit'] });
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  return { child, exited };
+}
+
 async function runDelivery(storage: Storage, pgUrl: string | undefined, audioUrl: string) {
   const telegram = await startTelegramProcess();
   const deliveryStorage = await openStorage(storage, pgUrl);
+  const secretKey = randomBytes(32).toString('base64');
   try {
-    const app = await buildApp(deliveryStorage, { TELEGRAM_API_ROOT: telegram.apiRoot });
+    const app = await buildApp(deliveryStorage, { TELEGRAM_API_ROOT: telegram.apiRoot, SECRET_KEY: secretKey });
     try {
       const { config, logger } = app.services;
       // The conversion is cached (on disk, keyed by content) before the clock starts.
@@ -395,42 +421,72 @@ async function runDelivery(storage: Storage, pgUrl: string | undefined, audioUrl
           }
         }),
       );
-      const deliveryStart = rssNow();
-      const rss = rssSampler();
-      console.error(`[${storage}] delivering`);
-      const fakeBefore = await telegram.answered();
-      const cpuBefore = process.cpuUsage();
-      const started = performance.now();
-      const running = startWorker(app.services, { pollMs: 50, ...(WORKER_CONCURRENCY !== undefined ? { concurrency: WORKER_CONCURRENCY } : {}) });
+
+      // The poll counts through the index the worker claims by (a count of the whole table every 20 ms
+      // would cost the database more than some of what it measures).
+      const db = app.services.db.kysely;
+      const countWhere = async (statuses: string[]): Promise<number> =>
+        Number((await db.selectFrom('messages').select((eb) => eb.fn.countAll<number>().as('n')).where('status', 'in', statuses).executeTakeFirstOrThrow()).n);
       const concurrency = String(WORKER_CONCURRENCY ?? 'default');
+      console.error(`[${storage}] delivering`);
+      const spawnedAt = performance.now();
+      const worker = startWorkerProcess({
+        DATA_DIR: deliveryStorage.dataDir,
+        ...(deliveryStorage.pgSchema ? { DATABASE_URL: withSearchPath(pgUrl!, deliveryStorage.pgSchema) } : {}),
+        SECRET_KEY: secretKey,
+        TELEGRAM_API_ROOT: telegram.apiRoot,
+        AUDIO_ALLOW_PRIVATE_URLS: 'true',
+        LOG_LEVEL: 'warn',
+        ...(WORKER_CONCURRENCY !== undefined ? { WORKER_CONCURRENCY: String(WORKER_CONCURRENCY) } : {}),
+        ...(process.env.FFMPEG_PATH ? { FFMPEG_PATH: process.env.FFMPEG_PATH } : {}),
+      });
+      const pid = worker.child.pid!;
       const deadline = Date.now() + Math.max(120_000, MESSAGES * 100);
-      // The poll counts the unsettled messages through the index the worker claims by (a count of the
-      // whole table every 20 ms would cost this process more CPU than some of what it measures).
-      const unsettled = async (): Promise<number> =>
-        Number(
-          (
-            await app.services.db.kysely
-              .selectFrom('messages')
-              .select((eb) => eb.fn.countAll<number>().as('n'))
-              .where('status', 'in', ['queued', 'processing'])
-              .executeTakeFirstOrThrow()
-          ).n,
-        );
+      let exitCode: number | null | undefined;
+      void worker.exited.then((code) => (exitCode = code));
+      const alive = (): void => {
+        if (exitCode !== undefined) throw new Error(`the worker process exited with ${exitCode} before the run ended`);
+        if (Date.now() > deadline) throw new Error(`messages still unsettled after the deadline`);
+      };
+      let rssMax = 0;
+      let first: { at: number; rss: number; cpuMs: number; fake: FakeCounts };
+      let last: { at: number; cpuMs: number; hwm: number };
       try {
-        for (let left = await unsettled(); left > 0; left = await unsettled()) {
-          if (Date.now() > deadline) throw new Error(`${left} of ${MESSAGES} messages still unsettled after the deadline`);
+        // The clock starts at the worker's first claim: its start-up (loading the code, opening storage) is not delivery.
+        while ((await countWhere(['queued'])) === MESSAGES) {
+          alive();
+          await new Promise((r) => setTimeout(r, 5));
+        }
+        const at = performance.now();
+        const stats = await procStats(pid);
+        first = { at, rss: stats.rss, cpuMs: stats.cpuMs, fake: await telegram.answered() };
+        rssMax = stats.rss;
+        let lastSample = at;
+        for (;;) {
+          const left = await countWhere(['queued', 'processing']);
+          const now = performance.now();
+          if (left === 0) {
+            const end = await procStats(pid);
+            last = { at: now, cpuMs: end.cpuMs, hwm: end.hwm };
+            rssMax = Math.max(rssMax, end.rss);
+            break;
+          }
+          alive();
+          if (now - lastSample >= RSS_SAMPLE_MS) {
+            rssMax = Math.max(rssMax, (await procStats(pid)).rss);
+            lastSample = now;
+          }
           await new Promise((r) => setTimeout(r, 20));
         }
       } finally {
-        await running.stop();
+        worker.child.kill('SIGTERM');
+        await worker.exited;
       }
-      const ms = performance.now() - started;
+      const ms = last.at - first.at;
       const counts = await countMessages(app);
-      const cpu = process.cpuUsage(cpuBefore);
-      const deliveryMax = rss.stop();
       const fake = await telegram.answered();
       const failedRow = counts.failed
-        ? await app.services.db.kysely.selectFrom('messages').select(['error_code', 'error_message']).where('status', '=', 'failed').executeTakeFirst()
+        ? await db.selectFrom('messages').select(['error_code', 'error_message']).where('status', '=', 'failed').executeTakeFirst()
         : undefined;
       return {
         delivery: {
@@ -439,14 +495,16 @@ async function runDelivery(storage: Storage, pgUrl: string | undefined, audioUrl
           failed: counts.failed,
           firstError: failedRow ? `${failedRow.error_code}: ${failedRow.error_message}` : null,
           ms,
+          startupMs: first.at - spawnedAt,
           concurrency,
           telegramCalls: fake.answered,
           floodRefusals: fake.floodRefusals,
-          serverCpu: (cpu.user + cpu.system) / 1000 / ms,
-          fakeCpu: (fake.cpuMicros - fakeBefore.cpuMicros) / 1000 / ms,
+          serverCpu: (last.cpuMs - first.cpuMs) / ms,
+          fakeCpu: (fake.cpuMicros - first.fake.cpuMicros) / 1000 / ms,
         },
-        deliveryStart,
-        deliveryMax,
+        deliveryStart: first.rss,
+        deliveryMax: rssMax,
+        peak: last.hwm,
       };
     } finally {
       await app.close();
@@ -455,6 +513,11 @@ async function runDelivery(storage: Storage, pgUrl: string | undefined, audioUrl
     await deliveryStorage.cleanup();
     await telegram.stop();
   }
+}
+
+/** A PostgreSQL URL whose connections use this schema (the worker process has no other way to be told). */
+function withSearchPath(url: string, schema: string): string {
+  return `${url}${url.includes('?') ? '&' : '?'}options=${encodeURIComponent(`-c search_path=${schema}`)}`;
 }
 
 async function runStorage(storage: Storage, phase: Phase, pgUrl: string | undefined): Promise<StorageResult> {
@@ -483,7 +546,7 @@ async function runStorage(storage: Storage, phase: Phase, pgUrl: string | undefi
       readKeys: 0,
       rowsAfterSendLoad: 0,
       delivery: delivery.delivery,
-      rss: { start: delivery.deliveryStart, max: delivery.deliveryMax, peak: peak() },
+      rss: { start: delivery.deliveryStart, max: delivery.deliveryMax, peak: delivery.peak },
     };
   } finally {
     await audio.close();
@@ -532,14 +595,9 @@ function runStorageProcess(storage: Storage, phase: Phase, pgUrl: string | undef
 const fmt = (n: number, digits = 0): string => n.toLocaleString('en-US', { minimumFractionDigits: digits, maximumFractionDigits: digits });
 const mib = (bytes: number): string => (bytes > 0 ? `${fmt(bytes / 1024 ** 2, 0)} MiB` : '–');
 
-function memoryTable(lines: string[], results: StorageResult[], what: string): void {
-  lines.push(`### Memory (server process RSS, ${what})`, '');
-  lines.push(
-    `The ${what} ran in a server process of its own, which also holds the loopback audio server and this script (under tsx); ` +
-      'the load generator and the fake Bot API are not in it. ' +
-      `"Max" is the largest of samples taken every ${RSS_SAMPLE_MS} ms during the measured phase; "peak" is the process maximum (\`getrusage\`), set-up included.`,
-    '',
-  );
+function memoryTable(lines: string[], results: StorageResult[], title: string, description: string): void {
+  lines.push(`### Memory (${title})`, '');
+  lines.push(description, '');
   lines.push('| storage | start | max | peak |');
   lines.push('|---|---|---|---|');
   for (const r of results) lines.push(`| ${r.storage} | ${mib(r.rss.start)} | ${mib(r.rss.max)} | ${mib(r.rss.peak)} |`);
@@ -596,7 +654,14 @@ function httpReport(results: StorageResult[], notes: string[], startedAt: Date):
       `(${results.map((r) => `${fmt(r.rowsAfterSendLoad)} rows (${r.storage})`).join(', ')} at the end, warm-up included).`,
     '',
   );
-  memoryTable(lines, results, 'HTTP runs');
+  memoryTable(
+    lines,
+    results,
+    'server process RSS, HTTP runs',
+    'The HTTP runs ran in a server process of its own, which also holds the loopback audio server and this script (under tsx); ' +
+      'the load generator is not in it. ' +
+      `"Max" is the largest of samples taken every ${RSS_SAMPLE_MS} ms during the measured phase; "peak" is the process maximum (\`getrusage\`), set-up included.`,
+  );
   return lines.join('\n') + '\n';
 }
 
@@ -604,8 +669,9 @@ function deliveryReport(results: StorageResult[], notes: string[], startedAt: Da
   const lines: string[] = [];
   header(lines, '## Delivery (one worker, fake Telegram Bot API, audio cached)', notes, startedAt);
   lines.push(
-    `${fmt(MESSAGES)} live Telegram sends to ${fmt(CHATS)} chats through ${fmt(BOTS)} bots are queued with the worker off; then one worker starts ` +
-      `in the server process and the clock runs until every message is delivered or failed (the database polled every 20 ms). ` +
+    `${fmt(MESSAGES)} live Telegram sends to ${fmt(CHATS)} chats through ${fmt(BOTS)} bots are queued (\`POST /send\` in the bench's server process, its worker off); ` +
+      `then the service's own worker process starts (\`node bin/voicenote.js worker\`, the compiled dist/, \`LOG_LEVEL=warn\`) on the same storage, ` +
+      `and the clock runs from its first claim (its start-up is the "start-up" column) until every message is delivered or failed (the database polled every 20 ms). ` +
       `Message i goes to chat i mod ${fmt(CHATS)} through a bot that moves on by one each time the chats come round again, so no chat hears twice from one bot ` +
       `and the service's pacing (about 28 sends a second per bot, one a second per bot and chat) allows up to about ${fmt(BOTS * 28)} messages a second: ` +
       `the run measures the worker, not the pace of one bot. ` +
@@ -613,21 +679,41 @@ function deliveryReport(results: StorageResult[], notes: string[], startedAt: Da
       `(429 to a send less than 900 ms after the last one to the same chat from the same bot, or beyond 30 a second from one bot): ` +
       `"429s" counts the sends that came faster than Telegram allows. Every delivery is a real multipart \`sendVoice\` upload over loopback. ` +
       `The audio is an OGG Opus mono file on a loopback HTTP server whose conversion is already in the audio cache before the clock starts. ` +
-      `"CPU" is each process's CPU time over the run's wall time (the machine has ${availableParallelism()} cores; the server process includes this script's polling).`,
+      `"CPU" is each process's CPU time over the run's wall time (the machine has ${availableParallelism()} cores).`,
     '',
   );
-  lines.push('| storage | worker concurrency | messages | delivered | failed | sendVoice calls answered | 429s | time | messages/s | CPU: server / fake Bot API |');
-  lines.push('|---|---|---|---|---|---|---|---|---|---|');
+  lines.push('| storage | worker concurrency | messages | delivered | failed | sendVoice calls answered | 429s | start-up | time | messages/s | CPU: worker / fake Bot API |');
+  lines.push('|---|---|---|---|---|---|---|---|---|---|---|');
   for (const r of results) {
     const d = r.delivery!;
     lines.push(
-      `| ${r.storage} | ${d.concurrency} | ${fmt(d.messages)} | ${fmt(d.delivered)} | ${fmt(d.failed)} | ${fmt(d.telegramCalls)} | ${fmt(d.floodRefusals)} | ${fmt(d.ms / 1000, 2)} s | ${fmt((d.messages / d.ms) * 1000, 0)} | ${fmt(d.serverCpu, 2)} / ${fmt(d.fakeCpu, 2)} cores |`,
+      `| ${r.storage} | ${d.concurrency} | ${fmt(d.messages)} | ${fmt(d.delivered)} | ${fmt(d.failed)} | ${fmt(d.telegramCalls)} | ${fmt(d.floodRefusals)} | ${fmt(d.startupMs / 1000, 2)} s | ${fmt(d.ms / 1000, 2)} s | ${fmt((d.messages / d.ms) * 1000, 0)} | ${fmt(d.serverCpu, 2)} / ${fmt(d.fakeCpu, 2)} cores |`,
     );
   }
   for (const r of results) if (r.delivery!.firstError) lines.push('', `${r.storage}: first failure: \`${r.delivery!.firstError}\``);
   lines.push('');
-  memoryTable(lines, results, 'delivery runs');
+  memoryTable(
+    lines,
+    results,
+    'worker process RSS',
+    'The worker process alone (`voicenote worker`, nothing else in it), from `/proc`: "start" at its first claim, ' +
+      `"max" the largest of samples taken every ${RSS_SAMPLE_MS} ms until every message is settled, "peak" its VmHWM (start-up included).`,
+  );
   return lines.join('\n') + '\n';
+}
+
+/** The delivery runs the compiled worker: dist/ must not be older than src/. */
+async function assertBuilt(): Promise<void> {
+  const root = fileURLToPath(new URL('..', import.meta.url));
+  const newest = async (dir: string, ext: string): Promise<number> => {
+    let max = 0;
+    for (const entry of await readdir(join(root, dir), { recursive: true, withFileTypes: true })) {
+      if (entry.isFile() && entry.name.endsWith(ext)) max = Math.max(max, (await stat(join(entry.parentPath, entry.name))).mtimeMs);
+    }
+    return max;
+  };
+  const [source, built] = await Promise.all([newest('src', '.ts'), newest('dist', '.js').catch(() => 0)]);
+  if (built < source) throw new Error('dist/ is older than src/: run `npm run build` first (the delivery runs the compiled `voicenote worker`)');
 }
 
 async function orchestrate(): Promise<void> {
@@ -648,6 +734,7 @@ async function orchestrate(): Promise<void> {
   }
 
   const phases: Phase[] = ONLY === 'http' ? ['http'] : ONLY === 'delivery' ? ['delivery'] : ['http', 'delivery'];
+  if (phases.includes('delivery')) await assertBuilt();
   const sections: Array<{ name: string; markdown: string }> = [];
   for (const phase of phases) {
     const results: StorageResult[] = [];
