@@ -2,9 +2,10 @@ import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { AudioTarget } from '../audio/targets.js';
 import type { SecretBox } from '../core/secret-box.js';
-import { sql, type Kysely } from 'kysely';
+import type { Kysely } from 'kysely';
 import type { Db } from '../store/db.js';
 import { outcomeBatchOf } from '../store/outcome-batch.js';
+import { inSavepoint } from '../store/savepoint.js';
 import type { Database } from '../store/schema.js';
 import {
   claimDueMessages,
@@ -12,7 +13,7 @@ import {
   MAX_CLAIMS_WITHOUT_OUTCOME,
   msUntilNextDue,
   scheduleRetry,
-  settleMessageIn,
+  settleMessage,
   type MessageRow,
   type Settlement,
 } from '../store/messages.js';
@@ -430,15 +431,8 @@ export class DeliveryWorker {
 
   /** The attempt's record in the outcome's transaction, in a savepoint: a failure of the record leaves the outcome alone. */
   async #writeRecord(trx: Kysely<Database>, message: MessageRow, write: RecordWrite): Promise<void> {
-    await sql`savepoint attempt_record`.execute(trx);
-    try {
-      await write(trx);
-      await sql`release attempt_record`.execute(trx);
-    } catch (err) {
-      this.#options.logger.warn({ err, message_id: message.id }, 'could not record the attempt');
-      await sql`rollback to attempt_record`.execute(trx);
-      await sql`release attempt_record`.execute(trx);
-    }
+    const written = await inSavepoint(trx, write);
+    if (!written.ok) this.#options.logger.warn({ err: written.error, message_id: message.id }, 'could not record the attempt');
   }
 
   #outcomeOf(job: Job, error: DeliveryError, log: Logger): Outcome {
@@ -486,7 +480,7 @@ export class DeliveryWorker {
     return outcomeBatchOf(this.#options.db).run(async (trx) => {
       const written =
         outcome.kind === 'settle'
-          ? await settleMessageIn(trx, message, this.id, outcome.settlement)
+          ? await settleMessage(trx, message, this.id, outcome.settlement)
           : await scheduleRetry(trx, message, this.id, {
               delayMs: outcome.delayMs,
               errorCode: outcome.errorCode,

@@ -59,8 +59,6 @@ const SEND_BATCHES_IN_FLIGHT = 2;
  *    interleave; every send's promise settles after the commit is on disk.
  */
 export class SqliteHotPath implements HotPath {
-  readonly #kysely: Kysely<Database>;
-  readonly #writer: SqliteDatabase.Database;
   readonly #prepare: PrepareOnWriter;
   readonly #reader: SqliteDatabase.Database;
   /** Prepared at first use: the connection opens before the migrations have made the tables. */
@@ -69,8 +67,7 @@ export class SqliteHotPath implements HotPath {
   readonly #lookups: TurnBatch<StatusLookup, MessageStatusRow | undefined>;
 
   constructor(options: { kysely: Kysely<Database>; writer: SqliteDatabase.Database; prepare: PrepareOnWriter; file: string }) {
-    this.#kysely = options.kysely;
-    this.#writer = options.writer;
+    const { kysely, writer } = options;
     this.#prepare = options.prepare;
     this.#reader = new SqliteDatabase(options.file, { readonly: true, fileMustExist: true });
     this.#reader.pragma('busy_timeout = 5000');
@@ -78,9 +75,9 @@ export class SqliteHotPath implements HotPath {
     // is an answer, not an error) rolls all of it back, and the batch runs again with each send in a
     // savepoint of its own (better-sqlite3 runs a transaction function called inside another as one),
     // so that only that send fails.
-    const allInOne = this.#writer.transaction((sends: AcceptSend[]) => sends.map((send) => ({ ok: true as const, value: this.#acceptNow(send) })));
-    const inSavepoint = this.#writer.transaction((send: AcceptSend) => this.#acceptNow(send));
-    const eachInSavepoint = this.#writer.transaction((sends: AcceptSend[]) => sends.map((send) => itemResult(() => inSavepoint(send))));
+    const allInOne = writer.transaction((sends: AcceptSend[]) => sends.map((send) => ({ ok: true as const, value: this.#acceptNow(send) })));
+    const inSavepoint = writer.transaction((send: AcceptSend) => this.#acceptNow(send));
+    const eachInSavepoint = writer.transaction((sends: AcceptSend[]) => sends.map((send) => itemResult(() => inSavepoint(send))));
     const inWriteTransaction = (sends: AcceptSend[]): Array<ItemResult<AcceptOutcome>> => {
       try {
         return allInOne(sends);
@@ -92,7 +89,7 @@ export class SqliteHotPath implements HotPath {
     this.#sends = new TurnBatch(
       // Holding the connection through Kysely: no Kysely transaction is open meanwhile, and the release
       // flushes the WAL (sqlite-durable.ts) before this resolves.
-      (sends) => this.#kysely.connection().execute(async () => inWriteTransaction(sends)),
+      (sends) => kysely.connection().execute(async () => inWriteTransaction(sends)),
       { maxItems: MAX_BATCH, maxInFlight: SEND_BATCHES_IN_FLIGHT },
     );
     const inReadTransaction = this.#reader.transaction((lookups: StatusLookup[]) => {

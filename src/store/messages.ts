@@ -136,17 +136,11 @@ export type Settlement = { status: 'delivered'; at: number } | { status: 'failed
  * Final state, once: credentials are erased and the usage counters move in the same transaction.
  * Returns false when this worker no longer holds the claim (another worker claimed or settled it since).
  * A worker whose lease ran out while it could not write still holds the claim until another takes it.
+ * Runs inside a transaction the caller holds (the worker's group commit: several outcomes share one
+ * transaction and one disk flush, each in a savepoint of its own): `trx` must be a transaction, so the
+ * status, the usage counters and the webhook event commit together or not at all.
  */
-export async function settleMessage(db: Kysely<Database>, message: MessageRow, workerId: string, outcome: Settlement): Promise<boolean> {
-  return db.transaction().execute((trx) => settleMessageIn(trx, message, workerId, outcome));
-}
-
-/**
- * settleMessage inside a transaction the caller holds (the worker's group commit: several outcomes
- * share one transaction and one disk flush on SQLite, each in a savepoint of its own). `trx` must be a
- * transaction: the status, the usage counters and the webhook event commit together or not at all.
- */
-export async function settleMessageIn(trx: Kysely<Database>, message: MessageRow, workerId: string, outcome: Settlement): Promise<boolean> {
+export async function settleMessage(trx: Kysely<Database>, message: MessageRow, workerId: string, outcome: Settlement): Promise<boolean> {
   const result = await trx
     .updateTable('messages')
     .set({

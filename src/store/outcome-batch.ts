@@ -1,6 +1,7 @@
-import { sql, type Kysely } from 'kysely';
+import type { Kysely } from 'kysely';
 import type { Db } from './db.js';
 import type { Database } from './schema.js';
+import { inSavepoint } from './savepoint.js';
 import { TurnBatch, type ItemResult } from './turn-batch.js';
 
 /** Database work that must run in a transaction, through the `trx` it is given only. */
@@ -39,18 +40,7 @@ export class OutcomeBatch {
     if (works.length === 1) return [{ ok: true, value: await this.#db.kysely.transaction().execute(works[0]!) }];
     return this.#db.kysely.transaction().execute(async (trx) => {
       const results: Array<ItemResult<unknown>> = [];
-      for (const work of works) {
-        await sql`savepoint outcome_item`.execute(trx);
-        try {
-          const value = await work(trx);
-          await sql`release outcome_item`.execute(trx);
-          results.push({ ok: true, value });
-        } catch (error) {
-          await sql`rollback to outcome_item`.execute(trx);
-          await sql`release outcome_item`.execute(trx);
-          results.push({ ok: false, error });
-        }
-      }
+      for (const work of works) results.push(await inSavepoint(trx, work));
       return results;
     });
   }

@@ -223,16 +223,8 @@ export function createTelegramAdapter(options: TelegramAdapterOptions): Platform
         // recording sent to many recipients are read once: voice-bytes.ts).
         const bytes = await voiceBytes.read(job.audio);
         const form = multipartParts(fields, part);
-        const length = form.head.length + bytes.length + form.tail.length;
-        const payload = Readable.from(
-          (async function* () {
-            yield form.head;
-            yield bytes;
-            yield form.tail;
-          })(),
-          { objectMode: false },
-        );
-        const { status, text } = await post(token, job, { contentType: form.contentType, length, payload }, length, scrub);
+        const payload = Buffer.concat([form.head, bytes, form.tail]);
+        const { status, text } = await post(token, job, { contentType: form.contentType, length: payload.length, payload }, payload.length, scrub);
         handleReply(status, text, scrub);
         return;
       }
