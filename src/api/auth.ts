@@ -56,39 +56,59 @@ export function limitByIp(services: Services) {
 
 /**
  * The gate in front of every /api/v1 route: resolves the key, draws from the right rate-limit bucket
- * and puts the five limit headers on the reply, whatever the answer turns out to be.
+ * and puts the five limit headers on the reply, whatever the answer turns out to be. Most requests
+ * come from a key, a count and a bucket this process already holds in memory: those pass the gate at
+ * once, without a promise (a hook with `done`); the others wait for storage or Redis.
  */
 export function authenticate(services: Services) {
   const lastTouched = new Map<string, number>();
 
-  return async function authenticateRequest(request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply | undefined> {
-    request.caller = null;
-    const now = Date.now();
-    const match = BEARER.exec(request.headers.authorization ?? '');
-    const caller = match ? await services.callers.resolve(match[1]!, now) : undefined;
-
-    if (!caller) {
-      const limited = await drawFromIpBucket(services, request, reply, now);
-      if (limited) return limited;
-      const message = match ? 'invalid, revoked or expired API key' : 'missing API key: send Authorization: Bearer <API_KEY>';
-      return sendError(reply, new ApiError('unauthorized', message));
-    }
-
+  /** A known key: its bucket, its headers; the reply when refused, undefined when it may go on. */
+  function admit(request: FastifyRequest, reply: FastifyReply, caller: Caller, now: number): FastifyReply | undefined | Promise<FastifyReply | undefined> {
     request.caller = caller;
     const bucket = request.routeOptions.config.bucket ?? 'read';
     const limit = bucket === 'send' ? caller.limits.sendPerMinute : READ_REQUESTS_PER_MINUTE;
-    const [decision, usage] = await Promise.all([
-      services.rateLimiter.consume(bucket, caller.keyId, limit, now),
-      services.callers.usage(caller, now),
-    ]);
+    const decision = services.rateLimiter.consume(bucket, caller.keyId, limit, now);
+    const usage = services.callers.usage(caller, now);
+    if (decision instanceof Promise || usage instanceof Promise) {
+      return Promise.all([decision, usage]).then(([decided, counted]) => answer(request, reply, caller, decided, counted, now));
+    }
+    return answer(request, reply, caller, decision, usage, now);
+  }
+
+  function answer(request: FastifyRequest, reply: FastifyReply, caller: Caller, decision: RateDecision, usage: UsageSnapshot, now: number): FastifyReply | undefined {
     reply.headers(rateHeaders(decision));
     setUsageHeaders(reply, usage);
-
     if ((lastTouched.get(caller.keyId) ?? 0) < now - TOUCH_INTERVAL_MS) {
       lastTouched.set(caller.keyId, now);
       touchKey(services.db.kysely, caller.keyId, now).catch((err: unknown) => request.log.warn({ err }, 'could not record key use'));
     }
-    if (!decision.allowed) return sendError(reply, rateLimited(decision));
+    return decision.allowed ? undefined : sendError(reply, rateLimited(decision));
+  }
+
+  /** No valid key: the caller IP's bucket, then 401. */
+  async function refuse(request: FastifyRequest, reply: FastifyReply, keyGiven: boolean, now: number): Promise<FastifyReply> {
+    const limited = await drawFromIpBucket(services, request, reply, now);
+    if (limited) return limited;
+    const message = keyGiven ? 'invalid, revoked or expired API key' : 'missing API key: send Authorization: Bearer <API_KEY>';
+    return sendError(reply, new ApiError('unauthorized', message));
+  }
+
+  return function authenticateRequest(request: FastifyRequest, reply: FastifyReply, done: (error?: Error) => void): Promise<FastifyReply | undefined> | undefined {
+    request.caller = null;
+    const now = Date.now();
+    const match = BEARER.exec(request.headers.authorization ?? '');
+    const found = match ? services.callers.resolve(match[1]!, now) : undefined;
+    const outcome =
+      found instanceof Promise
+        ? found.then((caller) => (caller ? admit(request, reply, caller, now) : refuse(request, reply, match !== null, now)))
+        : found
+          ? admit(request, reply, found, now)
+          : refuse(request, reply, match !== null, now);
+    // Fastify waits for a promise (one that gives the reply back has answered); otherwise the request
+    // goes on at once, unless it was answered here.
+    if (outcome instanceof Promise) return outcome;
+    if (outcome === undefined) done();
     return undefined;
   };
 }

@@ -59,6 +59,8 @@ interface CachedCount {
   readAt: number;
 }
 
+const snapshot = (caller: Caller, sent: number): UsageSnapshot => ({ limit: caller.limits.monthlyQuota, remaining: Math.max(0, caller.limits.monthlyQuota - sent) });
+
 const usageKey = (scope: UsageScope): string => `${scope.accountId}\n${scope.env}\n${scope.periodStart}`;
 
 /** Drops the oldest entries (insertion order) once a map holds more than MAX_ENTRIES. */
@@ -90,13 +92,20 @@ export class CallerDirectory {
     this.#stopListening = onAuthChange((change) => this.#forget(change));
   }
 
-  /** The caller a secret authenticates as; undefined when unknown, revoked or expired. */
-  async resolve(secret: string, now = Date.now()): Promise<Caller | undefined> {
+  /**
+   * The caller a secret authenticates as; undefined when unknown, revoked or expired. At once when this
+   * process read the key less than CALLER_CACHE_MS ago (most requests: no promise to wait on), else once read.
+   */
+  resolve(secret: string, now = Date.now()): Caller | undefined | Promise<Caller | undefined> {
     const hash = hashKeySecret(secret);
     const hit = this.#callers.get(hash);
     if (hit && now - hit.readAt < this.#ttlMs && now >= hit.readAt) {
       return hit.keyExpiresAt !== null && hit.keyExpiresAt <= now ? undefined : hit.caller;
     }
+    return this.#read(hash, now);
+  }
+
+  async #read(hash: string, now: number): Promise<Caller | undefined> {
     const generation = this.#generation;
     const found = await authenticateHash(this.#db.kysely, hash, now);
     if (!found) {
@@ -112,19 +121,15 @@ export class CallerDirectory {
     return caller;
   }
 
-  /** What the usage headers show: the period's count as this process last committed or read it. */
-  async usage(caller: Caller, now = Date.now()): Promise<UsageSnapshot> {
+  /** What the usage headers show: the period's count as this process last committed or read it (at once when known). */
+  usage(caller: Caller, now = Date.now()): UsageSnapshot | Promise<UsageSnapshot> {
     const scope = usageScope(caller, now);
-    const key = usageKey(scope);
-    const hit = this.#counts.get(key);
-    let sent: number;
-    if (hit && now - hit.readAt < this.#ttlMs && now >= hit.readAt) {
-      sent = hit.sent;
-    } else {
-      sent = await readSent(this.#db.kysely, scope);
+    const hit = this.#counts.get(usageKey(scope));
+    if (hit && now - hit.readAt < this.#ttlMs && now >= hit.readAt) return snapshot(caller, hit.sent);
+    return readSent(this.#db.kysely, scope).then((sent) => {
       this.noteSent(scope, sent, now);
-    }
-    return { limit: caller.limits.monthlyQuota, remaining: Math.max(0, caller.limits.monthlyQuota - sent) };
+      return snapshot(caller, sent);
+    });
   }
 
   /**

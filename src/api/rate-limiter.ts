@@ -54,29 +54,72 @@ export interface RateDecision {
 // plan, and a plan change takes effect in the current window without resetting it.
 const UNBOUNDED = Number.MAX_SAFE_INTEGER;
 
+const WINDOW_MS = RATE_WINDOW_SECONDS * 1000;
+
+/**
+ * One process's fixed windows, counted synchronously: a window starts at a key's first request and
+ * lasts RATE_WINDOW_SECONDS. (What RateLimiterMemory counts, without a promise per request and a timer
+ * per key: every API request draws from a bucket.) Ended windows are dropped once a window's length.
+ */
+class MemoryWindows {
+  readonly #windows = new Map<string, { count: number; endsAt: number }>();
+  #sweepAt = 0;
+
+  consume(key: string, now: number): { consumed: number; msLeft: number } {
+    let window = this.#windows.get(key);
+    if (!window || window.endsAt <= now) {
+      if (now >= this.#sweepAt) this.#sweep(now);
+      window = { count: 0, endsAt: now + WINDOW_MS };
+      this.#windows.set(key, window);
+    }
+    window.count++;
+    return { consumed: window.count, msLeft: window.endsAt - now };
+  }
+
+  #sweep(now: number): void {
+    for (const [key, window] of this.#windows) if (window.endsAt <= now) this.#windows.delete(key);
+    this.#sweepAt = now + WINDOW_MS;
+  }
+}
+
+function decide(consumed: number, msBeforeNext: number, limit: number, now: number): RateDecision {
+  const msLeft = Math.max(0, msBeforeNext);
+  return {
+    allowed: consumed <= limit,
+    limit,
+    remaining: Math.max(0, limit - consumed),
+    resetAt: Math.ceil((now + msLeft) / 1000),
+    retryAfter: Math.max(1, Math.ceil(msLeft / 1000)),
+  };
+}
+
 /**
  * Fixed one-minute windows per (bucket, key). In memory for one process, in Redis when several share
  * the limits; if Redis stops answering, an in-memory counter stands in rather than failing requests.
  */
 export class RateLimiter {
-  readonly #counters: Record<Bucket, RateLimiterAbstract>;
+  /** This process's own counts (no Redis configured), or the ones shared through Redis. */
+  readonly #local: Record<Bucket, MemoryWindows> | undefined;
+  readonly #shared: Record<Bucket, RateLimiterAbstract> | undefined;
   readonly #redis: Redis | undefined;
 
   constructor(options: { redis?: Redis; keyPrefix?: string } = {}) {
-    this.#redis = options.redis;
+    const { redis } = options;
+    this.#redis = redis;
+    if (!redis) {
+      this.#local = { send: new MemoryWindows(), read: new MemoryWindows(), ip: new MemoryWindows() };
+      return;
+    }
     const prefix = options.keyPrefix ?? 'voicenote:rl';
-    const make = (bucket: Bucket): RateLimiterAbstract => {
-      const memory = new RateLimiterMemory({ points: UNBOUNDED, duration: RATE_WINDOW_SECONDS, keyPrefix: `${prefix}:${bucket}` });
-      if (!options.redis) return memory;
-      return new RateLimiterRedis({
-        storeClient: options.redis,
+    const make = (bucket: Bucket): RateLimiterAbstract =>
+      new RateLimiterRedis({
+        storeClient: redis,
         points: UNBOUNDED,
         duration: RATE_WINDOW_SECONDS,
         keyPrefix: `${prefix}:${bucket}`,
-        insuranceLimiter: memory,
+        insuranceLimiter: new RateLimiterMemory({ points: UNBOUNDED, duration: RATE_WINDOW_SECONDS, keyPrefix: `${prefix}:${bucket}` }),
       });
-    };
-    this.#counters = { send: make('send'), read: make('read'), ip: make('ip') };
+    this.#shared = { send: make('send'), read: make('read'), ip: make('ip') };
   }
 
   /** Counts are shared through Redis right now (false: per process, or no Redis configured). */
@@ -84,15 +127,12 @@ export class RateLimiter {
     return this.#redis?.status === 'ready';
   }
 
-  async consume(bucket: Bucket, key: string, limit: number, now = Date.now()): Promise<RateDecision> {
-    const result = await this.#counters[bucket].consume(key, 1);
-    const msLeft = Math.max(0, result.msBeforeNext);
-    return {
-      allowed: result.consumedPoints <= limit,
-      limit,
-      remaining: Math.max(0, limit - result.consumedPoints),
-      resetAt: Math.ceil((now + msLeft) / 1000),
-      retryAfter: Math.max(1, Math.ceil(msLeft / 1000)),
-    };
+  /** Counts one request; the decision comes at once when this process counts alone, else from Redis. */
+  consume(bucket: Bucket, key: string, limit: number, now = Date.now()): RateDecision | Promise<RateDecision> {
+    if (this.#local) {
+      const { consumed, msLeft } = this.#local[bucket].consume(key, now);
+      return decide(consumed, msLeft, limit, now);
+    }
+    return this.#shared![bucket].consume(key, 1).then((result) => decide(result.consumedPoints, result.msBeforeNext, limit, now));
   }
 }
