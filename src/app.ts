@@ -104,7 +104,7 @@ export async function openServices(config: Config, options: Omit<AppOptions, 'wo
     await db.close();
     throw error;
   });
-  const redis = config.redisUrl ? connectRedis(config.redisUrl, logger) : undefined;
+  const redis = config.redisUrl ? await connectRedis(config.redisUrl, logger) : undefined;
   const rateLimiter = new RateLimiter({ redis, keyPrefix: options.redisKeyPrefix });
   const callers = new CallerDirectory(db);
   const whatsappLive = createLiveWhatsapp({

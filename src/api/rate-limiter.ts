@@ -1,4 +1,4 @@
-import { Redis } from 'ioredis';
+import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import { RateLimiterMemory, RateLimiterRedis, type RateLimiterAbstract } from 'rate-limiter-flexible';
 import { RATE_WINDOW_SECONDS } from '../core/plans.js';
@@ -11,8 +11,10 @@ const REDIS_COMMAND_TIMEOUT_MS = 500;
  * command while Redis is away fails at once (and one that hangs fails after 500 ms), and the
  * per-process counter stands in; once Redis answers again its counts are used again. One warning
  * when Redis goes away, one line when it is back: reconnect attempts are not logged one by one.
+ * The client library is loaded here, not at start-up: a process without REDIS_URL never needs it.
  */
-export function connectRedis(url: string, logger: Logger): Redis {
+export async function connectRedis(url: string, logger: Logger): Promise<Redis> {
+  const { Redis } = await import('ioredis');
   const redis = new Redis(url, {
     enableOfflineQueue: false,
     maxRetriesPerRequest: 0,

@@ -1,5 +1,4 @@
 import { open } from 'node:fs/promises';
-import { parseFile } from 'music-metadata';
 import { AudioError } from './errors.js';
 
 /** The ffmpeg demuxer matching what the bytes are; forced so ffmpeg never guesses (HLS/concat tricks). */
@@ -14,6 +13,11 @@ export interface SourceInfo {
   /** As declared by the container; null when the format does not say (AMR). */
   durationSeconds: number | null;
 }
+
+// The parser is loaded at the first probe rather than at start-up: only a worker probes audio, and a
+// `serve --no-worker` process (or a worker whose audio is all cached) never needs it.
+let musicMetadata: Promise<typeof import('music-metadata')> | undefined;
+const loadParser = (): Promise<typeof import('music-metadata')> => (musicMetadata ??= import('music-metadata'));
 
 async function readHead(path: string, length: number): Promise<Buffer> {
   const fh = await open(path, 'r');
@@ -51,6 +55,7 @@ export async function detectSource(path: string, sizeBytes: number): Promise<Sou
     const wide = head.toString('latin1').startsWith('#!AMR-WB');
     return { demuxer: 'amr', container: 'AMR', codec: wide ? 'AMR-WB' : 'AMR-NB', channels: 1, sampleRate: wide ? 16000 : 8000, durationSeconds: null };
   }
+  const { parseFile } = await loadParser();
   let format;
   try {
     ({ format } = await parseFile(path, { duration: true, skipCovers: true }));

@@ -1,5 +1,4 @@
 import { createHash, randomBytes } from 'node:crypto';
-import QRCode from 'qrcode';
 import type { Kysely } from 'kysely';
 import { newWhatsappSessionId } from '../../core/ids.js';
 import type { Database } from '../../store/schema.js';
@@ -73,8 +72,13 @@ function pairingPayload(): string {
   return [`2@${randomBytes(36).toString('base64')}`, b64(32), b64(32), b64(32)].join(',');
 }
 
-export const qrDataUri = (payload: string): Promise<string> =>
-  QRCode.toDataURL(payload, { type: 'image/png', errorCorrectionLevel: 'L', margin: 2, scale: 6 });
+// The QR encoder (and its PNG writer) is loaded when the first QR code is drawn, not at start-up: most
+// processes never pair a WhatsApp session.
+let qrcode: Promise<typeof import('qrcode')> | undefined;
+export const qrDataUri = async (payload: string): Promise<string> => {
+  const { toDataURL } = await (qrcode ??= import('qrcode'));
+  return toDataURL(payload, { type: 'image/png', errorCorrectionLevel: 'L', margin: 2, scale: 6 });
+};
 
 /**
  * WhatsApp sessions: the sandbox lifecycle (connects by itself after `autoScanSeconds`, expires after
