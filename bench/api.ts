@@ -1,20 +1,22 @@
 /**
  * HTTP API and delivery benchmark: `npm run bench` (`node --import tsx bench/api.ts`).
  *
- * For each storage (SQLite always; PostgreSQL when reachable) a server process of its own builds the
- * app in-process with createApp and:
- *  1. loads it over loopback with autocannon, run in another process (bench/loadgen.ts) so load
- *     generator and server do not share an event loop. Each real endpoint is measured right after its
- *     bare twin: a Fastify route in the same server that takes the same JSON (same schema) and answers
- *     the same JSON, with no key, no limits and no storage. The ratio of the two is the figure.
- *  2. in another server process of its own, queues BENCH_MESSAGES live Telegram messages with its worker
+ * For each storage (SQLite always; PostgreSQL when reachable):
+ *  1. a server process of its own runs the compiled service (dist/, `npm run build` first) under plain
+ *     node, with nothing of the bench in it but bench/http-server.mjs (the app built with createApp, the
+ *     bare twins, the account and keys); this script loads it over loopback with autocannon, run in
+ *     another process (bench/loadgen.ts) so load generator and server do not share an event loop. Each
+ *     real endpoint is measured right after its bare twin: a Fastify route in the same server that takes
+ *     the same JSON (same schema) and answers the same JSON, with no key, no limits and no storage. The
+ *     ratio of the two is the figure.
+ *  2. in another server process of its own (the app in-process with createApp, under tsx), queues BENCH_MESSAGES live Telegram messages with its worker
  *     off and the audio already converted in the cache, then starts the service's own worker process
  *     (`voicenote worker`, compiled: run `npm run build` first), which delivers them through the fake Bot
  *     API (test/fakes/telegram-api.ts, in a process of its own, with Telegram's flood limits enforced);
  *     the clock runs from its first claim until all are settled. The messages are spread
  *     over BENCH_BOTS bots, since Telegram's pacing allows one bot about 30 messages a second: with one
  *     bot the run would measure that pace, not the worker;
- *  3. samples the RSS of the measured process (the server's for HTTP, the worker's for delivery).
+ *  3. samples the RSS of the measured process (the server's for HTTP, the worker's for delivery) from /proc.
  * Writes two sections of BENCHMARKS.md, each only when its part ran (BENCH_ONLY), so a partial run
  * leaves the other part's figures alone: HTTP between <!-- bench:api:start --> and <!-- bench:api:end -->,
  * delivery between <!-- bench:delivery:start --> and <!-- bench:delivery:end -->.
@@ -22,7 +24,8 @@
  * Environment: BENCH_SECONDS (10), BENCH_CONNECTIONS (20), BENCH_WARMUP_SECONDS (1), BENCH_MESSAGES (3000),
  * BENCH_CHATS (1000), BENCH_BOTS (100), BENCH_WORKER_CONCURRENCY (the service default), BENCH_ONLY
  * (`http` or `delivery`), BENCH_DATABASE_URL (postgres://postgres@127.0.0.1:5432/test; `none` skips
- * PostgreSQL), BENCH_SERVER_NODE_OPTIONS (extra node flags for the server processes, e.g. `--cpu-prof`), BENCH_WORKER_NODE_OPTIONS
+ * PostgreSQL), BENCH_SERVER_NODE_OPTIONS (extra node flags for the server processes, e.g. `--cpu-prof`, and for the HTTP
+ * server process `--max-semi-space-size=…`), BENCH_WORKER_NODE_OPTIONS
  * (extra node flags for the worker process).
  */
 import { fork, spawn, type ChildProcess } from 'node:child_process';
@@ -32,19 +35,14 @@ import type { AddressInfo } from 'node:net';
 import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import pg from 'pg';
 import pino from 'pino';
 import { createAccountWithKeys } from '../src/admin/accounts.js';
-import { MessageIdParams, MessageStatus, SendBody, SentMessage } from '../src/api/schemas.js';
-import type { Static } from '@sinclair/typebox';
 import { createApp, type App } from '../src/app.js';
 import { createAudioPipeline, resolveFfmpegPath } from '../src/audio/index.js';
 import { loadConfig } from '../src/config.js';
-import { newMessageId } from '../src/core/ids.js';
 import { READ_REQUESTS_PER_MINUTE } from '../src/core/plans.js';
 import { updatePlan } from '../src/store/accounts.js';
-import { issueKey } from '../src/store/keys.js';
 import { startAudioServer } from '../test/fakes/audio-server.js';
 import { sharedFixtures, testFfmpegPath } from '../test/fixtures/audio-fixtures.js';
 import type { LoadRequest, LoadResult, LoadSpec } from './loadgen.js';
@@ -91,6 +89,7 @@ const recipientOf = (i: number): { chat: string; token: string } => ({
 const RSS_SAMPLE_MS = 250;
 
 const SELF = fileURLToPath(import.meta.url);
+const HTTP_SERVER = fileURLToPath(new URL('./http-server.mjs', import.meta.url));
 const VOICENOTE_BIN = fileURLToPath(new URL('../bin/voicenote.js', import.meta.url));
 /** Linux's USER_HZ: /proc reports CPU time in these ticks. */
 const CLOCK_TICKS = 100;
@@ -205,25 +204,6 @@ async function inject(app: App, method: 'GET' | 'POST', url: string, key: string
   return { status: res.statusCode, json: res.body ? JSON.parse(res.body) : undefined };
 }
 
-/**
- * The baselines: Fastify routes in the same server taking the same JSON through the same schemas and
- * answering the same JSON, with nothing behind them (no key, no limits, no storage).
- */
-function addBareRoutes(app: App, statusBody: { value?: Static<typeof MessageStatus> }): void {
-  const fastify = app.server.app.withTypeProvider<TypeBoxTypeProvider>();
-  fastify.post('/bench/bare/send', { schema: { body: SendBody, response: { 202: SentMessage } } }, async (request, reply) => {
-    const now = Date.now();
-    return reply.code(202).send({
-      id: newMessageId(now),
-      status: 'queued',
-      platform: request.body.platform,
-      recipient: request.body.recipient,
-      created_at: new Date(now).toISOString(),
-    });
-  });
-  fastify.get('/bench/bare/status/:message_id', { schema: { params: MessageIdParams, response: { 200: MessageStatus } } }, async () => statusBody.value!);
-}
-
 function runLoad(spec: LoadSpec): Promise<LoadResult> {
   return new Promise((resolve, reject) => {
     const child = fork(LOADGEN, [JSON.stringify(spec)], { execArgv: ['--import', 'tsx'], stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
@@ -239,13 +219,13 @@ function runLoad(spec: LoadSpec): Promise<LoadResult> {
   });
 }
 
-/** The load's figures, and the server process's CPU time (all its threads) per request answered meanwhile. */
-async function measure(url: string, requests: LoadRequest[]): Promise<{ load: LoadResult; cpuUsPerRequest: number }> {
+/** The load's figures, and the server process's CPU time (all its threads, from /proc) per request answered meanwhile. */
+async function measure(pid: number, url: string, requests: LoadRequest[]): Promise<{ load: LoadResult; cpuUsPerRequest: number }> {
   if (WARMUP_SECONDS > 0) await runLoad({ url, connections: CONNECTIONS, seconds: WARMUP_SECONDS, requests });
-  const before = process.cpuUsage();
+  const before = (await procStats(pid)).cpuMs;
   const load = await runLoad({ url, connections: CONNECTIONS, seconds: SECONDS, requests });
-  const cpu = process.cpuUsage(before);
-  return { load, cpuUsPerRequest: (cpu.user + cpu.system) / Math.max(1, load.total) };
+  const cpuMs = (await procStats(pid)).cpuMs - before;
+  return { load, cpuUsPerRequest: (cpuMs * 1000) / Math.max(1, load.total) };
 }
 
 async function countMessages(app: App): Promise<{ total: number; delivered: number; failed: number }> {
@@ -262,18 +242,19 @@ async function countMessages(app: App): Promise<{ total: number; delivered: numb
   };
 }
 
-const rssNow = (): number => process.memoryUsage().rss;
-
-/** The largest RSS seen between start() and stop(), sampled every RSS_SAMPLE_MS. */
-function rssSampler(): { stop(): number } {
-  let max = rssNow();
+/** The largest RSS of process `pid` seen between start and stop(), sampled from /proc every RSS_SAMPLE_MS. */
+function rssSampler(pid: number, start: number): { stop(): Promise<number> } {
+  let max = start;
   const timer = setInterval(() => {
-    max = Math.max(max, rssNow());
+    procStats(pid).then(
+      (stats) => (max = Math.max(max, stats.rss)),
+      () => undefined, // the process is gone: the run fails on its own
+    );
   }, RSS_SAMPLE_MS);
   return {
-    stop() {
+    async stop() {
       clearInterval(timer);
-      return Math.max(max, rssNow());
+      return Math.max(max, (await procStats(pid)).rss);
     },
   };
 }
@@ -313,35 +294,57 @@ async function startTelegramProcess(): Promise<{
   };
 }
 
+/** The HTTP phase's server process (bench/http-server.mjs: the compiled service, no tsx), once it listens. */
+async function startHttpServer(
+  storage: BenchStorage,
+  sendBody: Record<string, unknown>,
+  readKeys: number,
+): Promise<{ child: ChildProcess; url: string; messageId: string; readKeys: string[]; sendKey: string; request(command: 'count'): Promise<{ count: number }>; close(): Promise<void> }> {
+  const flags = process.env.BENCH_SERVER_NODE_OPTIONS?.trim().split(/\s+/) ?? [];
+  const child = fork(HTTP_SERVER, [], {
+    execArgv: flags,
+    env: {
+      PATH: process.env.PATH ?? '',
+      ...storage.env,
+      ...(storage.pgSchema ? { BENCH_PG_SCHEMA: storage.pgSchema } : {}),
+      BENCH_SEND_BODY: JSON.stringify(sendBody),
+      BENCH_READ_KEYS: String(readKeys),
+      ...(process.env.FFMPEG_PATH ? { FFMPEG_PATH: process.env.FFMPEG_PATH } : {}),
+    },
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+  });
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  const ready = await new Promise<{ url: string; messageId: string; readKeys: string[]; sendKey: string }>((resolve, reject) => {
+    child.once('message', (m) => resolve(m as { url: string; messageId: string; readKeys: string[]; sendKey: string }));
+    void exited.then((code) => reject(new Error(`the HTTP server process exited with ${code} before it listened`)));
+  });
+  return {
+    child,
+    ...ready,
+    request: (command) =>
+      new Promise((resolve) => {
+        child.once('message', (m) => resolve(m as { count: number }));
+        child.send(command);
+      }),
+    async close() {
+      child.send('close');
+      await exited;
+    },
+  };
+}
+
 async function runHttp(storage: Storage, pgUrl: string | undefined, sendBody: Record<string, unknown>) {
   const httpStorage = await openStorage(storage, pgUrl);
   try {
-    const app = await buildApp(httpStorage);
+    // The read bucket is READ_REQUESTS_PER_MINUTE per key whatever the plan: spread GET /status over
+    // enough keys of the same account (all see the message) that 429s never happen.
+    const keyCount = Math.max(1, Math.ceil(((SECONDS + WARMUP_SECONDS) * READ_RPS_CEILING) / (READ_REQUESTS_PER_MINUTE * 0.9)));
+    const server = await startHttpServer(httpStorage, sendBody, keyCount);
     try {
-      const statusBody: { value?: Static<typeof MessageStatus> } = {};
-      addBareRoutes(app, statusBody); // before the first request: Fastify takes no routes once ready
-      const account = await benchAccount(app);
-      const sent = await inject(app, 'POST', '/api/v1/send', account.testKey, sendBody);
-      if (sent.status !== 202) throw new Error(`POST /send answered ${sent.status}: ${JSON.stringify(sent.json)}`);
-      const messageId = sent.json.id as string;
-      statusBody.value = (await inject(app, 'GET', `/api/v1/status/${messageId}`, account.testKey)).json;
-      await app.server.app.listen({ port: 0, host: '127.0.0.1' });
-      const { port } = app.server.app.server.address() as AddressInfo;
-      const url = `http://127.0.0.1:${port}`;
-
-      // The read bucket is READ_REQUESTS_PER_MINUTE per key whatever the plan: spread GET /status over
-      // enough keys of the same account (all see the message) that 429s never happen.
-      const keyCount = Math.max(1, Math.ceil(((SECONDS + WARMUP_SECONDS) * READ_RPS_CEILING) / (READ_REQUESTS_PER_MINUTE * 0.9)));
-      const readKeys = [account.testKey];
-      while (readKeys.length < keyCount) readKeys.push((await issueKey(app.services.db.kysely, account.accountId, 'test')).secret);
-      // One request per key first: it records the key's last use, a write that would otherwise land in the run.
-      for (const key of readKeys) {
-        const res = await inject(app, 'GET', `/api/v1/status/${messageId}`, key);
-        if (res.status !== 200) throw new Error(`GET /status answered ${res.status}: ${JSON.stringify(res.json)}`);
-      }
-      await inject(app, 'POST', '/api/v1/send', account.testKey, sendBody); // and the send key's
-      const rss = rssSampler();
-      const httpStart = rssNow();
+      const { url, messageId, readKeys, sendKey } = server;
+      const pid = server.child.pid!;
+      const httpStart = (await procStats(pid)).rss;
+      const rss = rssSampler(pid, httpStart);
 
       const auth = (key: string) => ({ authorization: `Bearer ${key}` });
       const json = { 'content-type': 'application/json' };
@@ -349,7 +352,7 @@ async function runHttp(storage: Storage, pgUrl: string | undefined, sendBody: Re
       const endpoints: Endpoint[] = [];
       const run = async (label: string, what: string, baseline: number, requests: LoadRequest[]) => {
         console.error(`[${storage}] ${label}`);
-        endpoints.push({ label, what, baseline, ...(await measure(url, requests)) });
+        endpoints.push({ label, what, baseline, ...(await measure(pid, url, requests)) });
       };
       await run('GET /healthz', 'framework floor: no body, no schema', 0, [{ method: 'GET', path: '/healthz' }]);
       await run('GET /bench/bare/status/:id', 'baseline: same params and response schema, no auth, no storage', 1, [
@@ -363,13 +366,14 @@ async function runHttp(storage: Storage, pgUrl: string | undefined, sendBody: Re
       );
       await run('POST /bench/bare/send', 'baseline: same body and response schema, no auth, no storage', 3, [sendRequest('/bench/bare/send', {})]);
       await run('POST /api/v1/send', 'auth + rate limit + validation + sealed credentials + durable write', 3, [
-        sendRequest('/api/v1/send', auth(account.testKey)),
+        sendRequest('/api/v1/send', auth(sendKey)),
       ]);
-      const httpMax = rss.stop();
-      const rowsAfterSendLoad = (await countMessages(app)).total;
-      return { endpoints, readKeys: readKeys.length, rowsAfterSendLoad, httpStart, httpMax };
+      const httpMax = await rss.stop();
+      const peak = (await procStats(pid)).hwm;
+      const rowsAfterSendLoad = (await server.request('count')).count;
+      return { endpoints, readKeys: readKeys.length, rowsAfterSendLoad, httpStart, httpMax, peak };
     } finally {
-      await app.close();
+      await server.close();
     }
   } finally {
     await httpStorage.cleanup();
@@ -526,7 +530,6 @@ async function runStorage(storage: Storage, phase: Phase, pgUrl: string | undefi
   audio.route('/voice.ogg', { kind: 'file', path: fixtures['voice.ogg'], contentType: 'audio/ogg' });
   const sendBody = { platform: 'telegram', recipient: '123456789', audio_url: audio.url('/voice.ogg'), session: { bot_token: TELEGRAM_TOKEN } };
   try {
-    const peak = (): number => process.resourceUsage().maxRSS * 1024;
     if (phase === 'http') {
       const http = await runHttp(storage, pgUrl, sendBody);
       return {
@@ -535,7 +538,7 @@ async function runStorage(storage: Storage, phase: Phase, pgUrl: string | undefi
         endpoints: http.endpoints,
         readKeys: http.readKeys,
         rowsAfterSendLoad: http.rowsAfterSendLoad,
-        rss: { start: http.httpStart, max: http.httpMax, peak: peak() },
+        rss: { start: http.httpStart, max: http.httpMax, peak: http.peak },
       };
     }
     const delivery = await runDelivery(storage, pgUrl, audio.url('/voice.ogg'));
@@ -576,7 +579,8 @@ async function postgresReachable(url: string): Promise<string | undefined> {
 function runStorageProcess(storage: Storage, phase: Phase, pgUrl: string | undefined): Promise<StorageResult> {
   return new Promise((resolve, reject) => {
     const child = fork(SELF, [`--storage=${storage}`, `--phase=${phase}`], {
-      execArgv: [...(process.env.BENCH_SERVER_NODE_OPTIONS?.trim().split(/\s+/) ?? []), '--import', 'tsx'],
+      // For HTTP this process only drives the run: the flags go to the server process it starts (runHttp).
+      execArgv: [...(phase === 'delivery' ? (process.env.BENCH_SERVER_NODE_OPTIONS?.trim().split(/\s+/) ?? []) : []), '--import', 'tsx'],
       env: { ...process.env, ...(pgUrl ? { BENCH_PG_URL_RESOLVED: pgUrl } : {}) },
       stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
     });
@@ -658,9 +662,10 @@ function httpReport(results: StorageResult[], notes: string[], startedAt: Date):
     lines,
     results,
     'server process RSS, HTTP runs',
-    'The HTTP runs ran in a server process of its own, which also holds the loopback audio server and this script (under tsx); ' +
-      'the load generator is not in it. ' +
-      `"Max" is the largest of samples taken every ${RSS_SAMPLE_MS} ms during the measured phase; "peak" is the process maximum (\`getrusage\`), set-up included.`,
+    'The HTTP server process runs the compiled service (dist/) under plain node, with nothing of the bench in it but the module that builds the app, ' +
+      'adds the bare twins and creates the account and keys (`bench/http-server.mjs`): no tsx, no audio server, no load generator. ' +
+      `From \`/proc\`: "start" once it listens with the account and keys made, "max" the largest of samples taken every ${RSS_SAMPLE_MS} ms during the measured phase, ` +
+      `"peak" its VmHWM (set-up included).`,
   );
   return lines.join('\n') + '\n';
 }
@@ -702,7 +707,7 @@ function deliveryReport(results: StorageResult[], notes: string[], startedAt: Da
   return lines.join('\n') + '\n';
 }
 
-/** The delivery runs the compiled worker: dist/ must not be older than src/. */
+/** Both phases measure the compiled service (the HTTP server, the delivery worker): dist/ must not be older than src/. */
 async function assertBuilt(): Promise<void> {
   const root = fileURLToPath(new URL('..', import.meta.url));
   const newest = async (dir: string, ext: string): Promise<number> => {
@@ -713,7 +718,7 @@ async function assertBuilt(): Promise<void> {
     return max;
   };
   const [source, built] = await Promise.all([newest('src', '.ts'), newest('dist', '.js').catch(() => 0)]);
-  if (built < source) throw new Error('dist/ is older than src/: run `npm run build` first (the delivery runs the compiled `voicenote worker`)');
+  if (built < source) throw new Error('dist/ is older than src/: run `npm run build` first (the bench measures the compiled service)');
 }
 
 async function orchestrate(): Promise<void> {
@@ -734,7 +739,7 @@ async function orchestrate(): Promise<void> {
   }
 
   const phases: Phase[] = ONLY === 'http' ? ['http'] : ONLY === 'delivery' ? ['delivery'] : ['http', 'delivery'];
-  if (phases.includes('delivery')) await assertBuilt();
+  await assertBuilt();
   const sections: Array<{ name: string; markdown: string }> = [];
   for (const phase of phases) {
     const results: StorageResult[] = [];
