@@ -69,6 +69,8 @@ const BOTS = intEnv('BENCH_BOTS', 100, 1);
 const WORKER_CONCURRENCY = process.env.BENCH_WORKER_CONCURRENCY?.trim() ? intEnv('BENCH_WORKER_CONCURRENCY', 8, 1) : undefined;
 const ONLY = process.env.BENCH_ONLY?.trim() || undefined;
 if (ONLY !== undefined && ONLY !== 'http' && ONLY !== 'delivery') throw new Error(`BENCH_ONLY must be http or delivery, got "${ONLY}"`);
+/** Node flags from a variable, split on blanks (unset or blank: none). */
+const nodeFlags = (name: string): string[] => process.env[name]?.split(/\s+/).filter(Boolean) ?? [];
 const DEFAULT_PG_URL = 'postgres://postgres@127.0.0.1:5432/test';
 /** GET /status shares the fixed per-key read bucket; enough keys that this many req/s never exhausts it. */
 const READ_RPS_CEILING = 20_000;
@@ -300,9 +302,8 @@ async function startHttpServer(
   sendBody: Record<string, unknown>,
   readKeys: number,
 ): Promise<{ child: ChildProcess; url: string; messageId: string; readKeys: string[]; sendKey: string; request(command: 'count'): Promise<{ count: number }>; close(): Promise<void> }> {
-  const flags = process.env.BENCH_SERVER_NODE_OPTIONS?.trim().split(/\s+/) ?? [];
   const child = fork(HTTP_SERVER, [], {
-    execArgv: flags,
+    execArgv: nodeFlags('BENCH_SERVER_NODE_OPTIONS'),
     env: {
       PATH: process.env.PATH ?? '',
       ...storage.env,
@@ -392,8 +393,7 @@ async function procStats(pid: number): Promise<{ rss: number; hwm: number; cpuMs
 
 /** The service's own `voicenote worker` (bin/voicenote.js, from dist/), as it runs in production. */
 function startWorkerProcess(env: Record<string, string>): { child: ChildProcess; exited: Promise<number | null> } {
-  const flags = process.env.BENCH_WORKER_NODE_OPTIONS?.trim().split(/\s+/) ?? [];
-  const child = spawn(process.execPath, [...flags, VOICENOTE_BIN, 'worker'], { env: { PATH: process.env.PATH ?? '', ...env }, stdio: ['ignore', 'ignore', 'inherit'] });
+  const child = spawn(process.execPath, [...nodeFlags('BENCH_WORKER_NODE_OPTIONS'), VOICENOTE_BIN, 'worker'], { env: { PATH: process.env.PATH ?? '', ...env }, stdio: ['ignore', 'ignore', 'inherit'] });
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
   return { child, exited };
 }
@@ -580,7 +580,7 @@ function runStorageProcess(storage: Storage, phase: Phase, pgUrl: string | undef
   return new Promise((resolve, reject) => {
     const child = fork(SELF, [`--storage=${storage}`, `--phase=${phase}`], {
       // For HTTP this process only drives the run: the flags go to the server process it starts (runHttp).
-      execArgv: [...(phase === 'delivery' ? (process.env.BENCH_SERVER_NODE_OPTIONS?.trim().split(/\s+/) ?? []) : []), '--import', 'tsx'],
+      execArgv: [...(phase === 'delivery' ? nodeFlags('BENCH_SERVER_NODE_OPTIONS') : []), '--import', 'tsx'],
       env: { ...process.env, ...(pgUrl ? { BENCH_PG_URL_RESOLVED: pgUrl } : {}) },
       stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
     });
