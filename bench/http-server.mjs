@@ -15,6 +15,9 @@
 import { randomBytes } from 'node:crypto';
 
 const dist = (path) => new URL(`../dist/${path}`, import.meta.url).href;
+// As bin/voicenote.js does before it loads the service (unless the flag is given on node's command line).
+const { applyHeapSettings } = await import(dist('heap.js'));
+applyHeapSettings();
 const { createApp } = await import(dist('app.js'));
 const { loadConfig } = await import(dist('config.js'));
 const { createAccountWithKeys } = await import(dist('admin/accounts.js'));

@@ -8,5 +8,8 @@ if (!existsSync(fileURLToPath(compiled))) {
   process.stderr.write('voicenote: dist/ is missing; run `npm run build` (npm install does it) first\n');
   process.exit(1);
 }
+// Before anything else: V8 collects garbage sooner than it would by itself (src/heap.ts says why).
+const { applyHeapSettings } = await import(new URL('../dist/heap.js', import.meta.url).href);
+applyHeapSettings();
 const { main } = await import(compiled.href);
 await main(process.argv);
