@@ -1,28 +1,27 @@
 /**
  * Memory over a long run: `npm run bench:soak` (`node --import tsx bench/soak.ts`).
  *
- * One service process as in production with SQLite: the app with its worker in the same process,
- * live Telegram deliveries to the fake Bot API (its own process), the audio on a loopback server.
+ * One service process as in production with SQLite: `node bin/voicenote.js serve` (the compiled dist/:
+ * `npm run build` first), its worker in the same process, live Telegram deliveries to the fake Bot API
+ * (its own process), the audio on a loopback server (in this script's process, not the service's).
  * A load generator (its own process) sends a steady mix of POST /send (to many chats) and
- * GET /status at a fixed rate for BENCH_SOAK_SECONDS; the service's RSS is sampled every
+ * GET /status at a fixed rate for BENCH_SOAK_SECONDS; the service's RSS is read from /proc every
  * BENCH_SOAK_SAMPLE_SECONDS. Writes the `soak` section of BENCHMARKS.md.
  *
  * Environment: BENCH_SOAK_SECONDS (600), BENCH_SOAK_RATE (200 requests/s, half of them sends),
- * BENCH_SOAK_SAMPLE_SECONDS (10), BENCH_CHATS (200).
+ * BENCH_SOAK_SAMPLE_SECONDS (10), BENCH_CHATS (200), BENCH_SOAK_NODE_OPTIONS (node flags for the service).
  */
-import { fork } from 'node:child_process';
+import { fork, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdtemp, rm } from 'node:fs/promises';
-import type { AddressInfo } from 'node:net';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { createServer, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import pino from 'pino';
 import { createAccountWithKeys } from '../src/admin/accounts.js';
-import { createApp } from '../src/app.js';
-import { loadConfig } from '../src/config.js';
 import { READ_REQUESTS_PER_MINUTE } from '../src/core/plans.js';
 import { updatePlan } from '../src/store/accounts.js';
+import { migrate, openDb } from '../src/store/db.js';
 import { issueKey } from '../src/store/keys.js';
 import { startAudioServer } from '../test/fakes/audio-server.js';
 import { sharedFixtures, testFfmpegPath } from '../test/fixtures/audio-fixtures.js';
@@ -46,7 +45,26 @@ const CONNECTIONS = 20;
 const TELEGRAM_TOKEN = '123456789:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsawQ';
 const LOADGEN = fileURLToPath(new URL('./loadgen.ts', import.meta.url));
 const TELEGRAM_PROCESS = fileURLToPath(new URL('./telegram-process.ts', import.meta.url));
+const VOICENOTE_BIN = fileURLToPath(new URL('../bin/voicenote.js', import.meta.url));
 const MiB = 1024 * 1024;
+
+/** A process's resident set now (VmRSS), from /proc. */
+async function rssOf(pid: number): Promise<number> {
+  const status = await readFile(`/proc/${pid}/status`, 'utf8');
+  return Number(/^VmRSS:\s+(\d+) kB/m.exec(status)?.[1] ?? 0) * 1024;
+}
+
+/** A port free on loopback right now (the service is told to listen on it). */
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as AddressInfo;
+      server.close(() => resolve(port));
+    });
+  });
+}
 
 function runLoad(spec: LoadSpec): Promise<LoadResult> {
   return new Promise((resolve, reject) => {
@@ -69,65 +87,97 @@ async function main(): Promise<void> {
   const audio = await startAudioServer();
   audio.route('/voice.ogg', { kind: 'file', path: fixtures['voice.ogg'], contentType: 'audio/ogg' });
   const dataDir = await mkdtemp(join(tmpdir(), 'voicenote-bench-soak-'));
-  const config = loadConfig({
-    DATA_DIR: dataDir,
-    LOG_LEVEL: 'silent',
-    SECRET_KEY: randomBytes(32).toString('base64'),
-    AUDIO_ALLOW_PRIVATE_URLS: 'true',
-    TELEGRAM_API_ROOT: apiRoot,
-    // Load shedding off: on this shared machine a stall caused by other work would turn requests into 503s.
-    MAX_EVENT_LOOP_DELAY_MS: '0',
-    ...(process.env.FFMPEG_PATH ? { FFMPEG_PATH: process.env.FFMPEG_PATH } : {}),
-  });
-  const app = await createApp(config, { worker: true, logger: pino({ level: 'silent' }), workerPollMs: 200 });
-  const samples: Array<{ second: number; rss: number; heap: number }> = [];
+  const samples: Array<{ second: number; rss: number }> = [];
   let load: LoadResult;
   let counts: Record<string, number>;
+  let heapUsed = 0;
   try {
-    await app.server.app.listen({ port: 0, host: '127.0.0.1' });
-    const url = `http://127.0.0.1:${(app.server.app.server.address() as AddressInfo).port}`;
-    const db = app.services.db.kysely;
-    const created = await createAccountWithKeys(db, { name: 'soak', plan: 'enterprise' });
-    await updatePlan(db, created.account.id, { plan: 'enterprise', rateLimit: 10_000_000, quota: 10_000_000 });
-    const body = (chat: number) =>
-      JSON.stringify({ platform: 'telegram', recipient: String(100_000_000 + chat), audio_url: audio.url('/voice.ogg'), session: { bot_token: TELEGRAM_TOKEN } });
-    const first = await app.server.app.inject({
-      method: 'POST',
-      url: '/api/v1/send',
-      headers: { authorization: `Bearer ${created.liveKey.secret}`, 'content-type': 'application/json' },
-      payload: body(0),
-    });
-    if (first.statusCode !== 202) throw new Error(`POST /send answered ${first.statusCode}: ${first.body}`);
-    const messageId = (first.json() as { id: string }).id;
-    // Reads draw from a per-key bucket: enough keys of the account that the status reads never meet a 429.
-    const readKeys = [created.liveKey.secret];
-    const readsPerMinute = (RATE / 2) * 60;
-    while (readKeys.length < Math.ceil(readsPerMinute / (READ_REQUESTS_PER_MINUTE * 0.8))) readKeys.push((await issueKey(db, created.account.id, 'live')).secret);
-    // One send, one status read, alternately; the sends spread over CHATS chats.
-    const requests: LoadRequest[] = [];
-    const cycle = Math.max(CHATS, readKeys.length);
-    for (let i = 0; i < cycle; i++) {
-      requests.push({ method: 'POST', path: '/api/v1/send', headers: { authorization: `Bearer ${created.liveKey.secret}`, 'content-type': 'application/json' }, body: body(i % CHATS) });
-      requests.push({ method: 'GET', path: `/api/v1/status/${messageId}`, headers: { authorization: `Bearer ${readKeys[i % readKeys.length]}` } });
-    }
-    const started = performance.now();
-    const sample = () => {
-      const m = process.memoryUsage();
-      samples.push({ second: Math.round((performance.now() - started) / 1000), rss: m.rss, heap: m.heapUsed });
-    };
-    sample();
-    const timer = setInterval(sample, SAMPLE_SECONDS * 1000);
-    console.error(`soak: ${RATE} requests/s for ${SECONDS} s`);
+    // The account and its keys are written before the service starts, as an operator's commands would.
+    const setup = await openDb({ databaseUrl: undefined, dataDir });
+    let created: Awaited<ReturnType<typeof createAccountWithKeys>>;
+    const readKeys: string[] = [];
     try {
-      load = await runLoad({ url, connections: CONNECTIONS, seconds: SECONDS, requests, rate: RATE });
+      await migrate(setup);
+      created = await createAccountWithKeys(setup.kysely, { name: 'soak', plan: 'enterprise' });
+      await updatePlan(setup.kysely, created.account.id, { plan: 'enterprise', rateLimit: 10_000_000, quota: 10_000_000 });
+      // Reads draw from a per-key bucket: enough keys of the account that the status reads never meet a 429.
+      readKeys.push(created.liveKey.secret);
+      const readsPerMinute = (RATE / 2) * 60;
+      while (readKeys.length < Math.ceil(readsPerMinute / (READ_REQUESTS_PER_MINUTE * 0.8))) readKeys.push((await issueKey(setup.kysely, created.account.id, 'live')).secret);
     } finally {
-      clearInterval(timer);
-      sample();
+      await setup.close();
     }
-    const rows = await db.selectFrom('messages').select(['status', (eb) => eb.fn.countAll<number>().as('n')]).groupBy('status').execute();
-    counts = Object.fromEntries(rows.map((r) => [r.status, Number(r.n)]));
+
+    const port = await freePort();
+    const url = `http://127.0.0.1:${port}`;
+    const metricsToken = randomBytes(16).toString('hex');
+    const service = spawn(process.execPath, [...(process.env.BENCH_SOAK_NODE_OPTIONS?.split(/\s+/).filter(Boolean) ?? []), VOICENOTE_BIN, 'serve'], {
+      env: {
+        PATH: process.env.PATH ?? '',
+        DATA_DIR: dataDir,
+        HOST: '127.0.0.1',
+        PORT: String(port),
+        SECRET_KEY: randomBytes(32).toString('base64'),
+        LOG_LEVEL: 'warn',
+        AUDIO_ALLOW_PRIVATE_URLS: 'true',
+        TELEGRAM_API_ROOT: apiRoot,
+        // Load shedding off: on this shared machine a stall caused by other work would turn requests into 503s.
+        MAX_EVENT_LOOP_DELAY_MS: '0',
+        // The heap in use at the end, from the service's own metrics.
+        METRICS_TOKEN: metricsToken,
+        ...(process.env.FFMPEG_PATH ? { FFMPEG_PATH: process.env.FFMPEG_PATH } : {}),
+      },
+      stdio: ['ignore', 'inherit', 'inherit'],
+    });
+    const exited = new Promise<number | null>((resolve) => service.once('exit', (code) => resolve(code)));
+    try {
+      const deadline = Date.now() + 30_000;
+      for (;;) {
+        if ((await fetch(`${url}/healthz`).then((r) => r.ok, () => false))) break;
+        if (service.exitCode !== null || Date.now() > deadline) throw new Error(`the service did not come up (exit code ${service.exitCode})`);
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      const body = (chat: number) =>
+        JSON.stringify({ platform: 'telegram', recipient: String(100_000_000 + chat), audio_url: audio.url('/voice.ogg'), session: { bot_token: TELEGRAM_TOKEN } });
+      const first = await fetch(`${url}/api/v1/send`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${created.liveKey.secret}`, 'content-type': 'application/json' },
+        body: body(0),
+      });
+      if (first.status !== 202) throw new Error(`POST /send answered ${first.status}: ${await first.text()}`);
+      const messageId = ((await first.json()) as { id: string }).id;
+      // One send, one status read, alternately; the sends spread over CHATS chats.
+      const requests: LoadRequest[] = [];
+      const cycle = Math.max(CHATS, readKeys.length);
+      for (let i = 0; i < cycle; i++) {
+        requests.push({ method: 'POST', path: '/api/v1/send', headers: { authorization: `Bearer ${created.liveKey.secret}`, 'content-type': 'application/json' }, body: body(i % CHATS) });
+        requests.push({ method: 'GET', path: `/api/v1/status/${messageId}`, headers: { authorization: `Bearer ${readKeys[i % readKeys.length]}` } });
+      }
+      const started = performance.now();
+      const sample = async () => samples.push({ second: Math.round((performance.now() - started) / 1000), rss: await rssOf(service.pid!) });
+      await sample();
+      const timer = setInterval(() => void sample().catch(() => undefined), SAMPLE_SECONDS * 1000);
+      console.error(`soak: ${RATE} requests/s for ${SECONDS} s`);
+      try {
+        load = await runLoad({ url, connections: CONNECTIONS, seconds: SECONDS, requests, rate: RATE });
+      } finally {
+        clearInterval(timer);
+        await sample();
+      }
+      const metrics = await (await fetch(`${url}/metrics`, { headers: { authorization: `Bearer ${metricsToken}` } })).text();
+      heapUsed = Number(/^nodejs_heap_size_used_bytes (\S+)/m.exec(metrics)?.[1] ?? 0);
+    } finally {
+      service.kill('SIGTERM');
+      await exited;
+    }
+    const db = await openDb({ databaseUrl: undefined, dataDir });
+    try {
+      const rows = await db.kysely.selectFrom('messages').select(['status', (eb) => eb.fn.countAll<number>().as('n')]).groupBy('status').execute();
+      counts = Object.fromEntries(rows.map((r) => [r.status, Number(r.n)]));
+    } finally {
+      await db.close();
+    }
   } finally {
-    await app.close();
     await audio.close();
     await rm(dataDir, { recursive: true, force: true });
     telegram.disconnect();
@@ -144,10 +194,11 @@ async function main(): Promise<void> {
   lines.push(`Measured ${startedAt.toISOString()} with \`${commandLine('node --import tsx bench/soak.ts')}\` (source: \`bench/soak.ts\`).`, '');
   lines.push(machineDescription(), '');
   lines.push(
-    `One service process on SQLite with its worker in the same process (default \`WORKER_CONCURRENCY\`, load shedding off), delivering live Telegram ` +
-      `messages to the fake Bot API (its own process) with audio from a loopback server. The load generator (its own process) ` +
+    `One service process on SQLite, \`node bin/voicenote.js serve\` (compiled, its worker in the same process, default \`WORKER_CONCURRENCY\`, ` +
+      `load shedding off, \`LOG_LEVEL=warn\`), delivering live Telegram ` +
+      `messages to the fake Bot API (its own process) with audio from a loopback server (in the bench's process). The load generator (its own process) ` +
       `sends ${RATE} requests/s over ${CONNECTIONS} connections for ${SECONDS} s, alternating \`POST /send\` (to ${CHATS} chats) ` +
-      `and \`GET /status\`. RSS of the service process sampled every ${SAMPLE_SECONDS} s.`,
+      `and \`GET /status\`. RSS of the service process read from \`/proc\` every ${SAMPLE_SECONDS} s; the heap in use at the end from its \`/metrics\`.`,
     '',
   );
   lines.push('| requests | req/s | p50 | p99 | non-2xx | errors | messages delivered / failed / waiting |');
@@ -160,7 +211,7 @@ async function main(): Promise<void> {
   lines.push('| RSS at start | max | mean of the first minute | mean of the last minute | change, first to last minute | heap used at the end |');
   lines.push('|---|---|---|---|---|---|');
   lines.push(
-    `| ${mib(rss[0]!)} | ${mib(Math.max(...rss))} | ${mib(firstMinute)} | ${mib(lastMinute)} | ${((lastMinute - firstMinute) / MiB).toFixed(1)} MiB | ${mib(samples.at(-1)!.heap)} |`,
+    `| ${mib(rss[0]!)} | ${mib(Math.max(...rss))} | ${mib(firstMinute)} | ${mib(lastMinute)} | ${((lastMinute - firstMinute) / MiB).toFixed(1)} MiB | ${mib(heapUsed)} |`,
     '',
   );
   const perMinute = samples.filter((_, i) => i % window === 0).map((s) => `${Math.round(s.second / 60)} min: ${mib(s.rss)}`);
