@@ -2,8 +2,8 @@ import v8 from 'node:v8';
 
 /**
  * How far V8 lets the old generation grow past what survived its last full collection before it
- * collects again, in percent. Left to itself V8 picks a factor between 1.1 and 4 from how fast it
- * collects, and under load it let the service's heap fill with garbage: 220–250 MiB of RSS at most on
+ * collects again, in percent. Left to itself V8 picks a factor of its own (up to 4) from how fast it
+ * collects and allocates, and under load it let the service's heap fill with garbage: 220–250 MiB of RSS at most on
  * the HTTP bench and 195–215 MiB on the delivery bench, against 160–165 and 155 MiB with 20 % and no
  * measurable change in requests or messages a second (BENCHMARKS.md, "Changes measured", 2026-11-24).
  *

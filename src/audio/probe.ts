@@ -14,8 +14,8 @@ export interface SourceInfo {
   durationSeconds: number | null;
 }
 
-// The parser is loaded at the first probe rather than at start-up: only a worker probes audio, and a
-// `serve --no-worker` process (or a worker whose audio is all cached) never needs it.
+// The parser is loaded at the first probe rather than at start-up: only the delivery worker probes
+// audio, so a `serve --no-worker` process never needs it.
 let musicMetadata: Promise<typeof import('music-metadata')> | undefined;
 const loadParser = (): Promise<typeof import('music-metadata')> => (musicMetadata ??= import('music-metadata'));
 
