@@ -321,3 +321,23 @@ describe(`rate limits shared by nodes through Redis (${STORAGE_LABEL})`, { skip:
     });
   });
 });
+
+// A process without Redis counts its own windows: one starts at a key's first request and lasts a minute,
+// and the reset and Retry-After the headers show come from it.
+describe('rate-limit windows counted in the process (no Redis)', () => {
+  it('refuses past the limit within a window, tells when it resets, and starts a new window once it has', async () => {
+    const { RateLimiter } = await import('../src/api/rate-limiter.js');
+    const limiter = new RateLimiter();
+    const start = 1_700_000_000_000;
+    const first = await limiter.consume('read', 'key_a', 2, start);
+    assert.deepEqual(first, { allowed: true, limit: 2, remaining: 1, resetAt: Math.ceil((start + 60_000) / 1000), retryAfter: 60 });
+    await limiter.consume('read', 'key_a', 2, start + 1_000);
+    const third = await limiter.consume('read', 'key_a', 2, start + 30_000);
+    assert.deepEqual(third, { allowed: false, limit: 2, remaining: 0, resetAt: Math.ceil((start + 60_000) / 1000), retryAfter: 30 });
+    // Another key and another bucket have windows of their own.
+    assert.equal((await limiter.consume('read', 'key_b', 2, start + 30_000)).remaining, 1);
+    assert.equal((await limiter.consume('send', 'key_a', 2, start + 30_000)).remaining, 1);
+    const next = await limiter.consume('read', 'key_a', 2, start + 60_000);
+    assert.deepEqual(next, { allowed: true, limit: 2, remaining: 1, resetAt: Math.ceil((start + 120_000) / 1000), retryAfter: 60 });
+  });
+});
