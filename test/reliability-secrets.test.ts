@@ -5,6 +5,8 @@ import { sql } from 'kysely';
 import { closeSharedAudio, connectedSandboxSession, STORAGE_LABEL, startTestApp } from './fixtures/app-harness.js';
 import { startTelegramApi } from './fakes/telegram-api.js';
 import { describeSecret, filesUnder, scanFiles } from './reliability/secret-scan.js';
+import { SealedMemo } from '../src/core/sealed-memo.js';
+import { SecretBox } from '../src/core/secret-box.js';
 
 /**
  * The short version of RELIABILITY.md's R7: after deliveries that handled every kind of secret (API
@@ -66,5 +68,38 @@ describe(`R7: no secret in clear at rest (${STORAGE_LABEL})`, () => {
       findings.map((f) => `${f.file.slice(app.dataDir.length)}: ${describeSecret(f.secret)} (${f.encoding})`),
       [],
     );
+  });
+});
+
+describe('credentials sealed once for many sends', () => {
+  const box = new SecretBox(randomBytes(32));
+  const session = { bot_token: `700000001:${randomBytes(27).toString('base64url')}` };
+
+  test('the same credentials within a minute get the same sealed value, which opens to them', () => {
+    const memo = new SealedMemo(box);
+    const first = memo.sealJson(session, 1_000);
+    assert.equal(memo.sealJson({ ...session }, 1_000 + 59_999), first);
+    assert.deepEqual(box.openJson(first), session);
+    assert.ok(!first.includes(session.bot_token), 'the sealed value holds the token in clear');
+  });
+
+  test('other credentials, or the same a minute later, are sealed anew', () => {
+    const memo = new SealedMemo(box);
+    const first = memo.sealJson(session, 1_000);
+    const other = memo.sealJson({ bot_token: `${session.bot_token}x` }, 1_000);
+    assert.notEqual(other, first);
+    assert.deepEqual(box.openJson(other), { bot_token: `${session.bot_token}x` });
+    const later = memo.sealJson(session, 1_000 + 60_000);
+    assert.notEqual(later, first, 'a sealed value was reused after a minute');
+    assert.deepEqual(box.openJson(later), session);
+  });
+
+  test('remembers at most 1,000 credentials: the oldest is sealed anew', () => {
+    const memo = new SealedMemo(box);
+    const first = memo.sealJson(session, 1_000);
+    for (let i = 0; i < 999; i++) memo.sealJson({ bot_token: `other-${i}` }, 1_000);
+    assert.equal(memo.sealJson(session, 1_000), first, 'forgotten before the memo was full');
+    for (let i = 999; i < 1_999; i++) memo.sealJson({ bot_token: `other-${i}` }, 1_000);
+    assert.notEqual(memo.sealJson(session, 1_000), first, 'kept beyond 1,000 entries');
   });
 });

@@ -2,6 +2,7 @@ import type { FastifyInstance, FastifyReply } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { checkAudioUrl } from '../audio/index.js';
 import { newMessageId } from '../core/ids.js';
+import { SealedMemo } from '../core/sealed-memo.js';
 import { checkCaption, checkDuration, isViolation, type Violation } from '../platforms/rules.js';
 import type { MessageRow } from '../store/messages.js';
 import type { Services } from '../services.js';
@@ -15,6 +16,7 @@ import { iso, sentMessageView } from './views.js';
 const fail = (violation: Violation): ApiError => invalidParameter(violation.field, violation.message);
 
 export function registerSendRoute(app: FastifyInstance, services: Services): void {
+  const credentials = new SealedMemo(services.secretBox);
   app.withTypeProvider<TypeBoxTypeProvider>().post(
     '/send',
     {
@@ -67,7 +69,7 @@ export function registerSendRoute(app: FastifyInstance, services: Services): voi
         audio_url: body.audio_url,
         duration: body.duration ?? null,
         caption: body.caption ?? null,
-        credentials: services.secretBox.sealJson(session),
+        credentials: credentials.sealJson(session, now),
         affinity: platform.affinityKey?.(session) ?? null,
         request_id: request.id,
         status: 'queued',
