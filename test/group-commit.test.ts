@@ -69,6 +69,26 @@ describe(`sends accepted together (${STORAGE_LABEL})`, () => {
     }
   });
 
+  it('a burst over two platforms, some sends with a key: the total and each platform count every accepted send once', async () => {
+    const t = await startTestApp({ worker: false });
+    try {
+      const a = await t.createAccount({ quota: 1_000 });
+      const results = await Promise.all(
+        Array.from({ length: 30 }, (_, i) =>
+          t.send(a.testKey, { ...defaultSendBody(i % 3 === 0 ? 'linkedin' : 'telegram', t.voiceUrl) }, i % 5 === 0 ? { 'idempotency-key': `burst-${i}` } : {}),
+        ),
+      );
+      for (const res of results) assert.equal(res.statusCode, 202, res.body);
+      const usage = await t.request({ method: 'GET', url: '/api/v1/usage', key: a.testKey });
+      assert.equal(usage.json().usage.total_sent, 30);
+      assert.deepEqual(usage.json().usage.by_platform, { linkedin: 10, telegram: 20, whatsapp: 0 });
+      const remaining = results.map((res) => Number(res.headers['x-usage-remaining'])).sort((x, y) => x - y);
+      assert.deepEqual(remaining, Array.from({ length: 30 }, (_, i) => 970 + i), 'each send its own count');
+    } finally {
+      await t.close();
+    }
+  });
+
   it('one Idempotency-Key repeated inside a burst, among other sends: one message for it, the others unaffected', async () => {
     const t = await startTestApp({ worker: false });
     try {

@@ -28,9 +28,19 @@ export function callerOf(key: KeyRow, account: AccountRow): Caller {
   };
 }
 
-export function usageScope(caller: Caller, now = Date.now()): UsageScope & { periodEnd: number } {
+export type CallerUsageScope = Readonly<UsageScope & { periodEnd: number }>;
+
+/** Each cached caller's current period: every send and read asks for it, and it changes once a month. */
+const currentScopes = new WeakMap<Caller, CallerUsageScope>();
+
+/** The usage row a caller's request counts against now (shared: not to be changed). */
+export function usageScope(caller: Caller, now = Date.now()): CallerUsageScope {
+  const known = currentScopes.get(caller);
+  if (known && known.periodStart <= now && now < known.periodEnd) return known;
   const period = billingPeriod(new Date(caller.accountCreatedAt), new Date(now));
-  return { accountId: caller.accountId, env: caller.env, periodStart: period.start.getTime(), periodEnd: period.end.getTime() };
+  const scope = { accountId: caller.accountId, env: caller.env, periodStart: period.start.getTime(), periodEnd: period.end.getTime() };
+  currentScopes.set(caller, scope);
+  return scope;
 }
 
 export interface UsageSnapshot {

@@ -1,6 +1,7 @@
 import SqliteDatabase from 'better-sqlite3';
 import type { Kysely } from 'kysely';
 import type { Database } from './schema.js';
+import type { MessageRow } from './messages.js';
 import { itemResult, TurnBatch, type ItemResult } from './turn-batch.js';
 import { IDEMPOTENCY_TTL_MS, type IdempotencyRow } from './idempotency.js';
 import {
@@ -20,12 +21,15 @@ const placeholders = (n: number): string => Array.from({ length: n }, () => '?')
 
 const SQL = {
   findMessageStatus: `select ${MESSAGE_STATUS_COLUMNS.join(', ')} from messages where id = ? and account_id = ? and env = ?`,
-  // The update applies only while the count is under the quota: no row back means the quota is used up.
-  reserve: `insert into usage_periods (account_id, env, period_start, sent, delivered, failed) values (?, ?, ?, 1, 0, 0)
-    on conflict (account_id, env, period_start) do update set sent = usage_periods.sent + 1 where usage_periods.sent < ?
+  // Counts `count` sends against the quota, only while all of them fit: no row back means they do not
+  // (and nothing was counted). The select's `where` also keeps the upsert parseable (SQLite's rule for
+  // `insert … select … on conflict`).
+  reserve: `insert into usage_periods (account_id, env, period_start, sent, delivered, failed)
+    select @account, @env, @period, @count, 0, 0 where @count <= @quota
+    on conflict (account_id, env, period_start) do update set sent = usage_periods.sent + excluded.sent where usage_periods.sent + excluded.sent <= @quota
     returning sent`,
-  countPlatform: `insert into usage_by_platform (account_id, env, period_start, platform, sent) values (?, ?, ?, ?, 1)
-    on conflict (account_id, env, period_start, platform) do update set sent = usage_by_platform.sent + 1`,
+  countPlatform: `insert into usage_by_platform (account_id, env, period_start, platform, sent) values (?, ?, ?, ?, ?)
+    on conflict (account_id, env, period_start, platform) do update set sent = usage_by_platform.sent + excluded.sent`,
   // Due at once on the database's clock, like every due time.
   insertMessage: `insert into messages (${MESSAGE_INSERT_COLUMNS.join(', ')}, next_attempt_at)
     values (${placeholders(MESSAGE_INSERT_COLUMNS.length)}, cast(unixepoch('subsec') * 1000 as integer))`,
@@ -75,7 +79,7 @@ export class SqliteHotPath implements HotPath {
     // is an answer, not an error) rolls all of it back, and the batch runs again with each send in a
     // savepoint of its own (better-sqlite3 runs a transaction function called inside another as one),
     // so that only that send fails.
-    const allInOne = writer.transaction((sends: AcceptSend[]) => sends.map((send) => ({ ok: true as const, value: this.#acceptNow(send) })));
+    const allInOne = writer.transaction((sends: AcceptSend[]) => this.#acceptAll(sends));
     const inSavepoint = writer.transaction((send: AcceptSend) => this.#acceptNow(send));
     const eachInSavepoint = writer.transaction((sends: AcceptSend[]) => sends.map((send) => itemResult(() => inSavepoint(send))));
     const inWriteTransaction = (sends: AcceptSend[]): Array<ItemResult<AcceptOutcome>> => {
@@ -112,6 +116,50 @@ export class SqliteHotPath implements HotPath {
     this.#reader.close();
   }
 
+  /**
+   * A batch, inside its transaction. Sends of one usage row are counted with one statement (and each
+   * platform's count with one more), not two statements each; sends with an Idempotency-Key go one by
+   * one, as a second send with the same key in the same batch must find the first one's answer.
+   */
+  #acceptAll(sends: AcceptSend[]): Array<ItemResult<AcceptOutcome>> {
+    const results: Array<ItemResult<AcceptOutcome>> = new Array(sends.length);
+    const groups = new Map<string, number[]>();
+    sends.forEach((send, i) => {
+      if (send.idempotency) {
+        results[i] = { ok: true, value: this.#acceptNow(send) };
+        return;
+      }
+      const { account_id, env, period_start } = send.message;
+      const key = `${account_id}\n${env}\n${period_start}\n${send.monthlyQuota}`;
+      const group = groups.get(key);
+      if (group) group.push(i);
+      else groups.set(key, [i]);
+    });
+    for (const indexes of groups.values()) {
+      const group = indexes.map((i) => sends[i]!);
+      // When they do not all fit: one by one, in order, so that exactly what fits is accepted.
+      const outcomes = this.#acceptTogether(group) ?? group.map((send) => this.#acceptNow(send));
+      outcomes.forEach((outcome, n) => (results[indexes[n]!] = { ok: true, value: outcome }));
+    }
+    return results;
+  }
+
+  /** Sends of one usage row and quota: all accepted, each with its own count, or undefined (nothing written) when they do not all fit. */
+  #acceptTogether(sends: AcceptSend[]): AcceptOutcome[] | undefined {
+    const { message, monthlyQuota } = sends[0]!;
+    const reserved = this.#reserve(message, sends.length, monthlyQuota);
+    if (reserved === undefined) return undefined;
+    const byPlatform = new Map<string, number>();
+    for (const send of sends) {
+      this.#prepare(SQL.insertMessage).run(...messageInsertValues(send.message));
+      byPlatform.set(send.message.platform, (byPlatform.get(send.message.platform) ?? 0) + 1);
+    }
+    for (const [platform, count] of byPlatform) this.#prepare(SQL.countPlatform).run(message.account_id, message.env, message.period_start, platform, count);
+    // The counts this batch took, in order: the last one is the row's.
+    const first = reserved - sends.length + 1;
+    return sends.map((_, i) => ({ kind: 'accepted', sent: first + i }));
+  }
+
   /** One send, inside the batch's transaction. */
   #acceptNow(send: AcceptSend): AcceptOutcome {
     const { message, idempotency } = send;
@@ -120,12 +168,18 @@ export class SqliteHotPath implements HotPath {
       if (stored) return { kind: 'replay', stored };
     }
     if (send.monthlyQuota < 1) return { kind: 'quota_exceeded' };
-    const reserved = this.#prepare(SQL.reserve).get(message.account_id, message.env, message.period_start, send.monthlyQuota) as { sent: number } | undefined;
-    if (!reserved) return { kind: 'quota_exceeded' };
+    const reserved = this.#reserve(message, 1, send.monthlyQuota);
+    if (reserved === undefined) return { kind: 'quota_exceeded' };
     this.#prepare(SQL.insertMessage).run(...messageInsertValues(message));
-    this.#prepare(SQL.countPlatform).run(message.account_id, message.env, message.period_start, message.platform);
+    this.#prepare(SQL.countPlatform).run(message.account_id, message.env, message.period_start, message.platform, 1);
     if (idempotency) this.#prepare(SQL.storeAnswer).run(...idempotencyValues(idempotency));
-    return { kind: 'accepted', sent: Number(reserved.sent) };
+    return { kind: 'accepted', sent: reserved };
+  }
+
+  /** Counts `count` sends on the message's usage row if all fit under the quota: the row's new count, or undefined. */
+  #reserve(message: MessageRow, count: number, quota: number): number | undefined {
+    const row = this.#prepare(SQL.reserve).get({ account: message.account_id, env: message.env, period: message.period_start, count, quota }) as { sent: number } | undefined;
+    return row ? Number(row.sent) : undefined;
   }
 
   /** The answer stored under this request's key and still replayed; a dead one (past the TTL) is dropped. */
