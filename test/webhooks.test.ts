@@ -297,6 +297,9 @@ describe(`webhook deliveries (${STORAGE_LABEL})`, () => {
     const [played] = await receiver.waitFor(1, 'voice_note.played');
     assert.deepEqual(verified(secret, read!).data, status);
     assert.ok(Date.parse(verified(secret, played!).timestamp) > Date.parse(verified(secret, read!).timestamp));
+    // Subscribed to the two listens only: the delivery itself is not sent to this endpoint.
+    const types = receiver.received.filter((r) => r.path === '/listens').map((r) => (JSON.parse(r.body) as { type: string }).type);
+    assert.deepEqual(types.sort(), ['voice_note.played', 'voice_note.read']);
     const detail = (await t.request({ method: 'GET', url: `/api/v1/messages/${messageId}`, key: account.testKey })).json();
     assert.equal(detail.receipts.supported, true);
     assert.equal(detail.receipts.read_at, verified(secret, read!).timestamp);

@@ -1,4 +1,4 @@
-import type { Kysely } from 'kysely';
+import { sql, type Kysely, type RawBuilder } from 'kysely';
 import type { Dialect } from './db.js';
 import type { Database, WebhookAttemptsTable, WebhookDeliveriesTable, WebhookEndpointsTable, WebhookEventsTable } from './schema.js';
 
@@ -6,6 +6,17 @@ export type WebhookEndpointRow = WebhookEndpointsTable;
 export type WebhookEventRow = WebhookEventsTable;
 export type WebhookDeliveryRow = WebhookDeliveriesTable;
 export type WebhookAttemptRow = WebhookAttemptsTable;
+
+/**
+ * The condition "this endpoint subscribes to `type`". Endpoints keep their event list as a JSON array
+ * of strings, so a quoted name cannot match another name. The pattern is written into the statement
+ * as a literal (quotes escaped), not bound: SQLite prepares a statement again each time the pattern of
+ * its LIKE is bound anew, and that made the event look-up of every delivery cost 12 µs of CPU on an
+ * empty table instead of 1.
+ */
+export function subscribesTo(type: string): RawBuilder<boolean> {
+  return sql<boolean>`events like ${sql.lit(`%${JSON.stringify(type)}%`)}`;
+}
 
 export interface Owner {
   accountId: string;
@@ -106,7 +117,7 @@ export async function fanOutEvent(db: Kysely<Database>, event: WebhookEventRow, 
       .select(['id', 'created_at'])
       .where('account_id', '=', event.account_id)
       .where('env', '=', event.env)
-      .where('events', 'like', `%${JSON.stringify(event.type)}%`)
+      .where(subscribesTo(event.type))
       .$if(event.endpoint_id !== null, (qb) => qb.where('id', '=', event.endpoint_id!))
       .$if(event.endpoint_id === null, (qb) => qb.where('created_at', '<=', Number(event.created_at)))
       .execute();

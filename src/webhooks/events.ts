@@ -2,6 +2,7 @@ import { sql, type Kysely } from 'kysely';
 import { messageStatusView, whatsappSessionView } from '../api/views.js';
 import { newWebhookEventId } from './ids.js';
 import type { Database, MessagesTable, WhatsappSessionsTable } from '../store/schema.js';
+import { subscribesTo } from '../store/webhooks.js';
 
 /** What an endpoint can subscribe to. */
 export const WEBHOOK_EVENT_TYPES = [
@@ -42,14 +43,12 @@ export async function enqueueEvent(db: Kysely<Database>, event: NewEvent): Promi
   const id = newWebhookEventId(event.at);
   const payload = eventBody(event.type, event.at, event.data);
   const availableAt = event.availableAt ?? now;
-  // Endpoints keep their event list as a JSON array of strings: a quoted name cannot match another name.
-  const subscribed = `%${JSON.stringify(event.type)}%`;
   await sql`
     insert into webhook_events (id, account_id, env, type, payload, endpoint_id, available_at, created_at)
     select ${id}, ${event.accountId}, ${event.env}, ${event.type}, ${payload}, ${event.endpointId ?? null},
            cast(${availableAt} as bigint), cast(${now} as bigint)
     from webhook_endpoints
-    where account_id = ${event.accountId} and env = ${event.env} and events like ${subscribed}
+    where account_id = ${event.accountId} and env = ${event.env} and ${subscribesTo(event.type)}
       ${event.endpointId ? sql`and id = ${event.endpointId}` : sql``}
     limit 1`.execute(db);
 }
