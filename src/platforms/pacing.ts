@@ -57,8 +57,18 @@ export interface PaceRule {
 
 /**
  * Send slots shared by every process that asks: `reserve` books the earliest moment all the rules allow
- * and answers how long to wait for it; when that is more than `maxWaitMs` it books nothing and answers
- * the wait as a negative number, so the caller can give the work back instead of holding a worker.
+ * and answers how long to wait for it. It books nothing, and answers as a negative number how long the
+ * caller should wait before asking again (so it can give the work back instead of holding a worker),
+ * when that moment is more than `maxWaitMs` away, or when booking it would leave one of the keys idle
+ * for more than one of its intervals before it: each key keeps only its next free moment, so a send
+ * booked a second ahead for its chat would also book its bot a second ahead, and the bot's other chats
+ * would wait that second for nothing.
+ *
+ * Sends refused under one key are told to come back one interval apart, in the order they were refused.
+ * Told only "when the key is next free", twenty notes for one chat would all come back together, one
+ * would take the slot and nineteen would be refused again, every second: a claim and a write each time.
+ * The "come back" times are not bookings (nothing is held for a send that may never return): a send
+ * asks again when it returns, and whoever asks first gets the slot.
  */
 export interface SlotPacer {
   reserve(rules: PaceRule[], maxWaitMs: number): Promise<number>;
@@ -67,13 +77,25 @@ export interface SlotPacer {
 /** Slots in this process's memory: right for one process, and the fallback when Redis is away. */
 export function createMemorySlotPacer(now: () => number = Date.now): SlotPacer {
   const nextFree = new Map<string, number>();
+  /** Per key, when the next send refused under it is told to come back. */
+  const comeBack = new Map<string, number>();
   return {
     async reserve(rules, maxWaitMs) {
       const at0 = now();
-      let at = at0;
-      for (const rule of rules) at = Math.max(at, nextFree.get(rule.key) ?? 0);
+      // Each key's own earliest moment; the send goes at the latest of them.
+      const own = rules.map((rule) => Math.max(at0, nextFree.get(rule.key) ?? 0));
+      const at = Math.max(at0, ...own);
       const wait = at - at0;
-      if (wait > maxWaitMs) return -wait;
+      if (wait > maxWaitMs || rules.some((rule, i) => at - own[i]! > rule.intervalMs)) {
+        let back = at;
+        for (const rule of rules) back = Math.max(back, comeBack.get(rule.key) ?? 0);
+        // Only the keys that set the moment move their line on: a busy chat must not push back its bot's other chats.
+        rules.forEach((rule, i) => {
+          if (own[i] === at) comeBack.set(rule.key, back + rule.intervalMs);
+        });
+        if (comeBack.size > 10_000) for (const [key, time] of comeBack) if (time < at0) comeBack.delete(key);
+        return -(back - at0);
+      }
       for (const rule of rules) nextFree.set(rule.key, at + rule.intervalMs);
       // Forget keys whose slot is long past, so the map does not grow with every chat ever paced.
       if (nextFree.size > 10_000) for (const [key, free] of nextFree) if (free < at0) nextFree.delete(key);
@@ -82,23 +104,42 @@ export function createMemorySlotPacer(now: () => number = Date.now): SlotPacer {
   };
 }
 
-// One round trip, atomic, on Redis' own clock (the processes' clocks may disagree): the earliest moment
-// every key allows, booked for all of them, unless it is further away than ARGV[1].
+// One round trip, atomic, on Redis' own clock (the processes' clocks may disagree): what the memory
+// pacer does. KEYS: the n slot keys, then their n "come back" keys; ARGV: the longest wait, then the n
+// intervals.
 const RESERVE_SCRIPT = `
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local n = #KEYS / 2
 local at = now
-for i, key in ipairs(KEYS) do
-  local free = tonumber(redis.call('GET', key) or '0')
-  if free > at then at = free end
+local own = {}
+for i = 1, n do
+  own[i] = math.max(now, tonumber(redis.call('GET', KEYS[i]) or '0'))
+  if own[i] > at then at = own[i] end
 end
-local wait = at - now
-if wait > tonumber(ARGV[1]) then return -wait end
-for i, key in ipairs(KEYS) do
+local refused = at - now > tonumber(ARGV[1])
+for i = 1, n do
+  if at - own[i] > tonumber(ARGV[i + 1]) then refused = true end
+end
+if refused then
+  local back = at
+  for i = 1, n do
+    local later = tonumber(redis.call('GET', KEYS[n + i]) or '0')
+    if later > back then back = later end
+  end
+  for i = 1, n do
+    if own[i] == at then
+      local interval = tonumber(ARGV[i + 1])
+      redis.call('SET', KEYS[n + i], back + interval, 'PX', back - now + interval + 1000)
+    end
+  end
+  return -(back - now)
+end
+for i = 1, n do
   local interval = tonumber(ARGV[i + 1])
-  redis.call('SET', key, at + interval, 'PX', wait + interval + 1000)
+  redis.call('SET', KEYS[i], at + interval, 'PX', at - now + interval + 1000)
 end
-return wait
+return at - now
 `;
 
 interface RedisLike {
@@ -116,7 +157,14 @@ export function createRedisSlotPacer(options: { redis: RedisLike; keyPrefix: str
     async reserve(rules, maxWaitMs) {
       try {
         const keys = rules.map((r) => `${options.keyPrefix}:pace:${r.key}`);
-        const answer = await options.redis.eval(RESERVE_SCRIPT, keys.length, ...keys, Math.round(maxWaitMs), ...rules.map((r) => Math.ceil(r.intervalMs)));
+        const answer = await options.redis.eval(
+          RESERVE_SCRIPT,
+          keys.length * 2,
+          ...keys,
+          ...keys.map((k) => `${k}:back`),
+          Math.round(maxWaitMs),
+          ...rules.map((r) => Math.ceil(r.intervalMs)),
+        );
         away = false;
         return Number(answer);
       } catch (error) {
