@@ -57,12 +57,13 @@ export interface PaceRule {
 
 /**
  * Send slots shared by every process that asks: `reserve` books the earliest moment all the rules allow
- * and answers how long to wait for it. It books nothing, and answers as a negative number how long the
- * caller should wait before asking again (so it can give the work back instead of holding a worker),
- * when that moment is more than `maxWaitMs` away, or when booking it would leave one of the keys idle
- * for more than one of its intervals before it: each key keeps only its next free moment, so a send
- * booked a second ahead for its chat would also book its bot a second ahead, and the bot's other chats
- * would wait that second for nothing.
+ * and answers how long to wait for it; when that is more than `maxWaitMs` away it books nothing and
+ * answers, as a negative number, how long the caller should wait before asking again, so it can give the
+ * work back instead of holding a worker.
+ *
+ * A key's booked moments are kept, not just its next free one, so a send may take a free moment before
+ * one booked later: a note booked a second ahead because its chat was busy leaves its bot free for its
+ * other chats meanwhile.
  *
  * Sends refused under one key are told to come back one interval apart, in the order they were refused.
  * Told only "when the key is next free", twenty notes for one chat would all come back together, one
@@ -74,61 +75,107 @@ export interface SlotPacer {
   reserve(rules: PaceRule[], maxWaitMs: number): Promise<number>;
 }
 
+/** The earliest moment from `from` at least one interval away from every moment booked under each rule (`lines`, each in order). */
+function earliestFree(from: number, rules: PaceRule[], lines: number[][]): number {
+  let at = from;
+  for (let moved = true; moved; ) {
+    moved = false;
+    rules.forEach((rule, i) => {
+      for (const booked of lines[i]!) {
+        if (at > booked - rule.intervalMs && at < booked + rule.intervalMs) {
+          at = booked + rule.intervalMs;
+          moved = true;
+        }
+      }
+    });
+  }
+  return at;
+}
+
 /** Slots in this process's memory: right for one process, and the fallback when Redis is away. */
 export function createMemorySlotPacer(now: () => number = Date.now): SlotPacer {
-  const nextFree = new Map<string, number>();
+  /** Per key, its moments booked less than one interval ago or later, in order. */
+  const booked = new Map<string, { intervalMs: number; times: number[] }>();
   /** Per key, when the next send refused under it is told to come back. */
   const comeBack = new Map<string, number>();
   return {
     async reserve(rules, maxWaitMs) {
       const at0 = now();
-      // Each key's own earliest moment; the send goes at the latest of them.
-      const own = rules.map((rule) => Math.max(at0, nextFree.get(rule.key) ?? 0));
-      const at = Math.max(at0, ...own);
-      const wait = at - at0;
-      if (wait > maxWaitMs || rules.some((rule, i) => at - own[i]! > rule.intervalMs)) {
+      const lines = rules.map((rule) => (booked.get(rule.key)?.times ?? []).filter((t) => t > at0 - rule.intervalMs));
+      const at = earliestFree(at0, rules, lines);
+      if (at - at0 > maxWaitMs) {
         let back = at;
         for (const rule of rules) back = Math.max(back, comeBack.get(rule.key) ?? 0);
-        // Only the keys that set the moment move their line on: a busy chat must not push back its bot's other chats.
+        // Only the key whose line is the longest moves its line on: a busy chat must not push back its bot's other chats.
+        const alone = rules.map((rule, i) => earliestFree(at0, [rule], [lines[i]!]));
+        const longest = Math.max(...alone);
         rules.forEach((rule, i) => {
-          if (own[i] === at) comeBack.set(rule.key, back + rule.intervalMs);
+          if (alone[i] === longest) comeBack.set(rule.key, back + rule.intervalMs);
         });
         if (comeBack.size > 10_000) for (const [key, time] of comeBack) if (time < at0) comeBack.delete(key);
         return -(back - at0);
       }
-      for (const rule of rules) nextFree.set(rule.key, at + rule.intervalMs);
-      // Forget keys whose slot is long past, so the map does not grow with every chat ever paced.
-      if (nextFree.size > 10_000) for (const [key, free] of nextFree) if (free < at0) nextFree.delete(key);
-      return wait;
+      rules.forEach((rule, i) => {
+        const times = lines[i]!;
+        times.push(at);
+        times.sort((a, b) => a - b);
+        booked.set(rule.key, { intervalMs: rule.intervalMs, times });
+      });
+      // Forget keys whose moments are long past, so the map does not grow with every chat ever paced.
+      if (booked.size > 10_000) {
+        for (const [key, { intervalMs, times }] of booked) if (times[times.length - 1]! <= at0 - intervalMs) booked.delete(key);
+      }
+      return at - at0;
     },
   };
 }
 
 // One round trip, atomic, on Redis' own clock (the processes' clocks may disagree): what the memory
-// pacer does. KEYS: the n slot keys, then their n "come back" keys; ARGV: the longest wait, then the n
-// intervals.
+// pacer does. KEYS: the n keys' booked moments (sorted sets), then their n "come back" moments; ARGV: the
+// longest wait, then the n intervals.
 const RESERVE_SCRIPT = `
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local n = #KEYS / 2
-local at = now
-local own = {}
+local maxWait = tonumber(ARGV[1])
+local lines = {}
 for i = 1, n do
-  own[i] = math.max(now, tonumber(redis.call('GET', KEYS[i]) or '0'))
-  if own[i] > at then at = own[i] end
+  redis.call('ZREMRANGEBYSCORE', KEYS[i], '-inf', now - tonumber(ARGV[i + 1]))
+  lines[i] = {}
+  for _, m in ipairs(redis.call('ZRANGE', KEYS[i], 0, -1)) do lines[i][#lines[i] + 1] = tonumber(m) end
 end
-local refused = at - now > tonumber(ARGV[1])
-for i = 1, n do
-  if at - own[i] > tonumber(ARGV[i + 1]) then refused = true end
+local function earliest(first, last)
+  local at = now
+  local moved = true
+  while moved do
+    moved = false
+    for i = first, last do
+      local interval = tonumber(ARGV[i + 1])
+      for _, b in ipairs(lines[i]) do
+        if at > b - interval and at < b + interval then
+          at = b + interval
+          moved = true
+        end
+      end
+    end
+  end
+  return at
 end
-if refused then
+local at = earliest(1, n)
+if at - now > maxWait then
   local back = at
   for i = 1, n do
     local later = tonumber(redis.call('GET', KEYS[n + i]) or '0')
     if later > back then back = later end
   end
+  local alone = {}
+  local longest = now
   for i = 1, n do
-    if own[i] == at then
+    alone[i] = earliest(i, i)
+    if alone[i] > longest then longest = alone[i] end
+  end
+  for i = 1, n do
+    if alone[i] == longest then
       local interval = tonumber(ARGV[i + 1])
       redis.call('SET', KEYS[n + i], back + interval, 'PX', back - now + interval + 1000)
     end
@@ -137,7 +184,8 @@ if refused then
 end
 for i = 1, n do
   local interval = tonumber(ARGV[i + 1])
-  redis.call('SET', KEYS[i], at + interval, 'PX', at - now + interval + 1000)
+  redis.call('ZADD', KEYS[i], at, tostring(at))
+  if redis.call('PTTL', KEYS[i]) < at - now + interval + 1000 then redis.call('PEXPIRE', KEYS[i], at - now + interval + 1000) end
 end
 return at - now
 `;
@@ -156,7 +204,8 @@ export function createRedisSlotPacer(options: { redis: RedisLike; keyPrefix: str
   return {
     async reserve(rules, maxWaitMs) {
       try {
-        const keys = rules.map((r) => `${options.keyPrefix}:pace:${r.key}`);
+        // `slots`, not the `pace` keys of earlier versions, which held one moment as a string.
+        const keys = rules.map((r) => `${options.keyPrefix}:slots:${r.key}`);
         const answer = await options.redis.eval(
           RESERVE_SCRIPT,
           keys.length * 2,
