@@ -18,6 +18,12 @@ export interface LoadSpec {
   seconds: number;
   /** Cycled through in order on every connection (several keys spread one endpoint over rate-limit buckets). */
   requests: LoadRequest[];
+  /**
+   * One cycle for all connections together instead of one per connection: each request sent is the
+   * list's next. Without it, connections started together go through the list side by side, so a list
+   * of sends to many chats becomes bursts of one send per connection to one chat at a time.
+   */
+  shareCycle?: boolean;
   /** Requests per second over all connections; as fast as possible when absent. */
   rate?: number;
 }
@@ -50,11 +56,15 @@ type Autocannon = (opts: Record<string, unknown>) => Promise<AutocannonResult>;
 async function main(): Promise<void> {
   const spec = JSON.parse(process.argv[2] ?? '') as LoadSpec;
   const autocannon = createRequire(import.meta.url)('autocannon') as Autocannon;
+  let next = 0;
+  const requests = spec.shareCycle
+    ? [{ setupRequest: (request: object) => ({ ...request, ...spec.requests[next++ % spec.requests.length] }) }]
+    : spec.requests;
   const result = await autocannon({
     url: spec.url,
     connections: spec.connections,
     duration: spec.seconds,
-    requests: spec.requests,
+    requests,
     ...(spec.rate ? { overallRate: spec.rate } : {}),
   });
   const out: LoadResult = {

@@ -8,8 +8,13 @@
  * GET /status at a fixed rate for BENCH_SOAK_SECONDS; the service's RSS is read from /proc every
  * BENCH_SOAK_SAMPLE_SECONDS. Writes the `soak` section of BENCHMARKS.md.
  *
+ * The sends go to the chats in turn, each through one of BENCH_SOAK_BOTS bots, so that the service can
+ * deliver as fast as it accepts: one bot delivers at most ~28 notes a second (Telegram's pace), and a
+ * queue that grows all the time would grow the process with it, whatever its memory does otherwise.
+ *
  * Environment: BENCH_SOAK_SECONDS (600), BENCH_SOAK_RATE (200 requests/s, half of them sends),
- * BENCH_SOAK_SAMPLE_SECONDS (10), BENCH_CHATS (200), BENCH_SOAK_NODE_OPTIONS (node flags for the service).
+ * BENCH_SOAK_SAMPLE_SECONDS (10), BENCH_CHATS (200), BENCH_SOAK_BOTS (10), BENCH_SOAK_NODE_OPTIONS (node
+ * flags for the service), BENCH_SOAK_LOG_LEVEL (the service's LOG_LEVEL, warn).
  */
 import { fork, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -41,8 +46,10 @@ const RATE = intEnv('BENCH_SOAK_RATE', 200, 2);
 const SAMPLE_SECONDS = intEnv('BENCH_SOAK_SAMPLE_SECONDS', 10, 1);
 // The request list travels to the load generator on its command line: a few hundred entries at most.
 const CHATS = intEnv('BENCH_CHATS', 200, 1);
+const BOTS = intEnv('BENCH_SOAK_BOTS', 10, 1);
+const LOG_LEVEL = process.env.BENCH_SOAK_LOG_LEVEL?.trim() || 'warn';
 const CONNECTIONS = 20;
-const TELEGRAM_TOKEN = '123456789:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsawQ';
+const TELEGRAM_TOKENS = Array.from({ length: BOTS }, (_, i) => `${123456789 + i}:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsawQ`);
 const LOADGEN = fileURLToPath(new URL('./loadgen.ts', import.meta.url));
 const TELEGRAM_PROCESS = fileURLToPath(new URL('./telegram-process.ts', import.meta.url));
 const VOICENOTE_BIN = fileURLToPath(new URL('../bin/voicenote.js', import.meta.url));
@@ -118,7 +125,7 @@ async function main(): Promise<void> {
         HOST: '127.0.0.1',
         PORT: String(port),
         SECRET_KEY: randomBytes(32).toString('base64'),
-        LOG_LEVEL: 'warn',
+        LOG_LEVEL,
         AUDIO_ALLOW_PRIVATE_URLS: 'true',
         TELEGRAM_API_ROOT: apiRoot,
         // Load shedding off: on this shared machine a stall caused by other work would turn requests into 503s.
@@ -137,8 +144,13 @@ async function main(): Promise<void> {
         if (service.exitCode !== null || Date.now() > deadline) throw new Error(`the service did not come up (exit code ${service.exitCode})`);
         await new Promise((r) => setTimeout(r, 100));
       }
-      const body = (chat: number) =>
-        JSON.stringify({ platform: 'telegram', recipient: String(100_000_000 + chat), audio_url: audio.url('/voice.ogg'), session: { bot_token: TELEGRAM_TOKEN } });
+      const body = (i: number) =>
+        JSON.stringify({
+          platform: 'telegram',
+          recipient: String(100_000_000 + (i % CHATS)),
+          audio_url: audio.url('/voice.ogg'),
+          session: { bot_token: TELEGRAM_TOKENS[i % BOTS] },
+        });
       const first = await fetch(`${url}/api/v1/send`, {
         method: 'POST',
         headers: { authorization: `Bearer ${created.liveKey.secret}`, 'content-type': 'application/json' },
@@ -146,11 +158,11 @@ async function main(): Promise<void> {
       });
       if (first.status !== 202) throw new Error(`POST /send answered ${first.status}: ${await first.text()}`);
       const messageId = ((await first.json()) as { id: string }).id;
-      // One send, one status read, alternately; the sends spread over CHATS chats.
+      // One send, one status read, alternately; the sends spread over CHATS chats and BOTS bots.
       const requests: LoadRequest[] = [];
-      const cycle = Math.max(CHATS, readKeys.length);
+      const cycle = Math.max(CHATS, BOTS, readKeys.length);
       for (let i = 0; i < cycle; i++) {
-        requests.push({ method: 'POST', path: '/api/v1/send', headers: { authorization: `Bearer ${created.liveKey.secret}`, 'content-type': 'application/json' }, body: body(i % CHATS) });
+        requests.push({ method: 'POST', path: '/api/v1/send', headers: { authorization: `Bearer ${created.liveKey.secret}`, 'content-type': 'application/json' }, body: body(i) });
         requests.push({ method: 'GET', path: `/api/v1/status/${messageId}`, headers: { authorization: `Bearer ${readKeys[i % readKeys.length]}` } });
       }
       const started = performance.now();
@@ -159,7 +171,10 @@ async function main(): Promise<void> {
       const timer = setInterval(() => void sample().catch(() => undefined), SAMPLE_SECONDS * 1000);
       console.error(`soak: ${RATE} requests/s for ${SECONDS} s`);
       try {
-        load = await runLoad({ url, connections: CONNECTIONS, seconds: SECONDS, requests, rate: RATE });
+        // One cycle shared by the connections: chat after chat, as a bulk send queues them. Each connection
+        // going through the list on its own sent every chat one note per connection at once, a line of 20
+        // that Telegram's one a second per chat takes 20 s to deliver.
+        load = await runLoad({ url, connections: CONNECTIONS, seconds: SECONDS, requests, rate: RATE, shareCycle: true });
       } finally {
         clearInterval(timer);
         await sample();
@@ -195,9 +210,9 @@ async function main(): Promise<void> {
   lines.push(machineDescription(), '');
   lines.push(
     `One service process on SQLite, \`node bin/voicenote.js serve\` (compiled, its worker in the same process, default \`WORKER_CONCURRENCY\`, ` +
-      `load shedding off, \`LOG_LEVEL=warn\`), delivering live Telegram ` +
+      `load shedding off, \`LOG_LEVEL=${LOG_LEVEL}\`), delivering live Telegram ` +
       `messages to the fake Bot API (its own process) with audio from a loopback server (in the bench's process). The load generator (its own process) ` +
-      `sends ${RATE} requests/s over ${CONNECTIONS} connections for ${SECONDS} s, alternating \`POST /send\` (to ${CHATS} chats) ` +
+      `sends ${RATE} requests/s over ${CONNECTIONS} connections for ${SECONDS} s, alternating \`POST /send\` (to ${CHATS} chats in turn, through ${BOTS} bots) ` +
       `and \`GET /status\`. RSS of the service process read from \`/proc\` every ${SAMPLE_SECONDS} s; the heap in use at the end from its \`/metrics\`.`,
     '',
   );

@@ -1,9 +1,12 @@
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { after, describe, it } from 'node:test';
-import { SQLITE_FILE } from '../src/store/db.js';
+import { sql } from 'kysely';
+import { openDb, SQLITE_CACHE_SIZE, SQLITE_FILE } from '../src/store/db.js';
 import { closeSharedAudio, defaultSendBody, startTestApp, TEST_DATABASE_URL } from './fixtures/app-harness.js';
 
 /**
@@ -40,6 +43,21 @@ describe('SQLite write-ahead log copied back in the background', { skip: TEST_DA
       assert.ok(index.copied >= written.frames, `copied ${index.copied} of ${written.frames} frames`);
     } finally {
       await t.close();
+    }
+  });
+});
+
+describe('SQLite page cache', { skip: TEST_DATABASE_URL !== undefined && 'SQLite only' }, () => {
+  it("is SQLite's own 2 MB, not better-sqlite3's 16 MB, which filled as the database grew (RSS still rising at the end of a 10-minute soak)", async () => {
+    const dataDir = await mkdtemp(join(tmpdir(), 'voicenote-cache-size-'));
+    const db = await openDb({ databaseUrl: undefined, dataDir });
+    try {
+      const rows = await sql<{ cache_size: number }>`pragma cache_size`.execute(db.kysely);
+      assert.equal(SQLITE_CACHE_SIZE, -2000);
+      assert.equal(Number(rows.rows[0]?.cache_size), SQLITE_CACHE_SIZE);
+    } finally {
+      await db.close();
+      await rm(dataDir, { recursive: true, force: true });
     }
   });
 });

@@ -57,48 +57,137 @@ export interface PaceRule {
 
 /**
  * Send slots shared by every process that asks: `reserve` books the earliest moment all the rules allow
- * and answers how long to wait for it; when that is more than `maxWaitMs` it books nothing and answers
- * the wait as a negative number, so the caller can give the work back instead of holding a worker.
+ * and answers how long to wait for it; when that is more than `maxWaitMs` away it books nothing and
+ * answers, as a negative number, how long the caller should wait before asking again, so it can give the
+ * work back instead of holding a worker.
+ *
+ * A key's booked moments are kept, not just its next free one, so a send may take a free moment before
+ * one booked later: a note booked a second ahead because its chat was busy leaves its bot free for its
+ * other chats meanwhile.
+ *
+ * Sends refused under one key are told to come back one interval apart, in the order they were refused.
+ * Told only "when the key is next free", twenty notes for one chat would all come back together, one
+ * would take the slot and nineteen would be refused again, every second: a claim and a write each time.
+ * The "come back" times are not bookings (nothing is held for a send that may never return): a send
+ * asks again when it returns, and whoever asks first gets the slot.
  */
 export interface SlotPacer {
   reserve(rules: PaceRule[], maxWaitMs: number): Promise<number>;
 }
 
+/** The earliest moment from `from` at least one interval away from every moment booked under each rule (`lines`, each in order). */
+function earliestFree(from: number, rules: PaceRule[], lines: number[][]): number {
+  let at = from;
+  for (let moved = true; moved; ) {
+    moved = false;
+    rules.forEach((rule, i) => {
+      for (const booked of lines[i]!) {
+        if (at > booked - rule.intervalMs && at < booked + rule.intervalMs) {
+          at = booked + rule.intervalMs;
+          moved = true;
+        }
+      }
+    });
+  }
+  return at;
+}
+
 /** Slots in this process's memory: right for one process, and the fallback when Redis is away. */
 export function createMemorySlotPacer(now: () => number = Date.now): SlotPacer {
-  const nextFree = new Map<string, number>();
+  /** Per key, its moments booked less than one interval ago or later, in order. */
+  const booked = new Map<string, { intervalMs: number; times: number[] }>();
+  /** Per key, when the next send refused under it is told to come back. */
+  const comeBack = new Map<string, number>();
   return {
     async reserve(rules, maxWaitMs) {
       const at0 = now();
-      let at = at0;
-      for (const rule of rules) at = Math.max(at, nextFree.get(rule.key) ?? 0);
-      const wait = at - at0;
-      if (wait > maxWaitMs) return -wait;
-      for (const rule of rules) nextFree.set(rule.key, at + rule.intervalMs);
-      // Forget keys whose slot is long past, so the map does not grow with every chat ever paced.
-      if (nextFree.size > 10_000) for (const [key, free] of nextFree) if (free < at0) nextFree.delete(key);
-      return wait;
+      const lines = rules.map((rule) => (booked.get(rule.key)?.times ?? []).filter((t) => t > at0 - rule.intervalMs));
+      const at = earliestFree(at0, rules, lines);
+      if (at - at0 > maxWaitMs) {
+        let back = at;
+        for (const rule of rules) back = Math.max(back, comeBack.get(rule.key) ?? 0);
+        // Only the key whose line is the longest moves its line on: a busy chat must not push back its bot's other chats.
+        const alone = rules.map((rule, i) => earliestFree(at0, [rule], [lines[i]!]));
+        const longest = Math.max(...alone);
+        rules.forEach((rule, i) => {
+          if (alone[i] === longest) comeBack.set(rule.key, back + rule.intervalMs);
+        });
+        if (comeBack.size > 10_000) for (const [key, time] of comeBack) if (time < at0) comeBack.delete(key);
+        return -(back - at0);
+      }
+      rules.forEach((rule, i) => {
+        const times = lines[i]!;
+        times.push(at);
+        times.sort((a, b) => a - b);
+        booked.set(rule.key, { intervalMs: rule.intervalMs, times });
+      });
+      // Forget keys whose moments are long past, so the map does not grow with every chat ever paced.
+      if (booked.size > 10_000) {
+        for (const [key, { intervalMs, times }] of booked) if (times[times.length - 1]! <= at0 - intervalMs) booked.delete(key);
+      }
+      return at - at0;
     },
   };
 }
 
-// One round trip, atomic, on Redis' own clock (the processes' clocks may disagree): the earliest moment
-// every key allows, booked for all of them, unless it is further away than ARGV[1].
+// One round trip, atomic, on Redis' own clock (the processes' clocks may disagree): what the memory
+// pacer does. KEYS: the n keys' booked moments (sorted sets), then their n "come back" moments; ARGV: the
+// longest wait, then the n intervals.
 const RESERVE_SCRIPT = `
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local at = now
-for i, key in ipairs(KEYS) do
-  local free = tonumber(redis.call('GET', key) or '0')
-  if free > at then at = free end
+local n = #KEYS / 2
+local maxWait = tonumber(ARGV[1])
+local lines = {}
+for i = 1, n do
+  redis.call('ZREMRANGEBYSCORE', KEYS[i], '-inf', now - tonumber(ARGV[i + 1]))
+  lines[i] = {}
+  for _, m in ipairs(redis.call('ZRANGE', KEYS[i], 0, -1)) do lines[i][#lines[i] + 1] = tonumber(m) end
 end
-local wait = at - now
-if wait > tonumber(ARGV[1]) then return -wait end
-for i, key in ipairs(KEYS) do
+local function earliest(first, last)
+  local at = now
+  local moved = true
+  while moved do
+    moved = false
+    for i = first, last do
+      local interval = tonumber(ARGV[i + 1])
+      for _, b in ipairs(lines[i]) do
+        if at > b - interval and at < b + interval then
+          at = b + interval
+          moved = true
+        end
+      end
+    end
+  end
+  return at
+end
+local at = earliest(1, n)
+if at - now > maxWait then
+  local back = at
+  for i = 1, n do
+    local later = tonumber(redis.call('GET', KEYS[n + i]) or '0')
+    if later > back then back = later end
+  end
+  local alone = {}
+  local longest = now
+  for i = 1, n do
+    alone[i] = earliest(i, i)
+    if alone[i] > longest then longest = alone[i] end
+  end
+  for i = 1, n do
+    if alone[i] == longest then
+      local interval = tonumber(ARGV[i + 1])
+      redis.call('SET', KEYS[n + i], back + interval, 'PX', back - now + interval + 1000)
+    end
+  end
+  return -(back - now)
+end
+for i = 1, n do
   local interval = tonumber(ARGV[i + 1])
-  redis.call('SET', key, at + interval, 'PX', wait + interval + 1000)
+  redis.call('ZADD', KEYS[i], at, tostring(at))
+  if redis.call('PTTL', KEYS[i]) < at - now + interval + 1000 then redis.call('PEXPIRE', KEYS[i], at - now + interval + 1000) end
 end
-return wait
+return at - now
 `;
 
 interface RedisLike {
@@ -115,8 +204,16 @@ export function createRedisSlotPacer(options: { redis: RedisLike; keyPrefix: str
   return {
     async reserve(rules, maxWaitMs) {
       try {
-        const keys = rules.map((r) => `${options.keyPrefix}:pace:${r.key}`);
-        const answer = await options.redis.eval(RESERVE_SCRIPT, keys.length, ...keys, Math.round(maxWaitMs), ...rules.map((r) => Math.ceil(r.intervalMs)));
+        // `slots`, not the `pace` keys of earlier versions, which held one moment as a string.
+        const keys = rules.map((r) => `${options.keyPrefix}:slots:${r.key}`);
+        const answer = await options.redis.eval(
+          RESERVE_SCRIPT,
+          keys.length * 2,
+          ...keys,
+          ...keys.map((k) => `${k}:back`),
+          Math.round(maxWaitMs),
+          ...rules.map((r) => Math.ceil(r.intervalMs)),
+        );
         away = false;
         return Number(answer);
       } catch (error) {

@@ -75,6 +75,8 @@ export class SqliteHotPath implements HotPath {
     this.#prepare = options.prepare;
     this.#reader = new SqliteDatabase(options.file, { readonly: true, fileMustExist: true });
     this.#reader.pragma('busy_timeout = 5000');
+    // The writer's page cache size (db.ts, SQLITE_CACHE_SIZE), not better-sqlite3's 16 MB.
+    this.#reader.pragma(`cache_size = ${Number(writer.pragma('cache_size', { simple: true }))}`);
     // The whole batch in one transaction; a send that throws (which no valid send does: a used-up quota
     // is an answer, not an error) rolls all of it back, and the batch runs again with each send in a
     // savepoint of its own (better-sqlite3 runs a transaction function called inside another as one),
