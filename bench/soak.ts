@@ -204,6 +204,10 @@ async function main(): Promise<void> {
   const rss = samples.map((s) => s.rss);
   const firstMinute = mean(rss.slice(1, 1 + window));
   const lastMinute = mean(rss.slice(-window));
+  // The first minute includes the warm-up (V8's young generation growing to its size, code compiled):
+  // the second half shows whether the process still grows once warm.
+  const middle = Math.floor(rss.length / 2);
+  const middleMinute = mean(rss.slice(Math.max(1, middle - Math.floor(window / 2)), middle - Math.floor(window / 2) + window));
   const lines: string[] = [];
   lines.push('## Memory over a long run (soak)', '');
   lines.push(`Measured ${startedAt.toISOString()} with \`${commandLine('node --import tsx bench/soak.ts')}\` (source: \`bench/soak.ts\`).`, '');
@@ -223,10 +227,11 @@ async function main(): Promise<void> {
       `${counts.delivered ?? 0} / ${counts.failed ?? 0} / ${(counts.queued ?? 0) + (counts.processing ?? 0)} |`,
     '',
   );
-  lines.push('| RSS at start | max | mean of the first minute | mean of the last minute | change, first to last minute | heap used at the end |');
-  lines.push('|---|---|---|---|---|---|');
+  const change = (from: number, to: number) => `${((to - from) / MiB).toFixed(1)} MiB`;
+  lines.push('| RSS at start | max | mean of the first minute | of the middle minute | of the last minute | change, first to last minute | change, middle to last minute | heap used at the end |');
+  lines.push('|---|---|---|---|---|---|---|---|');
   lines.push(
-    `| ${mib(rss[0]!)} | ${mib(Math.max(...rss))} | ${mib(firstMinute)} | ${mib(lastMinute)} | ${((lastMinute - firstMinute) / MiB).toFixed(1)} MiB | ${mib(heapUsed)} |`,
+    `| ${mib(rss[0]!)} | ${mib(Math.max(...rss))} | ${mib(firstMinute)} | ${mib(middleMinute)} | ${mib(lastMinute)} | ${change(firstMinute, lastMinute)} | ${change(middleMinute, lastMinute)} | ${mib(heapUsed)} |`,
     '',
   );
   const perMinute = samples.filter((_, i) => i % window === 0).map((s) => `${Math.round(s.second / 60)} min: ${mib(s.rss)}`);
