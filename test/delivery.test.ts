@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { after, before, describe, it } from 'node:test';
-import { claimDueMessages } from '../src/store/messages.js';
+import { claimDueMessages, msUntilNextDue, ORPHAN_GRACE_MS, scheduleRetry } from '../src/store/messages.js';
 import {
   closeSharedAudio,
   defaultSendBody,
@@ -255,6 +255,31 @@ describe(`the worker (${STORAGE_LABEL})`, () => {
         await second.close();
       }
     });
+  });
+});
+
+describe(`when the next message falls due (${STORAGE_LABEL})`, () => {
+  it('is the earliest of the queued messages\' due times and the leases of those in hand', async () => {
+    const t = await startTestApp({ worker: false });
+    try {
+      const { db } = t.app.services;
+      const account = await t.createAccount();
+      const within = (ms: number | undefined, low: number, high: number, what: string) =>
+        assert.ok(ms !== undefined && ms >= low && ms <= high, `${what}: ${ms} ms, expected ${low}–${high}`);
+      assert.equal(await msUntilNextDue(db.kysely), undefined, 'nothing waits');
+      await accepted(t, account.testKey, defaultSendBody('telegram', t.voiceUrl));
+      within(await msUntilNextDue(db.kysely), 0, 0, 'a new message is due at once');
+      const [first] = await claimDueMessages(db.kysely, db.dialect, 'worker_a', { limit: 1, leaseMs: 30_000 });
+      within(await msUntilNextDue(db.kysely), 25_000, 30_000 + ORPHAN_GRACE_MS, 'in hand: due when its lease runs out');
+      assert.ok(await scheduleRetry(db.kysely, first!, 'worker_a', { delayMs: 20_000, errorCode: 'platform_error', errorMessage: 'try again' }));
+      within(await msUntilNextDue(db.kysely), 15_000, 20_000, 'queued for a retry in 20 s');
+      await accepted(t, account.testKey, defaultSendBody('telegram', t.voiceUrl));
+      within(await msUntilNextDue(db.kysely), 0, 0, 'a second message, due at once');
+      await claimDueMessages(db.kysely, db.dialect, 'worker_b', { limit: 1, leaseMs: 60_000 });
+      within(await msUntilNextDue(db.kysely), 15_000, 20_000, 'the retry comes before the lease in hand');
+    } finally {
+      await t.close();
+    }
   });
 });
 
