@@ -1,4 +1,4 @@
-import type { ExpressionBuilder, Kysely } from 'kysely';
+import type { AliasableExpression, ExpressionBuilder, Kysely } from 'kysely';
 import { dbNow, type Dialect } from './db.js';
 import type { Database, MessagesTable } from './schema.js';
 import { recordOutcome } from './usage.js';
@@ -201,41 +201,32 @@ export async function extendLease(db: Kysely<Database>, id: string, workerId: st
  * let it sleep until then (undefined: nothing waits). `affinityHolder` as for claimDueMessages.
  */
 export async function msUntilNextDue(db: Kysely<Database>, options: { affinityHolder?: string } = {}): Promise<number | undefined> {
-  // A message under a lease (in flight here or on another worker) is not due before the lease runs out; counting it as due at next_attempt_at made idle workers poll every few ms during
-  // deliveries. Likewise a message whose affinity key another process holds: it waits there, not here
-  // (if that process dies, the regular poll finds the message once the key's lease has run out).
-  // Asked in two parts, each cheap however long the queue: a queued message has no lease (one is only
+  // A message under a lease (in flight here or on another worker) is not due before the lease runs
+  // out; counting it as due at next_attempt_at made idle workers poll every few ms during deliveries.
+  // Likewise a message whose affinity key another process holds: it waits there, not here (if that
+  // process dies, the regular poll finds the message once the key's lease has run out).
+  // Asked per status, each cheap however long the queue: a queued message has no lease (one is only
   // taken with `processing`, and given up when it goes back to `queued`), so the first queued one in
   // the due index is the next of them; `processing` messages are the few in hand. One query ordered by
   // the later of the two times read every waiting message (50 ms with 100,000 waiting retries, on
   // the event loop at every turn of a worker that found nothing to claim).
   const now = Date.now();
-  const queued = await db
-    .selectFrom('messages')
-    .select('next_attempt_at as due_at')
-    .select(dbNow(db).as('now'))
-    .where('status', '=', 'queued')
-    .where((eb) => eb.not(heldByAnotherProcess(eb, options.affinityHolder, now)))
-    .orderBy('next_attempt_at')
-    .limit(1)
-    .executeTakeFirst();
-  const inHand = await db
-    .selectFrom('messages')
-    .select((eb) =>
-      eb
-        .case()
-        .when('lease_expires_at', '>', eb.ref('next_attempt_at'))
-        .then(eb.ref('lease_expires_at'))
-        .else(eb.ref('next_attempt_at'))
-        .end()
-        .as('due_at'),
-    )
-    .select(dbNow(db).as('now'))
-    .where('status', '=', 'processing')
-    .where((eb) => eb.not(heldByAnotherProcess(eb, options.affinityHolder, now)))
-    .orderBy('due_at')
-    .limit(1)
-    .executeTakeFirst();
-  const due = [queued, inHand].filter((row) => row !== undefined && row.due_at !== null).map((row) => Math.max(0, Number(row!.due_at) - Number(row!.now)));
+  const firstDue = (status: MessageStatus, dueAt: (eb: ExpressionBuilder<Database, 'messages'>) => AliasableExpression<number | null>) =>
+    db
+      .selectFrom('messages')
+      .select((eb) => dueAt(eb).as('due_at'))
+      .select(dbNow(db).as('now'))
+      .where('status', '=', status)
+      .where((eb) => eb.not(heldByAnotherProcess(eb, options.affinityHolder, now)))
+      .orderBy('due_at')
+      .limit(1)
+      .executeTakeFirst();
+  const rows = [
+    await firstDue('queued', (eb) => eb.ref('next_attempt_at')),
+    await firstDue('processing', (eb) =>
+      eb.case().when('lease_expires_at', '>', eb.ref('next_attempt_at')).then(eb.ref('lease_expires_at')).else(eb.ref('next_attempt_at')).end(),
+    ),
+  ];
+  const due = rows.flatMap((row) => (row && row.due_at !== null ? [Math.max(0, Number(row.due_at) - Number(row.now))] : []));
   return due.length > 0 ? Math.min(...due) : undefined;
 }
