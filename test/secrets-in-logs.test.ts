@@ -381,9 +381,18 @@ describe(`no secret in logs or in plain text at rest (${STORAGE_LABEL})`, () => 
     await watcher;
     await watch();
 
+    // A recipient's device asks for the live voice note again: answered from what the session keeps (sealed).
+    const liveNote = world.sent.find((n) => n.sessionId === sessionId)!;
+    const resent = await world.current(sessionId)!.askForResend({ remoteJid: liveNote.jid, id: liveNote.messageId });
+    assert.ok(resent.relayed, 'the resend request was answered');
+    for (const note of world.sent.filter((n) => n.sessionId === sessionId)) {
+      whatsappMaterial.push(bytesSecret('whatsapp media key of a sent voice note', note.message.audioMessage.mediaKey));
+      whatsappMaterial.push(textSecret('whatsapp media URL of a sent voice note', note.message.audioMessage.directPath));
+    }
+
     // Everything at rest, before the sessions are deleted.
     const dump: Record<string, unknown[]> = {};
-    for (const table of ['accounts', 'api_keys', 'messages', 'usage_periods', 'usage_by_platform', 'affinity_leases', 'whatsapp_sessions', 'whatsapp_keys', 'idempotency_keys'] as const) {
+    for (const table of ['accounts', 'api_keys', 'messages', 'usage_periods', 'usage_by_platform', 'affinity_leases', 'whatsapp_sessions', 'whatsapp_keys', 'whatsapp_sent_messages', 'idempotency_keys'] as const) {
       dump[table] = await db.selectFrom(table).selectAll().execute();
     }
     tableDump = JSON.stringify(dump, (_k, v: unknown) => (typeof v === 'bigint' ? String(v) : v));

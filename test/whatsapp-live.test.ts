@@ -16,7 +16,10 @@ import {
   type TestAppOptions,
   assertErrorEnvelope,
 } from './fixtures/app-harness.js';
-import { eventually, FakeWhatsapp } from './fakes/whatsapp-socket.js';
+import { Writable } from 'node:stream';
+import { purgeOldWhatsappSentMessages, startRetention } from '../src/housekeeping/retention.js';
+import { createLogger } from '../src/logger.js';
+import { encodedMessage, eventually, FakeWhatsapp, type SentVoiceNote } from './fakes/whatsapp-socket.js';
 
 const API = '/api/v1';
 const SESSION_ID = /^ws_[0-9A-Za-z]{24}$/;
@@ -642,6 +645,182 @@ describe(`WhatsApp live sessions: restarts and takeover (${STORAGE_LABEL})`, () 
         await api.close();
         await worker.close();
       }
+    });
+  });
+});
+
+/** The copies of sent voice notes a session keeps for resend requests, as stored. */
+async function sentRows(t: TestApp, sessionId: string): Promise<Array<{ remote_jid: string; message_id: string; content: string; created_at: number }>> {
+  return t.app.services.db.kysely
+    .selectFrom('whatsapp_sent_messages')
+    .select(['remote_jid', 'message_id', 'content', 'created_at'])
+    .where('session_id', '=', sessionId)
+    .execute();
+}
+
+/** The secret parts of a sent voice note, in every form they could take in a log line or a column. */
+function noteSecrets(note: SentVoiceNote): string[] {
+  const audio = note.message.audioMessage;
+  const forms = (bytes: Buffer) => [bytes.toString('base64'), bytes.toString('base64url'), bytes.toString('hex')];
+  return [...forms(audio.mediaKey), ...forms(note.message.messageContextInfo.messageSecret), audio.url, audio.directPath];
+}
+
+/** A logger that keeps every line (trace level and up) in memory. */
+function capturedLogger(): { logger: ReturnType<typeof createLogger>; text: () => string } {
+  const lines: string[] = [];
+  const stream = new Writable({
+    write(chunk, _encoding, done) {
+      lines.push(String(chunk));
+      done();
+    },
+  });
+  return { logger: createLogger('trace', stream), text: () => lines.join('') };
+}
+
+const DAY_MS = 86_400_000;
+
+describe(`WhatsApp live sessions: resend requests (${STORAGE_LABEL})`, () => {
+  it('a recipient device asks again for a note sent before a worker restart: the process holding the session now answers with that note', async () => {
+    const world = new FakeWhatsapp();
+    const logs = capturedLogger();
+    await withRestartableStorage(async (reuse) => {
+      const first = await liveApp(world, 'first', { reuse, logger: logs.logger });
+      let key: string;
+      let id: string;
+      let note: SentVoiceNote;
+      try {
+        key = (await first.createAccount()).liveKey;
+        id = await linkedSession(first, world, key);
+        assert.equal((await deliver(first, key, id)).status, 'delivered');
+        note = world.sent.at(-1)!;
+        assert.equal(note.instance, 'first');
+      } finally {
+        await first.close();
+      }
+
+      const second = await liveApp(world, 'second', { reuse, logger: logs.logger });
+      try {
+        const socket = (await eventually(
+          () => world.calls.find((c) => c.instance === 'second' && c.sessionId === id && c.socket.opened),
+          'the restarted app to reconnect the session',
+        )).socket;
+        // The recipient's phone (device 3) could not decrypt it: a retry receipt naming the chat, as WhatsApp sends it.
+        const asked = await socket.askForResend({ remoteJid: `${RECIPIENT}@s.whatsapp.net`, id: note.messageId, participant: `${RECIPIENT}:3@s.whatsapp.net` });
+        assert.ok(asked.relayed, 'the resend request was answered');
+        assert.deepEqual(asked.relayed, await encodedMessage(note.message), 'with exactly the message sent before the restart');
+        const audio = (asked.answer as { audioMessage: Record<string, any> }).audioMessage;
+        assert.deepEqual(Buffer.from(audio.mediaKey), note.message.audioMessage.mediaKey, 'the same media key: the uploaded audio, not a new upload');
+        assert.equal(audio.url, note.message.audioMessage.url);
+        assert.equal(audio.ptt, true);
+        assert.equal(audio.seconds, note.content.seconds);
+        // A receipt that names the device in the chat jid is the same chat.
+        assert.ok((await socket.askForResend({ remoteJid: `${RECIPIENT}:3@s.whatsapp.net`, id: note.messageId })).relayed);
+
+        // Nothing that was not sent by this session to this chat is given out.
+        const unknown = await socket.askForResend({ remoteJid: `${RECIPIENT}@s.whatsapp.net`, id: '3EB0000000000000000000' });
+        assert.equal(unknown.answer, undefined, 'an unknown message → undefined (Baileys then sends nothing)');
+        assert.equal(unknown.relayed, null);
+        assert.equal((await socket.askForResend({ remoteJid: '14155550199@s.whatsapp.net', id: note.messageId })).answer, undefined, 'another chat asking for that id');
+        assert.equal(await socket.getMessage({ remoteJid: `${RECIPIENT}@s.whatsapp.net`, id: note.messageId, fromMe: false }), undefined, 'not a message of ours');
+
+        // At rest: sealed, one row, keyed by session, chat and message id.
+        const rows = await sentRows(second, id);
+        assert.deepEqual(rows.map((r) => [r.remote_jid, r.message_id]), [[`${RECIPIENT}@s.whatsapp.net`, note.messageId]]);
+        assert.match(rows[0]!.content, /^v1\.[\w-]+\.[\w-]+\.[\w-]+$/, 'a sealed value');
+        for (const secret of noteSecrets(note)) {
+          assert.ok(!rows[0]!.content.includes(secret), 'no media key, message secret or media URL in clear in the database');
+          assert.ok(!logs.text().includes(secret), 'no media key, message secret or media URL in the logs');
+        }
+        assert.ok(logs.text().includes('resending it'), 'the logs were captured (and say a resend was answered)');
+      } finally {
+        await second.close();
+      }
+    });
+    assert.deepEqual(world.violations, []);
+  });
+
+  describe('one app', () => {
+    const world = new FakeWhatsapp();
+    let t: TestApp;
+    let key: string;
+
+    before(async () => {
+      t = await liveApp(world, 'A');
+      key = (await t.createAccount()).liveKey;
+    });
+    after(async () => {
+      await t.close();
+    });
+
+    it('a chat WhatsApp names by linked identity (@lid) is the phone number it stands for; an unmapped one gets nothing', async () => {
+      const id = await linkedSession(t, world, key);
+      const recipient = '14155550107';
+      world.lids.set(recipient, '201555000000107');
+      assert.equal((await deliver(t, key, id, recipient)).status, 'delivered');
+      const note = world.sent.at(-1)!;
+      const socket = world.current(id)!;
+      const asked = await socket.askForResend({ remoteJid: '201555000000107@lid', id: note.messageId, participant: '201555000000107:2@lid' });
+      assert.deepEqual(asked.relayed, await encodedMessage(note.message));
+      assert.equal((await socket.askForResend({ remoteJid: '201555000000999@lid', id: note.messageId })).answer, undefined);
+    });
+
+    it('deleting the session removes what it sent: its socket answers nothing any more', async () => {
+      const id = await linkedSession(t, world, key, '14155550127');
+      assert.equal((await deliver(t, key, id, '14155550108')).status, 'delivered');
+      const note = world.sent.at(-1)!;
+      const socket = world.current(id)!;
+      assert.ok((await socket.askForResend({ remoteJid: note.jid, id: note.messageId })).relayed, 'answered while the session exists');
+      assert.equal((await sentRows(t, id)).length, 1);
+      assert.equal((await deleteSession(t, key, id)).statusCode, 200);
+      assert.deepEqual(await sentRows(t, id), []);
+      const after = await socket.askForResend({ remoteJid: note.jid, id: note.messageId });
+      assert.equal(after.answer, undefined);
+      assert.equal(after.relayed, null);
+    });
+
+    it('a device logged out from the phone: what it sent goes with its credentials', async () => {
+      const id = await linkedSession(t, world, key, '14155550128');
+      assert.equal((await deliver(t, key, id, '14155550109')).status, 'delivered');
+      assert.equal((await sentRows(t, id)).length, 1);
+      world.current(id)!.closeWith(401, 'Stream Errored (conflict)');
+      await sessionReaches(t, key, id, 'disconnected');
+      await eventually(async () => (await sentRows(t, id)).length === 0, 'the sent messages of a logged-out device to be removed');
+    });
+
+    it('older than 14 days: not answered, and swept by retention (always, even with MESSAGE_RETENTION_DAYS=0); younger ones stay', async () => {
+      const id = await linkedSession(t, world, key, '14155550129');
+      assert.equal((await deliver(t, key, id, '14155550110')).status, 'delivered');
+      const old = world.sent.at(-1)!;
+      assert.equal((await deliver(t, key, id, '14155550111')).status, 'delivered');
+      const recent = world.sent.at(-1)!;
+      const db = t.app.services.db.kysely;
+      await db
+        .updateTable('whatsapp_sent_messages')
+        .set({ created_at: Date.now() - 14 * DAY_MS - 60_000 })
+        .where('session_id', '=', id)
+        .where('message_id', '=', old.messageId)
+        .execute();
+      await db
+        .updateTable('whatsapp_sent_messages')
+        .set({ created_at: Date.now() - 13 * DAY_MS })
+        .where('session_id', '=', id)
+        .where('message_id', '=', recent.messageId)
+        .execute();
+      const socket = world.current(id)!;
+      assert.equal((await socket.askForResend({ remoteJid: old.jid, id: old.messageId })).answer, undefined, 'too old to be given out, even before the sweep');
+      assert.ok((await socket.askForResend({ remoteJid: recent.jid, id: recent.messageId })).relayed, '13 days old: answered');
+
+      // The worker's housekeeping sweeps it whatever the message retention is (0 keeps messages for ever).
+      const retention = startRetention(db, 0, createLogger('silent'), { firstRunMs: 0 });
+      try {
+        await eventually(async () => !(await sentRows(t, id)).some((r) => r.message_id === old.messageId), 'the 14-day sweep');
+      } finally {
+        await retention.stop();
+      }
+      assert.deepEqual((await sentRows(t, id)).map((r) => r.message_id), [recent.messageId]);
+      assert.equal(await purgeOldWhatsappSentMessages(db), 0, 'nothing older left');
+      assert.equal(await purgeOldWhatsappSentMessages(db, { now: Date.now() + 2 * DAY_MS, batchSize: 1 }), 1, 'in batches, when its day comes');
+      assert.deepEqual(await sentRows(t, id), []);
     });
   });
 });

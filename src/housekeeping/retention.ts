@@ -1,6 +1,8 @@
 import type { Kysely } from 'kysely';
 import type { Logger } from 'pino';
 import type { Database } from '../store/schema.js';
+import { purgeSentMessagesBefore } from '../store/whatsapp-sent-messages.js';
+import { RESEND_KEEP_DAYS, RESEND_KEEP_MS } from '../platforms/whatsapp/resend.js';
 
 const DAY_MS = 86_400_000;
 /** Small batches: each is one short transaction, so sends and claims are never held up for long. */
@@ -55,27 +57,55 @@ export async function purgeOldMessages(
   }
 }
 
+/**
+ * Deletes what live WhatsApp sessions keep of their sent voice notes for resend requests once it is
+ * older than 14 days (whatever MESSAGE_RETENTION_DAYS says: that content holds the media key of the
+ * uploaded audio, and nobody asks for a message again that late). Returns how many rows went.
+ */
+export async function purgeOldWhatsappSentMessages(
+  db: Kysely<Database>,
+  options: { now?: number; batchSize?: number; pauseMs?: number; shouldStop?: () => boolean } = {},
+): Promise<number> {
+  const cutoff = (options.now ?? Date.now()) - RESEND_KEEP_MS;
+  return purgeSentMessagesBefore(db, cutoff, {
+    batchSize: options.batchSize ?? RETENTION_BATCH,
+    ...(options.shouldStop ? { shouldStop: options.shouldStop } : {}),
+    pause: () => sleep(options.pauseMs ?? PAUSE_BETWEEN_BATCHES_MS),
+  });
+}
+
 export interface Retention {
   stop(): Promise<void>;
 }
 
 /**
  * The worker process's retention housekeeping: a first purge a few seconds after start, then one
- * an hour. Several workers may run it at once: each batch deletes only rows still there.
+ * an hour. Several workers may run it at once: each batch deletes only rows still there. Settled
+ * messages go after `days` (0 keeps them); what WhatsApp sessions keep for resend requests after 14 days, always.
  */
 export function startRetention(db: Kysely<Database>, days: number, logger: Logger, timing: { firstRunMs?: number; everyMs?: number } = {}): Retention {
-  if (days <= 0) return { stop: async () => undefined };
   let stopped = false;
   let running: Promise<void> | undefined;
+  const purgeMessages = async (): Promise<void> => {
+    if (days <= 0) return;
+    await purgeOldMessages(db, { days, shouldStop: () => stopped }).then(
+      (purged) => {
+        if (purged > 0) logger.info({ purged, retention_days: days }, 'deleted settled messages past retention');
+      },
+      (err: unknown) => logger.warn({ err }, 'message retention purge failed; retried at the next run'),
+    );
+  };
+  const purgeSent = (): Promise<void> =>
+    purgeOldWhatsappSentMessages(db, { shouldStop: () => stopped }).then(
+      (purged) => {
+        if (purged > 0) logger.info({ purged, retention_days: RESEND_KEEP_DAYS }, 'deleted WhatsApp sent-message copies kept for resend requests');
+      },
+      (err: unknown) => logger.warn({ err }, 'WhatsApp sent-message retention failed; retried at the next run'),
+    );
   const run = (): void => {
     if (stopped || running) return;
-    running = purgeOldMessages(db, { days, shouldStop: () => stopped })
-      .then(
-        (purged) => {
-          if (purged > 0) logger.info({ purged, retention_days: days }, 'deleted settled messages past retention');
-        },
-        (err: unknown) => logger.warn({ err }, 'message retention purge failed; retried at the next run'),
-      )
+    running = purgeMessages()
+      .then(purgeSent)
       .finally(() => {
         running = undefined;
       });

@@ -112,6 +112,18 @@ export interface WhatsappKeysTable {
   value: string;
 }
 
+/**
+ * A voice note a live WhatsApp session sent, for answering resend requests: `content` is the sealed
+ * message Baileys sent (protobuf bytes, base64, inside); `remote_jid` the chat (`<digits>@s.whatsapp.net`).
+ */
+export interface WhatsappSentMessagesTable {
+  session_id: string;
+  remote_jid: string;
+  message_id: string;
+  content: string;
+  created_at: number;
+}
+
 export interface IdempotencyKeysTable {
   account_id: string;
   env: string;
@@ -254,6 +266,7 @@ export interface Database {
   affinity_leases: AffinityLeasesTable;
   whatsapp_sessions: WhatsappSessionsTable;
   whatsapp_keys: WhatsappKeysTable;
+  whatsapp_sent_messages: WhatsappSentMessagesTable;
   idempotency_keys: IdempotencyKeysTable;
   webhook_endpoints: WebhookEndpointsTable;
   webhook_events: WebhookEventsTable;

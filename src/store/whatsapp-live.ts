@@ -3,11 +3,13 @@ import { claimAffinity, dropAffinity, lockHeldAffinity, releaseAffinity, renewAf
 import { recordSessionStatusChange } from '../webhooks/events.js';
 import type { Database } from './schema.js';
 import type { WhatsappSessionRow, WhatsappSessionStatus } from './whatsapp-sessions.js';
+import { forgetSentMessages } from './whatsapp-sent-messages.js';
 
 /**
  * Live WhatsApp sessions: the lease that gives one process the session's socket (an affinity lease keyed
  * by the session id, so the messages of the session go to that process), and the sealed auth
- * state (creds in `whatsapp_sessions.auth_state`, signal keys in `whatsapp_keys`). Values arrive and
+ * state (creds in `whatsapp_sessions.auth_state`, signal keys in `whatsapp_keys`; what the session
+ * sent, for resend requests, in `whatsapp_sent_messages`). Values arrive and
  * leave sealed; this module never sees a secret in clear.
  */
 
@@ -146,6 +148,8 @@ export async function endLiveSession(
   await db.transaction().execute(async (trx) => {
     await dropAffinity(trx, id);
     await trx.deleteFrom('whatsapp_keys').where('session_id', '=', id).execute();
+    // Nothing can resend for a device that is gone: what it sent goes with its credentials.
+    await forgetSentMessages(trx, id);
     await trx.updateTable('whatsapp_sessions').set({ auth_state: null }).where('id', '=', id).execute();
     const ended = await trx.updateTable('whatsapp_sessions').set({ status, updated_at: now }).where('id', '=', id).where('status', 'in', from).executeTakeFirst();
     // Webhooks: whatsapp_session.updated, committed with the status it reports.
@@ -159,6 +163,7 @@ export async function deleteSessionAndAuth(db: Kysely<Database>, sessionId: stri
     // The lease first: a holder's key writes lock it, so they finish before the session goes.
     await dropAffinity(trx, sessionId);
     await trx.deleteFrom('whatsapp_keys').where('session_id', '=', sessionId).execute();
+    await forgetSentMessages(trx, sessionId);
     const result = await trx.deleteFrom('whatsapp_sessions').where('id', '=', sessionId).executeTakeFirst();
     return Number(result.numDeletedRows) > 0;
   });

@@ -1,8 +1,10 @@
 import { EventEmitter } from 'node:events';
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import {
   DISCONNECT,
   type AuthState,
+  type ResendRequestKey,
+  type SentWhatsappMessage,
   type SocketEvents,
   type VoiceNoteContent,
   type WhatsappSocket,
@@ -25,6 +27,18 @@ export interface SentVoiceNote {
   messageId: string;
   /** The signal session with this recipient was already in the key store (written by an earlier send). */
   hadSignalSession: boolean;
+  /** The message content the send produced (what Baileys' sendMessage gives back): the uploaded audio's URL and media key. */
+  message: Record<string, any>;
+}
+
+/** A recipient's device asked the sender for a message again, and what the sender's `getMessage` gave. */
+export interface ResendRequest {
+  instance: string;
+  sessionId: string;
+  key: ResendRequestKey;
+  answer: unknown;
+  /** What Baileys would relay: the answer as protobuf bytes (null when there was no answer, so nothing is sent). */
+  relayed: Buffer | null;
 }
 
 export interface FactoryCall {
@@ -64,6 +78,8 @@ export class FakeSocket implements WhatsappSocket {
     readonly instance: string,
     readonly sessionId: string,
     readonly auth: AuthState,
+    /** The `getMessage` the socket was configured with (Baileys' default answers nothing). */
+    readonly getMessage: (key: ResendRequestKey) => Promise<unknown> = async () => undefined,
   ) {}
 
   /** What the socket does once created: reconnect with paired creds, or show a code to scan. */
@@ -120,7 +136,7 @@ export class FakeSocket implements WhatsappSocket {
     return phoneNumbers.filter((n) => !this.world.absent.has(n)).map((n) => ({ jid: `${n}@s.whatsapp.net`, exists: true }));
   }
 
-  async sendMessage(jid: string, content: VoiceNoteContent, options?: { messageId?: string }): Promise<unknown> {
+  async sendMessage(jid: string, content: VoiceNoteContent, options?: { messageId?: string }): Promise<SentWhatsappMessage> {
     this.assertOpen();
     // What a WhatsApp client must send for a voice note (anything else arrives as a file, or not at all).
     const problem = voiceNoteProblem(content, options);
@@ -142,7 +158,12 @@ export class FakeSocket implements WhatsappSocket {
     // Like the signal protocol: read the session with the recipient, then store the ratcheted one.
     const existing = await this.auth.keys.get('session', [jid]);
     await this.auth.keys.set({ session: { [jid]: randomBytes(48) } });
-    const note = { instance: this.instance, sessionId: this.sessionId, jid, content, messageId, hadSignalSession: existing[jid] !== undefined };
+    const user = jid.split('@')[0]!;
+    const lid = this.world.lids.get(user);
+    // Like Baileys 7 when it learns a contact's linked identity: the mapping both ways, in the key store.
+    if (lid) await this.auth.keys.set({ 'lid-mapping': { [user]: lid, [`${lid}_reverse`]: user } });
+    const message = uploadedVoiceNote(content);
+    const note = { instance: this.instance, sessionId: this.sessionId, jid, content, messageId, hadSignalSession: existing[jid] !== undefined, message };
     if (this.world.seenIds.has(`${jid} ${messageId}`)) {
       // Recipients' devices key messages by id: the same id again is the same message, shown once.
       this.world.deduplicated.push(note);
@@ -156,7 +177,22 @@ export class FakeSocket implements WhatsappSocket {
       this.world.unacknowledged.set(`${this.sessionId} ${jid}`, { audio: content.audio, messageId });
       throw boom('Timed Out', DISCONNECT.connectionLost);
     }
-    return { key: { id: messageId, remoteJid: jid, fromMe: true } };
+    return { key: { id: messageId, remoteJid: jid, fromMe: true }, message };
+  }
+
+  /**
+   * A recipient's device could not decrypt a message and sends a retry receipt: Baileys asks the
+   * socket's `getMessage` for the message (key as Baileys builds it from the receipt: the chat as the
+   * receipt names it, `fromMe`, the asking device as participant) and relays whatever it gets, encoded
+   * as a `proto.Message`; nothing when it gets nothing.
+   */
+  async askForResend(request: { remoteJid: string; id: string; participant?: string }): Promise<ResendRequest> {
+    const key: ResendRequestKey = { remoteJid: request.remoteJid, id: request.id, fromMe: true, participant: request.participant ?? request.remoteJid };
+    const answer = await this.getMessage(key);
+    const relayed = answer ? await encodedMessage(answer) : null;
+    const recorded = { instance: this.instance, sessionId: this.sessionId, key, answer, relayed };
+    this.world.resendRequests.push(recorded);
+    return recorded;
   }
 
   async requestPairingCode(phoneNumber: string): Promise<string> {
@@ -197,6 +233,33 @@ const BAILEYS7_KEY_IDS: Record<string, string[]> = {
   tctoken: ['14155550123@s.whatsapp.net'],
 };
 
+/** What Baileys' sendMessage makes of a voice note once the audio is uploaded: an audioMessage pointing at the encrypted file. */
+function uploadedVoiceNote(content: VoiceNoteContent): Record<string, any> {
+  const path = `/v/t62.7117-24/${randomBytes(12).toString('hex')}.enc?ccb=11-4&oh=${randomBytes(16).toString('hex')}&oe=69A1B2C3&_nc_sid=5e03e0`;
+  return {
+    audioMessage: {
+      url: `https://mmg.whatsapp.net${path}&mms3=true`,
+      mimetype: content.mimetype,
+      fileSha256: createHash('sha256').update(content.audio).digest(),
+      fileLength: content.audio.length,
+      seconds: content.seconds,
+      ptt: true,
+      mediaKey: randomBytes(32),
+      fileEncSha256: randomBytes(32),
+      directPath: path,
+      mediaKeyTimestamp: Math.floor(Date.now() / 1000),
+      waveform: Buffer.from(content.waveform),
+    },
+    messageContextInfo: { messageSecret: randomBytes(32) },
+  };
+}
+
+/** A message as the protobuf bytes Baileys encrypts and relays (`proto.Message.encode`). */
+export async function encodedMessage(message: unknown): Promise<Buffer> {
+  const { proto } = await import('@whiskeysockets/baileys');
+  return Buffer.from(proto.Message.encode(proto.Message.fromObject(message as Record<string, unknown>)).finish());
+}
+
 function voiceNoteProblem(content: VoiceNoteContent, options: { messageId?: string } | undefined): string | null {
   if (content.ptt !== true) return 'ptt is not true';
   if (content.mimetype !== 'audio/ogg; codecs=opus') return `mimetype ${content.mimetype}`;
@@ -236,10 +299,14 @@ export class FakeWhatsapp {
   readonly sent: SentVoiceNote[] = [];
   readonly lookups: string[] = [];
   readonly logouts: Array<{ instance: string; sessionId: string }> = [];
+  /** Recipients WhatsApp addresses by linked identity (phone number → LID user): a send stores the mapping, as Baileys 7 does. */
+  readonly lids = new Map<string, string>();
+  /** Every resend request a recipient's device made, with the sender's answer. */
+  readonly resendRequests: ResendRequest[] = [];
 
   factory(instance: string): WhatsappSocketFactory {
-    return ({ sessionId, auth }) => {
-      const socket = new FakeSocket(this, instance, sessionId, auth);
+    return ({ sessionId, auth, getMessage }) => {
+      const socket = new FakeSocket(this, instance, sessionId, auth, getMessage);
       const noise = (auth.creds.noiseKey as { public?: Uint8Array } | undefined)?.public;
       this.sockets.push(socket);
       this.calls.push({ instance, sessionId, socket, paired: auth.creds.me !== undefined, noiseKeyPublic: noise ? Buffer.from(noise) : undefined });

@@ -86,11 +86,14 @@ export function createWhatsappAdapter(deps: { db: Kysely<Database>; live: LiveWh
           };
           // The send cannot be taken back once started: an attempt aborted before it never starts it.
           job.signal.throwIfAborted();
+          let sent: Awaited<ReturnType<typeof socket.sendMessage>>;
           try {
-            await socket.sendMessage(account.jid || `${job.recipient}@s.whatsapp.net`, note, { messageId: whatsappMessageId(job.messageId) });
+            sent = await socket.sendMessage(account.jid || `${job.recipient}@s.whatsapp.net`, note, { messageId: whatsappMessageId(job.messageId) });
           } catch (error) {
             throw transient(`WhatsApp did not accept the voice note: ${(error as Error).message}`);
           }
+          // For a recipient's device that cannot decrypt it and asks for it again, days later or in another process.
+          await acquired.held.keepForResend(sent);
         });
       } catch (error) {
         if (error instanceof SessionNotOpenError) throw new DeliveryError('session_not_connected', error.message, true);

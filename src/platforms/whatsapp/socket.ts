@@ -64,13 +64,28 @@ export interface VoiceNoteContent {
   waveform: Uint8Array;
 }
 
+/** What Baileys' `sendMessage` gives back (a `WebMessageInfo`): the key and the message content it relayed. */
+export interface SentWhatsappMessage {
+  key?: { remoteJid?: string | null; id?: string | null; fromMe?: boolean | null };
+  /** A `proto.IMessage`: for a voice note, its `audioMessage` with the uploaded file's URL and media key. */
+  message?: unknown;
+}
+
+/** The key Baileys hands `getMessage` when a device asks for a message again (a retry receipt). */
+export interface ResendRequestKey {
+  remoteJid?: string | null;
+  id?: string | null;
+  fromMe?: boolean | null;
+  participant?: string | null;
+}
+
 export interface WhatsappSocket {
   ev: { on<E extends keyof SocketEvents>(event: E, listener: (update: SocketEvents[E]) => void): void };
   /** The linked account once open: `<digits>:<device>@s.whatsapp.net`. */
   readonly user: { id: string } | undefined;
   onWhatsApp(...phoneNumbers: string[]): Promise<Array<{ jid: string; exists: boolean | unknown }> | undefined>;
   /** `messageId`: chosen by us, so every attempt of one message carries the same id (recipients' devices key messages by it). */
-  sendMessage(jid: string, content: VoiceNoteContent, options: { messageId: string }): Promise<unknown>;
+  sendMessage(jid: string, content: VoiceNoteContent, options: { messageId: string }): Promise<SentWhatsappMessage | undefined>;
   /**
    * Asks WhatsApp for an 8-character code to type on the phone (Linked devices → Link with phone number
    * instead), for a socket whose creds are not registered yet. `phoneNumber`: digits with country code.
@@ -88,6 +103,11 @@ export interface SocketFactoryInput {
   logger: Logger;
   /** How long Baileys shows one pairing code before it makes the next one. */
   qrTimeoutMs: number;
+  /**
+   * Baileys' `getMessage`: the content (`proto.IMessage`) of a message this session sent, when a
+   * recipient's device could not decrypt it and asks for it again; undefined when it is not kept.
+   */
+  getMessage(key: ResendRequestKey): Promise<unknown>;
 }
 
 export type WhatsappSocketFactory = (input: SocketFactoryInput) => WhatsappSocket | Promise<WhatsappSocket>;
@@ -136,7 +156,7 @@ let webVersion: { at: number; value: Promise<WaVersion | undefined> } | undefine
 
 /** The real socket: a Baileys linked device with the given auth state. */
 export function createBaileysSocketFactory(): WhatsappSocketFactory {
-  return async ({ auth, logger, qrTimeoutMs }) => {
+  return async ({ auth, logger, qrTimeoutMs, getMessage }) => {
     const b = await loadBaileys();
     const { makeWASocket, makeCacheableSignalKeyStore, Browsers } = b;
     const version = await currentWebVersion(b);
@@ -154,6 +174,9 @@ export function createBaileysSocketFactory(): WhatsappSocketFactory {
       markOnlineOnConnect: false,
       syncFullHistory: false,
       shouldSyncHistoryMessage: () => false,
+      // Resend requests: Baileys' own cache holds sent messages 5 minutes, in this process only; this
+      // answers from the database, after a restart or a takeover too.
+      getMessage: getMessage as Config['getMessage'],
     });
     return sock as unknown as WhatsappSocket;
   };

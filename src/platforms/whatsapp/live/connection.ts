@@ -3,6 +3,7 @@ import { recordWhatsappStatusUpdates } from '../../../message-log/receipts.js';
 import { endLiveSession, releaseLease } from '../../../store/whatsapp-live.js';
 import { transitionWhatsappSession } from '../../../store/whatsapp-sessions.js';
 import { DISCONNECT, disconnectCode, phoneOfJid, type AuthCreds, type ConnectionUpdate, type WhatsappSocket } from '../socket.js';
+import { resendAnswers } from './resend.js';
 import { endQuietly, FINAL_CLOSES, type LiveContext, type Link, type Phase, WhatsappUnavailableError, withTimeout } from './context.js';
 
 /** What the socket lifecycle needs from the ownership lease. */
@@ -54,6 +55,7 @@ export function createConnections(ctx: LiveContext, hooks: LeaseHooks) {
         logger: log(link.id),
         // Baileys' own QR rotation must not outlive ours: only the first code is ever shown.
         qrTimeoutMs: tuning.qrValidityMs + 15_000,
+        getMessage: resendAnswers(ctx, link),
       });
     } catch (err) {
       log(link.id).warn({ err }, 'could not open a WhatsApp socket');

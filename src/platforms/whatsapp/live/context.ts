@@ -5,7 +5,7 @@ import type { SecretBox } from '../../../core/secret-box.js';
 import type { Database } from '../../../store/schema.js';
 import type { Owner, WhatsappSessionRow } from '../../../store/whatsapp-sessions.js';
 import type { StoredAuthState } from '../auth-state.js';
-import { DISCONNECT, type WhatsappSocket, type WhatsappSocketFactory } from '../socket.js';
+import { DISCONNECT, type SentWhatsappMessage, type WhatsappSocket, type WhatsappSocketFactory } from '../socket.js';
 
 /**
  * What the parts of live WhatsApp (ownership lease, socket lifecycle, linking, sending) share: the
@@ -57,6 +57,8 @@ export interface HeldSession {
   readonly sessionId: string;
   /** Runs `send` with the session's socket once the per-session pacing allows. */
   paced<T>(send: (socket: WhatsappSocket) => Promise<T>): Promise<T>;
+  /** Keeps what `sendMessage` gave back, sealed, so a recipient's resend request can be answered later (never throws). */
+  keepForResend(sent: SentWhatsappMessage | undefined): Promise<void>;
 }
 
 /**

@@ -113,7 +113,8 @@ export function createLinking(ctx: LiveContext, connections: Connections) {
     };
     let socket: WhatsappSocket | undefined;
     try {
-      socket = await socketFactory({ sessionId: id, auth: { creds, keys }, logger: log(id), qrTimeoutMs: tuning.qrValidityMs });
+      // Connected only to log out: it answers no resend request.
+      socket = await socketFactory({ sessionId: id, auth: { creds, keys }, logger: log(id), qrTimeoutMs: tuning.qrValidityMs, getMessage: async () => undefined });
       const opened = new Promise<boolean>((resolve) => {
         socket!.ev.on('connection.update', (update) => {
           if (update.connection === 'open') resolve(true);

@@ -2,6 +2,7 @@ import { findSessionById } from '../../../store/whatsapp-live.js';
 import { KeyedPacer } from '../../pacing.js';
 import type { WhatsappSocket } from '../socket.js';
 import type { Connections } from './connection.js';
+import { keepForResend } from './resend.js';
 import { SessionNotOpenError, type Acquired, type HeldSession, type LiveContext, type Link } from './context.js';
 
 /**
@@ -23,6 +24,7 @@ export function createSending(ctx: LiveContext, connections: Connections, restor
           return send(socket);
         });
       },
+      keepForResend: (sent) => keepForResend(ctx, link.id, sent),
     };
   }
 
