@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { claimDueMessages } from '../src/store/messages.js';
+import { dailyCounts } from '../src/store/daily-usage.js';
 import { READ_REQUESTS_PER_MINUTE } from '../src/core/plans.js';
 import {
   assertErrorEnvelope,
@@ -154,6 +155,8 @@ describe(`send_at, cancel and unknown fields without a worker (${STORAGE_LABEL})
     assert.equal(usage.json().usage.total_sent, 0, 'total_sent counts notes accepted and not canceled');
     assert.equal(usage.json().usage.by_platform.telegram, 0);
     assert.equal(usage.headers['x-usage-remaining'], '3');
+    const days = await dailyCounts(t.app.services.db.kysely, { accountId: a.accountId, env: 'test' }, Date.now() - DAY, Date.now() + DAY);
+    assert.equal(days.reduce((sum, d) => sum + d.sent, 0), 0, "the dashboard's daily chart does not count it either");
 
     const filtered = (await t.request({ method: 'GET', url: '/api/v1/messages?status=canceled', key: a.testKey })).json();
     assert.deepEqual(filtered.data.map((m: any) => m.id), [id]);
@@ -286,6 +289,20 @@ describe(`scheduled delivery and cancel against a running worker (${STORAGE_LABE
     assert.equal(done.status, 'delivered', JSON.stringify(done));
     assert.ok(Date.parse(done.delivered_at) >= sendAt, `delivered at ${done.delivered_at}, not before ${new Date(sendAt).toISOString()}`);
     assert.equal(fake.callsForChat(chat).length, 1);
+  });
+
+  it('an idle worker wakes for a send_at, however long its poll interval', async () => {
+    // A minute between polls: only the worker's own next-due time (the scheduled note's) can wake it in time.
+    const slow = await startTestApp({ workerPollMs: 60_000 });
+    try {
+      const a = await slow.createAccount();
+      const sendAt = Date.now() + 2_000;
+      const id = await accepted(slow, a.testKey, { ...defaultSendBody('telegram', slow.voiceUrl), send_at: new Date(sendAt).toISOString() });
+      const done = await slow.waitForStatus(a.testKey, id, ['delivered'], 20_000);
+      assert.ok(Date.parse(done.delivered_at) >= sendAt, done.delivered_at);
+    } finally {
+      await slow.close();
+    }
   });
 
   it('never sends a canceled note; a delivered or failed one is not cancelable', async () => {
