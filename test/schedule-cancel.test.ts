@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { claimDueMessages } from '../src/store/messages.js';
 import { dailyCounts } from '../src/store/daily-usage.js';
+import { purgeOldMessages } from '../src/housekeeping/retention.js';
 import { READ_REQUESTS_PER_MINUTE } from '../src/core/plans.js';
 import {
   assertErrorEnvelope,
@@ -194,6 +195,16 @@ describe(`send_at, cancel and unknown fields without a worker (${STORAGE_LABEL})
     const late = assertErrorEnvelope(await cancel(t, a.testKey, taken), 409, 'not_cancelable');
     assert.deepEqual(late.details, { status: 'processing' });
     assert.equal((await t.request({ method: 'GET', url: `/api/v1/status/${taken}`, key: a.testKey })).json().status, 'processing');
+  });
+
+  it('a canceled note is final: retention purges it once old, like a delivered one', async () => {
+    const a = await t.createAccount();
+    const id = await accepted(t, a.testKey, telegram({ send_at: inMs(DAY) }));
+    assert.equal((await cancel(t, a.testKey, id)).statusCode, 200);
+    const db = t.app.services.db.kysely;
+    await db.updateTable('messages').set({ created_at: Date.now() - 400 * DAY }).where('id', '=', id).execute();
+    assert.ok((await purgeOldMessages(db, { days: 365, pauseMs: 0 })) >= 1);
+    assertErrorEnvelope(await t.request({ method: 'GET', url: `/api/v1/status/${id}`, key: a.testKey }), 404, 'not_found');
   });
 
   it("answers 404 for another account's or environment's message, and for an unknown id", async () => {
