@@ -124,6 +124,13 @@ describe(`send_at, cancel and unknown fields without a worker (${STORAGE_LABEL})
     assert.equal(again.json().id, first.json().id);
     const usage = (await t.request({ method: 'GET', url: '/api/v1/usage', key: a.testKey })).json();
     assert.equal(usage.usage.total_sent, 1);
+    // Canceled, then the same request again: the key's answer, nothing new sent or counted.
+    assert.equal((await cancel(t, a.testKey, first.json().id)).statusCode, 200);
+    const replay = await t.send(a.testKey, body, { 'idempotency-key': 'sched-1' });
+    assert.equal(replay.json().id, first.json().id);
+    assert.equal(replay.headers['idempotent-replayed'], 'true');
+    assert.equal((await t.request({ method: 'GET', url: `/api/v1/status/${first.json().id}`, key: a.testKey })).json().status, 'canceled');
+    assert.equal((await t.request({ method: 'GET', url: '/api/v1/usage', key: a.testKey })).json().usage.total_sent, 0);
   });
 
   it('cancels a queued note: 200 with the status lookup, now canceled; status, log, quota, usage and a webhook follow', async () => {
