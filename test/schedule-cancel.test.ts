@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { claimDueMessages } from '../src/store/messages.js';
+import { cancelMessage } from '../src/store/cancel.js';
 import { dailyCounts } from '../src/store/daily-usage.js';
 import { purgeOldMessages } from '../src/housekeeping/retention.js';
 import { READ_REQUESTS_PER_MINUTE } from '../src/core/plans.js';
@@ -212,6 +213,37 @@ describe(`send_at, cancel and unknown fields without a worker (${STORAGE_LABEL})
     await db.updateTable('messages').set({ created_at: Date.now() - 400 * DAY }).where('id', '=', id).execute();
     assert.ok((await purgeOldMessages(db, { days: 365, pauseMs: 0 })) >= 1);
     assertErrorEnvelope(await t.request({ method: 'GET', url: `/api/v1/status/${id}`, key: a.testKey }), 404, 'not_found');
+  });
+
+  it('in storage, claims and cancels of the same messages at once: each message is claimed or canceled, never both', async (ctx) => {
+    const a = await t.createAccount({ quota: 1000 });
+    const ids = new Set<string>();
+    for (let i = 0; i < 60; i++) ids.add(await accepted(t, a.testKey, telegram({ recipient: String(330000000 + i) })));
+    const { kysely, dialect } = t.app.services.db;
+    const owner = { accountId: a.accountId, env: 'test' };
+    const claimed = new Set<string>();
+    // Three "workers" claiming a few at a time while every message is canceled, all interleaved.
+    const workers = ['w1', 'w2', 'w3'].map(async (worker) => {
+      for (let turn = 0; turn < 30; turn++) {
+        for (const row of await claimDueMessages(kysely, dialect, worker, { limit: 3, leaseMs: MINUTE })) {
+          if (!ids.has(row.id)) continue;
+          assert.ok(!claimed.has(row.id), `${row.id} claimed twice`);
+          claimed.add(row.id);
+        }
+      }
+    });
+    const cancels = [...ids].map((id) => cancelMessage(kysely, owner, id).then((outcome) => ({ id, outcome })));
+    const [outcomes] = await Promise.all([Promise.all(cancels), Promise.all(workers)]);
+    for (const { id, outcome } of outcomes) {
+      if (outcome.kind === 'canceled') assert.ok(!claimed.has(id), `${id} both canceled and claimed`);
+      else {
+        assert.deepEqual(outcome, { kind: 'not_cancelable', status: 'processing' });
+        assert.ok(claimed.has(id), `${id} refused without a claim`);
+      }
+    }
+    ctx.diagnostic(`${claimed.size} claimed, ${ids.size - claimed.size} canceled`);
+    const rows = await kysely.selectFrom('messages').select(['id', 'status']).where('account_id', '=', a.accountId).execute();
+    for (const row of rows) assert.equal(row.status, claimed.has(row.id) ? 'processing' : 'canceled', row.id);
   });
 
   it("answers 404 for another account's or environment's message, and for an unknown id", async () => {
