@@ -245,6 +245,19 @@ describe(`voicenote send (${STORAGE_LABEL})`, () => {
     assert.match(run.stdout, /^queued msg_[0-9A-Za-z]{24}\s+telegram → 123456789\n$/);
   });
 
+  test('--send-at schedules the send: the message log shows its send_at; a bad one is the API\'s 422 naming send_at', async () => {
+    const sendAt = new Date(Date.now() + 86_400_000).toISOString();
+    const run = await runCli(single('123456789', ['--send-at', sendAt]), {});
+    assert.equal(run.code, 0, run.stderr);
+    const id = /^queued (msg_[0-9A-Za-z]{24})\s+telegram → 123456789  scheduled for (\S+)\n$/.exec(run.stdout);
+    assert.ok(id, run.stdout);
+    assert.equal(id[2], sendAt);
+    const logged = (await t.request({ method: 'GET', url: `/api/v1/messages/${id[1]}`, key })).json();
+    assert.equal(logged.send_at, sendAt);
+    assert.equal(logged.status, 'queued');
+    assert.match(oneErrorLine(await runCli(single('123456789', ['--send-at', 'tomorrow']), {})), /422 invalid_parameter: .*\(send_at\)$/);
+  });
+
   test('what the API refuses is one stderr line with the status, code, message and field; nothing on stdout', async () => {
     const run = await runCli(['send', '--key', key, '--url', url, '--platform', 'telegram', '--recipient', '123', '--audio', t.voiceUrl, '--bot-token', 'nope', '--json'], {});
     assert.match(oneErrorLine(run), /^voicenote: 422 invalid_parameter: .*\(session\.bot_token\)$/);

@@ -45,6 +45,12 @@ describe('CSV reading', () => {
   });
 });
 
+test('a send_at column schedules the row; an empty cell sends at once', () => {
+  const [scheduled, atOnce] = readSendCsv('platform,recipient,audio_url,bot_token,send_at\ntelegram,1,https://a/x.ogg,1:t,2026-12-01T09:00:00Z\ntelegram,2,https://a/x.ogg,1:t,\n');
+  assert.equal(sendBody(scheduled!.fields).send_at, '2026-12-01T09:00:00Z');
+  assert.equal('send_at' in sendBody(atOnce!.fields), false);
+});
+
 describe('progress line', () => {
   test('done, failed, remaining, rate and time left', () => {
     const line = formatProgress({ done: 38, failed: 2, total: 100 }, 4_000);

@@ -78,6 +78,24 @@ describe(`typed TypeScript client (${STORAGE_LABEL})`, () => {
     assert.equal(denied.error?.error.code, 'unauthorized');
   });
 
+  test('a scheduled send (send_at), then canceled: typed body and answers, not_cancelable the second time', async () => {
+    const sendAt = new Date(Date.now() + 86_400_000).toISOString();
+    const body: SendRequest = { platform: 'telegram', recipient: '123456789', audio_url: t.voiceUrl, session: { bot_token: TELEGRAM_TOKEN }, send_at: sendAt };
+    const sent = await client.POST('/api/v1/send', { body });
+    assert.equal(sent.response.status, 202, JSON.stringify(sent.error));
+    const path = { message_id: sent.data!.id };
+    const canceled = await client.POST('/api/v1/messages/{message_id}/cancel', { params: { path } });
+    assert.equal(canceled.response.status, 200, JSON.stringify(canceled.error));
+    const status: MessageStatus | undefined = canceled.data;
+    assert.equal(status?.status, 'canceled');
+    const again = await client.POST('/api/v1/messages/{message_id}/cancel', { params: { path } });
+    assert.equal(again.response.status, 409);
+    assert.equal(again.error?.error.code, 'not_cancelable');
+    assert.equal(again.error?.error.details?.status, 'canceled');
+    const logged = await client.GET('/api/v1/messages/{message_id}', { params: { path } });
+    assert.equal(logged.data?.send_at, sendAt);
+  });
+
   test('WhatsApp sessions: create, read, list, delete', async () => {
     const created = await client.POST('/api/v1/whatsapp/sessions', {});
     assert.equal(created.response.status, 201, JSON.stringify(created.error));

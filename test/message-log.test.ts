@@ -17,7 +17,7 @@ import {
  */
 
 const STATUS_FIELDS = ['created_at', 'delivered_at', 'error', 'id', 'platform', 'recipient', 'status'];
-const LIST_FIELDS = [...STATUS_FIELDS, 'attempt_count', 'updated_at'].sort();
+const LIST_FIELDS = [...STATUS_FIELDS, 'attempt_count', 'updated_at', 'send_at'].sort();
 
 after(async () => {
   await closeSharedAudio();
@@ -63,7 +63,7 @@ describe(`message log (${STORAGE_LABEL})`, () => {
     for (const item of page.data) assert.deepEqual(Object.keys(item).sort(), LIST_FIELDS);
     const status = (await t.request({ method: 'GET', url: `/api/v1/status/${failedId}`, key: account.testKey })).json();
     assert.deepEqual(Object.keys(status).sort(), STATUS_FIELDS, 'the status lookup keeps its exact fields');
-    const { attempt_count: _a, updated_at: _u, ...rest } = page.data.find((m) => m.id === failedId);
+    const { attempt_count: _a, updated_at: _u, send_at: _s, ...rest } = page.data.find((m) => m.id === failedId);
     assert.deepEqual(rest, status);
     assert.equal(page.data.find((m) => m.id === flakyId).attempt_count, 3);
   });

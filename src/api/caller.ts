@@ -155,6 +155,17 @@ export class CallerDirectory {
     bound(this.#counts);
   }
 
+  /**
+   * The count after a canceled note was given back (the one case where a count goes down): replaces
+   * what this process knew, so X-Usage-Remaining shows the returned note at once.
+   */
+  noteReturned(scope: UsageScope, sent: number, now = Date.now()): void {
+    const key = usageKey(scope);
+    this.#counts.delete(key);
+    this.#counts.set(key, { sent, readAt: now });
+    bound(this.#counts);
+  }
+
   close(): void {
     this.#stopListening();
     this.#callers.clear();

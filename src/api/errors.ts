@@ -7,6 +7,7 @@ export type ErrorCode =
   | 'quota_exceeded'
   | 'not_found'
   | 'idempotency_conflict'
+  | 'not_cancelable'
   | 'payload_too_large'
   | 'unsupported_media_type'
   | 'invalid_parameter'
@@ -22,6 +23,7 @@ const STATUS_OF: Record<ErrorCode, number> = {
   quota_exceeded: 402,
   not_found: 404,
   idempotency_conflict: 409,
+  not_cancelable: 409,
   payload_too_large: 413,
   unsupported_media_type: 415,
   invalid_parameter: 422,

@@ -21,6 +21,7 @@ const ListItemFields = {
   error: ErrorObject,
   attempt_count: Type.Integer({ description: 'Delivery attempts so far' }),
   updated_at: Timestamp,
+  send_at: Type.Union([Timestamp, Type.Null()], { description: 'The time the send was scheduled for (send_at); null when sent at once' }),
 };
 const ListItem = Type.Object(ListItemFields);
 const MessageList = Type.Object({ data: Type.Array(ListItem), has_more: Type.Boolean({ description: 'More messages past this page, in the direction paged' }) });
@@ -64,6 +65,7 @@ const Detail = Type.Object({
   duration: NullableNumber,
   caption: Type.Union([Type.String(), Type.Null()]),
   next_attempt_at: NullableTimestamp,
+  canceled_at: Type.Union([Timestamp, Type.Null()], { description: 'When the note was canceled (status canceled)' }),
   attempts: Type.Array(Attempt),
   audio: Audio,
   receipts: Receipts,

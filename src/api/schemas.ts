@@ -24,6 +24,12 @@ export const SendBody = Type.Object({
   // null means "not given": many clients serialise an unset optional field that way.
   duration: Type.Optional(Type.Union([Type.Number(), Type.Null()], { description: 'Seconds; detected when omitted or null' })),
   caption: Type.Optional(Type.Union([Type.String(), Type.Null()], { description: 'Telegram only; null is the same as omitted' })),
+  send_at: Type.Optional(
+    Type.Union([Type.String({ format: 'date-time' }), Type.Null()], {
+      description: 'Schedule the send: ISO 8601 with Z or an offset, at most 5 minutes past and 30 days ahead; null is the same as omitted (at once)',
+    }),
+  ),
+  recording_indicator: Type.Optional(Type.Boolean({ description: 'Show the platform\'s "recording audio…" indicator before the note' })),
 });
 export type SendBody = Static<typeof SendBody>;
 
@@ -37,7 +43,7 @@ export const SentMessage = Type.Object({
 
 export const MessageStatus = Type.Object({
   id: Type.String(),
-  status: Type.String({ enum: ['queued', 'processing', 'delivered', 'failed'] }),
+  status: Type.String({ enum: ['queued', 'processing', 'delivered', 'failed', 'canceled'] }),
   platform: PlatformName,
   recipient: Type.String(),
   created_at: Timestamp,

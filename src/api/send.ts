@@ -11,9 +11,14 @@ import { usageScope } from './caller.js';
 import { ApiError, invalidParameter, invalidRequest } from './errors.js';
 import { findReplay, idempotencyScope, idempotentAnswer, replayStored, sendOutcome } from './idempotency.js';
 import { SendBody, SentMessage, withErrors } from './schemas.js';
+import { checkSendAt, parseSendAtValue } from './send-at.js';
+import { rejectUnknownFields } from './unknown-fields.js';
 import { iso, sentMessageView } from './views.js';
 
 const fail = (violation: Violation): ApiError => invalidParameter(violation.field, violation.message);
+
+/** The top-level fields POST /send takes; any other is refused (400 invalid_request naming it). */
+export const SEND_FIELDS = ['platform', 'recipient', 'audio_url', 'session', 'duration', 'caption', 'send_at', 'recording_indicator'] as const;
 
 export function registerSendRoute(app: FastifyInstance, services: Services): void {
   const credentials = new SealedMemo(services.secretBox);
@@ -29,10 +34,17 @@ export function registerSendRoute(app: FastifyInstance, services: Services): voi
         body: SendBody,
         response: { 202: SentMessage, ...withErrors(400, 402, 409, 413, 415, 422) },
       },
+      // Before the schema: a send_at that is no timestamp at all (a number, "tomorrow") is a bad value
+      // (422 naming send_at) rather than the schema's wrong-type or wrong-format 400.
+      preValidation: async (request) => {
+        const sendAt = (request.body as Record<string, unknown> | null | undefined)?.send_at;
+        if (sendAt !== undefined && sendAt !== null) parseSendAtValue(sendAt);
+      },
     },
     async (request, reply) => {
       const caller = request.caller!;
       const body = request.body;
+      rejectUnknownFields(body, SEND_FIELDS);
       const replayed = await findReplay(services, request, reply as unknown as FastifyReply, caller);
       if (replayed) return sendOutcome(reply as unknown as FastifyReply, replayed);
 
@@ -43,6 +55,7 @@ export function registerSendRoute(app: FastifyInstance, services: Services): voi
       if (recipientProblem) throw fail(recipientProblem);
       const session = platform.checkSession(body.session as Record<string, unknown>);
       if (isViolation(session)) throw fail(session);
+      if (platform.sessionFields) rejectUnknownFields(body.session, platform.sessionFields, 'session.');
       const urlProblem = checkAudioUrl(body.audio_url, { allowPrivate: services.config.audioAllowPrivateUrls });
       if (urlProblem) throw invalidParameter('audio_url', urlProblem);
       if (body.duration != null) {
@@ -59,6 +72,8 @@ export function registerSendRoute(app: FastifyInstance, services: Services): voi
       }
 
       const now = Date.now();
+      // Checked at acceptance: a replay of an accepted scheduled send is answered above whatever the time now.
+      const sendAt = checkSendAt(body.send_at, now);
       const scope = usageScope(caller, now);
       const row: MessageRow = {
         id: newMessageId(now),
@@ -83,6 +98,7 @@ export function registerSendRoute(app: FastifyInstance, services: Services): voi
         created_at: now,
         updated_at: now,
         delivered_at: null,
+        send_at: sendAt,
       };
       const answer = sentMessageView(row);
       const idempotency = idempotencyScope(request, caller);

@@ -17,6 +17,7 @@ import {
 } from '../webhooks/endpoints.js';
 import { invalidParameter, notFound } from './errors.js';
 import { commonErrors, withErrors } from './schemas.js';
+import { rejectUnknownFields } from './unknown-fields.js';
 
 const Timestamp = Type.String({ format: 'date-time' });
 const EventType = Type.String({ enum: [...WEBHOOK_EVENT_TYPES] });
@@ -115,6 +116,7 @@ export function registerWebhookEndpointRoutes(app: FastifyInstance, services: Se
       },
     },
     async (request, reply) => {
+      rejectUnknownFields(request.body, ['url', 'events', 'description']);
       const { endpoint, secret } = await checked(() => createWebhookEndpoint(deps, ownerOf(request.caller!), request.body));
       return reply.code(201).send({ ...endpoint, secret });
     },
@@ -152,6 +154,7 @@ export function registerWebhookEndpointRoutes(app: FastifyInstance, services: Se
       },
     },
     async (request) => {
+      rejectUnknownFields(request.body, ['previous_secret_expires_in']);
       const seconds = request.body?.previous_secret_expires_in;
       if (seconds !== undefined && (seconds < 0 || seconds > 7 * 86400)) {
         throw invalidParameter('previous_secret_expires_in', 'previous_secret_expires_in must be from 0 to 604800 seconds');
@@ -175,6 +178,7 @@ export function registerWebhookEndpointRoutes(app: FastifyInstance, services: Se
       },
     },
     async (request, reply) => {
+      rejectUnknownFields(request.body, ['type']);
       const type = request.body?.type ?? 'voice_note.delivered';
       if (!isWebhookEventType(type)) throw invalidParameter('type', `type must be one of ${WEBHOOK_EVENT_TYPES.join(', ')}`);
       const sent = await sendTestEvent(deps, ownerOf(request.caller!), request.params.endpoint_id, type);

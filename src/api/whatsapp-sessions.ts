@@ -3,6 +3,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { Services } from '../services.js';
 import { SessionStateError, SIMULATED_EVENTS, WhatsappUnavailableError, type SimulatedEvent } from '../platforms/whatsapp/sessions.js';
 import { ApiError, invalidParameter, notFound } from './errors.js';
+import { rejectUnknownFields } from './unknown-fields.js';
 import { runIdempotent, sendOutcome } from './idempotency.js';
 import {
   CreatedWhatsappSession,
@@ -51,6 +52,7 @@ export function registerWhatsappSessionRoutes(app: FastifyInstance, services: Se
     async (request, reply) => {
       const caller = request.caller!;
       const owner = { accountId: caller.accountId, env: caller.env };
+      rejectUnknownFields(request.body, ['phone_number']);
       const phoneNumber = request.body.phone_number;
       if (phoneNumber !== undefined && !PHONE_NUMBER.test(phoneNumber)) {
         throw invalidParameter('phone_number', 'phone_number must be the phone number with country code: 7 to 15 digits, no "+"');
@@ -132,6 +134,7 @@ export function registerWhatsappSessionRoutes(app: FastifyInstance, services: Se
       const id = request.params.session_id;
       // Live sessions are real devices: there is nothing to simulate, and the route does not exist for them.
       if (caller.env !== 'test') throw new ApiError('not_found', `no route POST ${request.url.split('?')[0]}`);
+      rejectUnknownFields(request.body, ['event']);
       const event = request.body.event;
       if (!isSimulatedEvent(event)) throw invalidParameter('event', `event must be one of ${SIMULATED_EVENTS.join(', ')}`);
       try {

@@ -33,6 +33,7 @@ export interface SendBody {
   session: Record<string, string>;
   caption?: string;
   duration?: number | string;
+  send_at?: string;
 }
 
 export class ApiClient {

@@ -10,8 +10,8 @@ const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout
 
 const SESSION_FIELDS = ['bot_token', 'li_at', 'csrf_token', 'session_id'] as const;
 const REQUIRED_COLUMNS = ['platform', 'recipient', 'audio_url'] as const;
-const OPTIONAL_COLUMNS = ['caption', 'duration', ...SESSION_FIELDS] as const;
-const FINAL = new Set(['delivered', 'failed']);
+const OPTIONAL_COLUMNS = ['caption', 'duration', 'send_at', ...SESSION_FIELDS] as const;
+const FINAL = new Set(['delivered', 'failed', 'canceled']);
 /** Answers worth trying again with the same Idempotency-Key: nothing can be sent twice. */
 const TRANSIENT_STATUSES = new Set([500, 502, 503, 504]);
 const MAX_TRANSIENT_TRIES = 5;
@@ -27,6 +27,8 @@ export interface SendFields {
   audio_url: string;
   caption?: string;
   duration?: string;
+  /** ISO 8601 with Z or an offset: a scheduled send. */
+  send_at?: string;
   bot_token?: string;
   li_at?: string;
   csrf_token?: string;
@@ -47,6 +49,7 @@ export function sendBody(fields: SendFields): SendBody {
     session,
     ...(fields.caption !== undefined && fields.caption !== '' ? { caption: fields.caption } : {}),
     ...(fields.duration !== undefined && fields.duration !== '' ? { duration: durationValue(fields.duration) } : {}),
+    ...(fields.send_at !== undefined && fields.send_at !== '' ? { send_at: fields.send_at } : {}),
   };
 }
 
@@ -140,7 +143,7 @@ export async function sendOne(client: ApiClient, options: OneSendOptions, out: (
   const sent = answer.message;
   if (!options.wait) {
     if (options.json) out(JSON.stringify(sent));
-    else out(`${sent.status} ${sent.id}  ${sent.platform} → ${sent.recipient}`);
+    else out(`${sent.status} ${sent.id}  ${sent.platform} → ${sent.recipient}${options.fields.send_at ? `  scheduled for ${options.fields.send_at}` : ''}`);
     return;
   }
   const spinner = startSpinner(`${sent.id} ${sent.status}`);
@@ -152,8 +155,10 @@ export async function sendOne(client: ApiClient, options: OneSendOptions, out: (
   }
   if (options.json) out(JSON.stringify(final));
   else if (final.status === 'delivered') out(`delivered ${final.id}  ${final.platform} → ${final.recipient}  at ${final.delivered_at ?? ''}`);
+  else if (final.status === 'canceled') out(`canceled ${final.id}  ${final.platform} → ${final.recipient}`);
   else out(`failed ${final.id}  ${final.platform} → ${final.recipient}  ${final.error?.code ?? ''}: ${final.error?.message ?? ''}`);
   if (final.status === 'failed') throw new SendFailure(`${final.id} failed: ${final.error?.code ?? 'platform_error'}`);
+  if (final.status === 'canceled') throw new SendFailure(`${final.id} was canceled before it was sent`);
 }
 
 export type RowOutcome = { row: number; id: string } | { row: number; error: { code: string; message: string } };

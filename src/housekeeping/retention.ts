@@ -12,7 +12,7 @@ const FIRST_RUN_DELAY_MS = 5_000;
 const RUN_EVERY_MS = 60 * 60_000;
 
 /** Final statuses: a message in any other one is still the queue's and is never deleted. */
-const SETTLED = ['delivered', 'failed'] as const;
+const SETTLED = ['delivered', 'failed', 'canceled'] as const;
 
 /** Rows that describe one message and go with it (the message log's attempts, audio facts and receipts). */
 const MESSAGE_DETAIL_TABLES = ['message_attempts', 'message_audio', 'message_receipts'] as const;

@@ -1,7 +1,7 @@
 import { PLATFORM_NAMES as PLATFORMS } from '../platforms/registry.js';
 import type { MessageFilters, Page } from '../store/message-log.js';
 
-export const MESSAGE_STATUSES = ['queued', 'processing', 'delivered', 'failed'] as const;
+export const MESSAGE_STATUSES = ['queued', 'processing', 'delivered', 'failed', 'canceled'] as const;
 export const DEFAULT_PAGE_SIZE = 20;
 export const MAX_PAGE_SIZE = 100;
 

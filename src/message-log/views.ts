@@ -10,9 +10,12 @@ import type { Database } from '../store/schema.js';
 
 const iso = (ms: number | null): string | null => (ms === null ? null : new Date(Number(ms)).toISOString());
 
-/** A message in the log: the status lookup's fields, plus how many attempts it took and when it last changed. */
+/**
+ * A message in the log: the status lookup's fields, plus how many attempts it took, when it last
+ * changed, and the send_at it was scheduled for (null: sent at once).
+ */
 export function messageListItemView(row: MessageRow) {
-  return { ...messageStatusView(row), attempt_count: Number(row.attempts), updated_at: iso(row.updated_at)! };
+  return { ...messageStatusView(row), attempt_count: Number(row.attempts), updated_at: iso(row.updated_at)!, send_at: iso(row.send_at ?? null) };
 }
 export type MessageListItem = ReturnType<typeof messageListItemView>;
 
@@ -104,6 +107,7 @@ export async function messageDetail(db: Kysely<Database>, dataDir: string, owner
     duration: row.duration === null ? null : Number(row.duration),
     caption: row.caption,
     next_attempt_at: row.status === 'queued' || row.status === 'processing' ? iso(row.next_attempt_at) : null,
+    canceled_at: iso(row.canceled_at ?? null),
     attempts: attempts.map((a) => ({
       attempt: Number(a.attempt),
       started_at: iso(a.started_at)!,

@@ -116,6 +116,11 @@ export interface PlatformDefinition {
   readonly audio: AudioTarget;
   /** Longest caption; null when the platform takes none. */
   readonly maxCaptionLength: number | null;
+  /**
+   * The names a send's `session` may carry: any other is refused as an unknown field
+   * (`session.<name>`, 400). Absent: not checked (platforms that tests register for themselves).
+   */
+  readonly sessionFields?: readonly string[];
   checkRecipient(recipient: string): Violation | null;
   checkSession(session: Record<string, unknown>): PlatformSession | Violation;
   /** Checks at accept time that need storage (a linked session that must be connected, say). */

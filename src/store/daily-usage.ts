@@ -32,6 +32,8 @@ export async function dailyCounts(db: Kysely<Database>, owner: { accountId: stri
     ])
     .where('account_id', '=', owner.accountId)
     .where('env', '=', owner.env)
+    // A canceled note was given back to the quota: it is not counted as sent (as in usage.total_sent).
+    .where('status', '<>', 'canceled')
     .where('created_at', '>=', from)
     .where('created_at', '<', to)
     .groupBy([day, 'platform'])

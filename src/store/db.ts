@@ -21,6 +21,7 @@ import * as reliability from './migrations/005_reliability.js';
 import * as messageRetention from './migrations/010_message_retention.js';
 import * as messageRequestId from './migrations/011_message_request_id.js';
 import * as whatsappSentMessages from './migrations/012_whatsapp_sent_messages.js';
+import * as sendAtCancel from './migrations/013_send_at_cancel.js';
 
 export type Dialect = 'sqlite' | 'postgres';
 
@@ -163,6 +164,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '010_message_retention': messageRetention,
   '011_message_request_id': messageRequestId,
   '012_whatsapp_sent_messages': whatsappSentMessages,
+  '013_send_at_cancel': sendAtCancel,
 };
 
 const provider: MigrationProvider = { getMigrations: async () => MIGRATIONS };

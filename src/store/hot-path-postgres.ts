@@ -36,6 +36,7 @@ const MESSAGE_COLUMN_TYPES: Record<(typeof MESSAGE_INSERT_COLUMNS)[number], stri
   created_at: 'bigint',
   updated_at: 'bigint',
   delivered_at: 'bigint',
+  send_at: 'bigint',
 };
 
 // $1–$3 name the usage row (account, env, period), $4 is how many sends, $5 the quota; then one array
@@ -59,7 +60,9 @@ const ACCEPT_SENDS = `with reserved as (
   select * from unnest(${columnArrays.join(', ')}) as t(${MESSAGE_INSERT_COLUMNS.join(', ')})
 ), message as (
   insert into messages (${MESSAGE_INSERT_COLUMNS.join(', ')}, next_attempt_at)
-  select ${MESSAGE_INSERT_COLUMNS.map((column) => `input.${column}`).join(', ')}, (extract(epoch from clock_timestamp()) * 1000)::bigint from input, reserved
+  select ${MESSAGE_INSERT_COLUMNS.map((column) => `input.${column}`).join(', ')},
+    -- Due at once on the database's clock, or at send_at when later (a scheduled send).
+    greatest((extract(epoch from clock_timestamp()) * 1000)::bigint, coalesce(input.send_at, 0)) from input, reserved
 ), by_platform as (
   insert into usage_by_platform as p (account_id, env, period_start, platform, sent)
   select $1, $2, $3, input.platform, count(*) from input, reserved group by input.platform

@@ -10,6 +10,7 @@ import {
   MESSAGE_INSERT_COLUMNS,
   MESSAGE_STATUS_COLUMNS,
   messageInsertValues,
+  notBefore,
   type AcceptOutcome,
   type AcceptSend,
   type HotPath,
@@ -30,9 +31,9 @@ const SQL = {
     returning sent`,
   countPlatform: `insert into usage_by_platform (account_id, env, period_start, platform, sent) values (?, ?, ?, ?, ?)
     on conflict (account_id, env, period_start, platform) do update set sent = usage_by_platform.sent + excluded.sent`,
-  // Due at once on the database's clock, like every due time.
+  // Due at once on the database's clock, like every due time; a scheduled send at its send_at (the last parameter).
   insertMessage: `insert into messages (${MESSAGE_INSERT_COLUMNS.join(', ')}, next_attempt_at)
-    values (${placeholders(MESSAGE_INSERT_COLUMNS.length)}, cast(unixepoch('subsec') * 1000 as integer))`,
+    values (${placeholders(MESSAGE_INSERT_COLUMNS.length)}, max(cast(unixepoch('subsec') * 1000 as integer), ?))`,
   findAnswer: `select ${IDEMPOTENCY_COLUMNS.join(', ')} from idempotency_keys where account_id = ? and env = ? and key = ? and created_at > ?`,
   dropDeadAnswer: `delete from idempotency_keys where account_id = ? and env = ? and key = ? and created_at <= ?`,
   storeAnswer: `insert into idempotency_keys (${IDEMPOTENCY_COLUMNS.join(', ')}) values (${placeholders(IDEMPOTENCY_COLUMNS.length)})`,
@@ -153,7 +154,7 @@ export class SqliteHotPath implements HotPath {
     if (reserved === undefined) return undefined;
     const byPlatform = new Map<string, number>();
     for (const send of sends) {
-      this.#prepare(SQL.insertMessage).run(...messageInsertValues(send.message));
+      this.#prepare(SQL.insertMessage).run(...messageInsertValues(send.message), notBefore(send.message));
       byPlatform.set(send.message.platform, (byPlatform.get(send.message.platform) ?? 0) + 1);
     }
     for (const [platform, count] of byPlatform) this.#prepare(SQL.countPlatform).run(message.account_id, message.env, message.period_start, platform, count);
@@ -172,7 +173,7 @@ export class SqliteHotPath implements HotPath {
     if (send.monthlyQuota < 1) return { kind: 'quota_exceeded' };
     const reserved = this.#reserve(message, 1, send.monthlyQuota);
     if (reserved === undefined) return { kind: 'quota_exceeded' };
-    this.#prepare(SQL.insertMessage).run(...messageInsertValues(message));
+    this.#prepare(SQL.insertMessage).run(...messageInsertValues(message), notBefore(message));
     this.#prepare(SQL.countPlatform).run(message.account_id, message.env, message.period_start, message.platform, 1);
     if (idempotency) this.#prepare(SQL.storeAnswer).run(...idempotencyValues(idempotency));
     return { kind: 'accepted', sent: reserved };

@@ -63,9 +63,13 @@ export const MESSAGE_INSERT_COLUMNS = [
   'created_at',
   'updated_at',
   'delivered_at',
+  'send_at',
 ] as const satisfies ReadonlyArray<keyof MessageRow>;
 
 export const messageInsertValues = (row: MessageRow): unknown[] => MESSAGE_INSERT_COLUMNS.map((column) => row[column] ?? null);
+
+/** A new message is due at once on the database's clock, or at its `send_at` when that is later (a scheduled send). */
+export const notBefore = (row: MessageRow): number => Number(row.send_at ?? 0);
 
 export const IDEMPOTENCY_COLUMNS = ['account_id', 'env', 'key', 'endpoint', 'request_hash', 'status_code', 'response_body', 'created_at'] as const satisfies ReadonlyArray<
   keyof IdempotencyRow

@@ -6,8 +6,8 @@ import { recordSettlementEvents } from '../webhooks/events.js';
 
 export type MessageRow = MessagesTable;
 
-/** Statuses a message passes through; the last two are final. */
-export type MessageStatus = 'queued' | 'processing' | 'delivered' | 'failed';
+/** Statuses a message passes through; the last three are final (`canceled`: taken back before any worker took it). */
+export type MessageStatus = 'queued' | 'processing' | 'delivered' | 'failed' | 'canceled';
 const UNSETTLED: MessageStatus[] = ['queued', 'processing'];
 
 export async function findMessage(db: Kysely<Database>, owner: { accountId: string; env: string }, id: string): Promise<MessageRow | undefined> {

@@ -62,6 +62,10 @@ export interface MessagesTable {
   delivered_at: number | null;
   /** The id the platform gave the sent voice note (WhatsApp: the message key id its receipts name); null elsewhere. */
   platform_message_id?: string | null;
+  /** The send's `send_at` (a scheduled send), as asked; null when sent at once. */
+  send_at?: number | null;
+  /** When the message was canceled (status `canceled`); null otherwise. */
+  canceled_at?: number | null;
 }
 
 export interface UsagePeriodsTable {

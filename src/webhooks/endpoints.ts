@@ -226,13 +226,14 @@ function sampleData(type: WebhookEventType, at: number): unknown {
     return { session_id: 'ws_test_event', status: 'connected', phone_number: '15550000000', created_at: when, last_connected_at: when };
   }
   const failed = type === 'voice_note.failed';
+  const canceled = type === 'voice_note.canceled';
   return {
     id: 'msg_test_event',
-    status: failed ? 'failed' : 'delivered',
+    status: failed ? 'failed' : canceled ? 'canceled' : 'delivered',
     platform: 'whatsapp',
     recipient: '15550000005',
     created_at: when,
-    delivered_at: failed ? null : when,
+    delivered_at: failed || canceled ? null : when,
     error: failed ? { code: 'recipient_not_found', message: 'test event: the recipient does not exist on the platform' } : null,
   };
 }

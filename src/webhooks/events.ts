@@ -8,6 +8,7 @@ import { subscribesTo } from '../store/webhooks.js';
 export const WEBHOOK_EVENT_TYPES = [
   'voice_note.delivered',
   'voice_note.failed',
+  'voice_note.canceled',
   'voice_note.read',
   'voice_note.played',
   'whatsapp_session.updated',

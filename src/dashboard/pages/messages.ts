@@ -6,16 +6,22 @@ import type { AudioFormat } from '../../audio/targets.js';
 import { PLATFORM_NAMES as PLATFORMS } from '../../platforms/registry.js';
 import { findAttempts, findAudio, findReceipts, listMessages, type MessageAudioRow, type MessageFilters } from '../../store/message-log.js';
 import { findMessage, type MessageRow } from '../../store/messages.js';
+import { cancelNote } from '../../api/cancel.js';
 import type { DashboardContext } from '../context.js';
-import { ctxOf, type DashboardDeps } from '../deps.js';
+import { ctxOf, redirectTo, type DashboardDeps } from '../deps.js';
 import { html, timeCell, type Html } from '../html.js';
-import { page, sendPage } from '../layout.js';
+import { page, sendPage, type Notice } from '../layout.js';
 import { parseWaveform, waveformSvg } from '../waveform.js';
 
 const PAGE_SIZE = 50;
-const STATUSES = ['queued', 'processing', 'delivered', 'failed'];
+const STATUSES = ['queued', 'processing', 'delivered', 'failed', 'canceled'];
 const DAY_MS = 86_400_000;
 const AUDIO_FORMATS: readonly string[] = ['ogg_opus', 'm4a_aac'];
+
+const NOTICES: Record<string, Notice> = {
+  canceled: { kind: 'ok', text: 'Canceled: this voice note will not be sent, and it no longer counts against the monthly quota.' },
+  not_cancelable: { kind: 'error', text: 'Too late to cancel: a worker had already taken this voice note.' },
+};
 
 type Query = Record<string, string | undefined>;
 
@@ -149,11 +155,12 @@ ${
     const waveform = audio ? parseWaveform(audio.waveform) : null;
     const playable = audio ? (await convertedFile(deps, audio)) !== undefined : false;
     const failed = row.status === 'failed';
+    const notice = NOTICES[(request.query as Query).notice ?? ''];
     return sendPage(
       reply,
       page(
         ctx,
-        { sections: deps.sections, section: 'messages', title: `Message ${row.id}`, path: '/dashboard/messages' },
+        { sections: deps.sections, section: 'messages', title: `Message ${row.id}`, path: '/dashboard/messages', notice },
         html`<p><a href="/dashboard/messages?env=${row.env}">← All messages</a></p>
 ${
   failed
@@ -167,9 +174,20 @@ ${
 <dt>Recipient</dt><dd>${row.recipient}</dd>
 <dt>Audio URL</dt><dd><code>${row.audio_url}</code></dd>
 <dt>Created</dt><dd>${timeCell(row.created_at)}</dd>
+<dt>Scheduled for</dt><dd data-field="send_at">${row.send_at == null ? 'at once' : timeCell(row.send_at)}</dd>
 <dt>Delivered</dt><dd>${row.status === 'delivered' ? timeCell(row.delivered_at) : '—'}</dd>
+${row.status === 'canceled' ? html`<dt>Canceled</dt><dd data-field="canceled_at">${timeCell(row.canceled_at ?? null, '—')}</dd>` : ''}
 <dt>Attempts</dt><dd>${Number(row.attempts)}</dd>
 </dl>
+${
+  // Only a note no worker has taken yet can be canceled; the store checks again (a worker may take it meanwhile).
+  row.status === 'queued'
+    ? html`<form method="post" action="/dashboard/messages/${row.id}/cancel" class="cancel-message">
+<input type="hidden" name="_csrf" value="${ctx.csrf}">
+<button type="submit">Cancel this voice note</button>
+</form>`
+    : ''
+}
 
 <h2>Attempts</h2>
 ${
@@ -221,6 +239,15 @@ ${
 }`,
       ),
     );
+  });
+
+  // The Cancel button: the same rules as POST /api/v1/messages/{id}/cancel (the CSRF token is checked before this runs).
+  app.post<{ Params: { id: string } }>('/messages/:id/cancel', async (request, reply) => {
+    const ctx = ctxOf(request);
+    const row = await findOwnMessage(deps, ctx, request.params.id);
+    if (!row) return redirectTo(reply, '/dashboard/messages');
+    const outcome = await cancelNote(deps.services, { accountId: row.account_id, env: row.env }, row.id);
+    return redirectTo(reply, `/dashboard/messages/${row.id}?notice=${outcome.kind === 'canceled' ? 'canceled' : 'not_cancelable'}`);
   });
 
   // The converted file, for the page's <audio>: only a signed-in user of the message's account gets it.

@@ -15,6 +15,8 @@ export const linkedin: PlatformDefinition = {
   // M4A (AAC), at most 60 seconds; kept under 10 MB.
   audio: { ...M4A_AAC_VOICE, maxBytes: 10 * MiB, maxDurationSeconds: 60 },
   maxCaptionLength: null,
+  // user_agent and cookies: the browser the cookie came from, and its other cookies.
+  sessionFields: ['li_at', 'csrf_token', 'user_agent', 'cookies'],
   checkRecipient: checkLinkedinRecipient,
   checkSession: checkLinkedinSession,
   createLiveAdapter: ({ services, tuning }) => {

@@ -14,6 +14,7 @@ export const telegram: PlatformDefinition = {
   // OGG/Opus shows as a voice note; bots may send voice files up to 50 MB; no length limit of its own.
   audio: { ...OGG_OPUS_VOICE, maxBytes: 50 * MiB, maxDurationSeconds: null },
   maxCaptionLength: MAX_CAPTION_LENGTH,
+  sessionFields: ['bot_token'],
   checkRecipient: checkTelegramRecipient,
   checkSession: checkTelegramSession,
   createLiveAdapter: ({ services, tuning }) =>

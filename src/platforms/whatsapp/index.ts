@@ -11,6 +11,7 @@ export const whatsapp: PlatformDefinition = {
   // OGG Opus mono voice notes; WhatsApp takes audio up to 16 MB.
   audio: { ...OGG_OPUS_VOICE, maxBytes: 16 * MiB, maxDurationSeconds: null },
   maxCaptionLength: null,
+  sessionFields: ['session_id'],
   checkRecipient: checkWhatsappRecipient,
   checkSession: checkWhatsappSession,
 

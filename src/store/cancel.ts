@@ -1,0 +1,68 @@
+import type { Kysely } from 'kysely';
+import { messageStatusView } from '../api/views.js';
+import { enqueueEvent } from '../webhooks/events.js';
+import { dbNow } from './db.js';
+import type { MessageRow } from './messages.js';
+import type { Database } from './schema.js';
+
+export type CancelOutcome =
+  /** `sent`: the usage row's count once this note was given back (undefined when the row is gone). */
+  | { kind: 'canceled'; message: MessageRow; sent: number | undefined }
+  | { kind: 'not_found' }
+  | { kind: 'not_cancelable'; status: string };
+
+/**
+ * Takes back a note no worker has taken yet: only a `queued` message (waiting for its first attempt,
+ * for its send_at, or for a retry) becomes `canceled`. A worker's claim moves a message to
+ * `processing` in one statement (on PostgreSQL under a row lock, skipping rows locked here), so the
+ * claim and this update cannot both succeed: whichever writes first wins, the other finds the status
+ * changed. In the same transaction the note is given back to the monthly quota (usage `sent` and its
+ * platform's count go down by one), its sealed credentials are erased, and voice_note.canceled is
+ * put in the webhook outbox.
+ */
+export async function cancelMessage(db: Kysely<Database>, owner: { accountId: string; env: string }, id: string): Promise<CancelOutcome> {
+  return db.transaction().execute(async (trx) => {
+    const now = dbNow(trx);
+    const canceled = await trx
+      .updateTable('messages')
+      .set({ status: 'canceled', canceled_at: now, updated_at: now, credentials: null, lease_owner: null, lease_expires_at: null })
+      .where('id', '=', id)
+      .where('account_id', '=', owner.accountId)
+      .where('env', '=', owner.env)
+      .where('status', '=', 'queued')
+      .returningAll()
+      .executeTakeFirst();
+    if (!canceled) {
+      const found = await trx
+        .selectFrom('messages')
+        .select('status')
+        .where('id', '=', id)
+        .where('account_id', '=', owner.accountId)
+        .where('env', '=', owner.env)
+        .executeTakeFirst();
+      return found ? { kind: 'not_cancelable', status: found.status } : { kind: 'not_found' };
+    }
+    const usage = { account: canceled.account_id, env: canceled.env, period: canceled.period_start };
+    const counted = await trx
+      .updateTable('usage_periods')
+      .set((eb) => ({ sent: eb('sent', '-', 1) }))
+      .where('account_id', '=', usage.account)
+      .where('env', '=', usage.env)
+      .where('period_start', '=', usage.period)
+      .where('sent', '>', 0)
+      .returning('sent')
+      .executeTakeFirst();
+    await trx
+      .updateTable('usage_by_platform')
+      .set((eb) => ({ sent: eb('sent', '-', 1) }))
+      .where('account_id', '=', usage.account)
+      .where('env', '=', usage.env)
+      .where('period_start', '=', usage.period)
+      .where('platform', '=', canceled.platform)
+      .where('sent', '>', 0)
+      .execute();
+    const at = Number(canceled.canceled_at ?? Date.now());
+    await enqueueEvent(trx, { accountId: canceled.account_id, env: canceled.env, type: 'voice_note.canceled', data: messageStatusView(canceled), at });
+    return { kind: 'canceled', message: canceled, sent: counted ? Number(counted.sent) : undefined };
+  });
+}
