@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
-import { DEFAULT_USER_AGENT } from '../src/platforms/linkedin/browser.js';
+import { clientHints, DEFAULT_USER_AGENT } from '../src/platforms/linkedin/browser.js';
 import { DeliveryCookies } from '../src/platforms/linkedin/cookies.js';
 import { closeSharedAudio, redisReachable, STORAGE_LABEL, startTestApp, TEST_REDIS_URL, type TestAccount, type TestApp } from './fixtures/app-harness.js';
 import { startLinkedinVoyagerFake, type LinkedinVoyagerFake, type VoyagerAccount, type VoyagerCall } from './fakes/linkedin-voyager.js';
@@ -98,6 +98,10 @@ describe(`LinkedIn sessions as the browser holds them (${STORAGE_LABEL})`, () =>
       pageInstances.add(String(h['x-li-page-instance']));
       assert.equal(h.referer, `${fake.apiRoot}/messaging/`);
       assert.equal(h.accept, call.step === 'createMessage' ? 'application/json' : 'application/vnd.linkedin.normalized+json+2.1');
+      // Chrome 152's own client hints: the GREASE brand, its version and its place follow from 152.
+      assert.equal(h['sec-ch-ua'], '"Chromium";v="152", "Not?A_Brand";v="24", "Google Chrome";v="152"');
+      assert.equal(h['sec-ch-ua-mobile'], '?0');
+      assert.equal(h['sec-ch-ua-platform'], '"Windows"');
     }
     assert.equal(pageInstances.size, 1, 'one page view for the whole delivery');
   });
@@ -108,7 +112,10 @@ describe(`LinkedIn sessions as the browser holds them (${STORAGE_LABEL})`, () =>
     const [a, b] = await Promise.all([sendWith(t, JANE.publicId, sessionBody(firefox, { user_agent: FIREFOX_MAC })), sendWith(t, JANE.publicId, sessionBody(edge))]);
     const delivered = await outcome(a!);
     assert.equal(delivered.status, 'delivered', JSON.stringify(delivered));
-    for (const call of callsOf(firefox)) assert.equal(call.headers['user-agent'], FIREFOX_MAC);
+    for (const call of callsOf(firefox)) {
+      assert.equal(call.headers['user-agent'], FIREFOX_MAC);
+      assert.equal(call.headers['sec-ch-ua'], undefined, 'Firefox sends no client hints');
+    }
     const ended = await outcome(b!);
     assert.equal(ended.status, 'failed');
     assert.equal(ended.error.code, 'session_expired', JSON.stringify(ended));
@@ -302,6 +309,18 @@ describe(`LinkedIn sessions as the browser holds them (${STORAGE_LABEL})`, () =>
     }
     throw new Error(`message ${id} was not put back in the queue; last: ${JSON.stringify(last)}`);
   }
+});
+
+describe('client hints that agree with the User-Agent', () => {
+  it('are the ones Chrome sends (a public capture of Chrome 134 on macOS), Edge names itself, Firefox sends none', () => {
+    assert.deepEqual(clientHints('Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_7) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/134.0.0.0 Safari/537.36'), {
+      'sec-ch-ua': '"Chromium";v="134", "Not:A-Brand";v="24", "Google Chrome";v="134"',
+      'sec-ch-ua-mobile': '?0',
+      'sec-ch-ua-platform': '"macOS"',
+    });
+    assert.match(clientHints(EDGE_WIN)['sec-ch-ua']!, /"Microsoft Edge";v="151"/);
+    assert.deepEqual(clientHints(FIREFOX_MAC), {});
+  });
 });
 
 describe('the cookies of one LinkedIn delivery', () => {

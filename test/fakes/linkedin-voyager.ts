@@ -361,6 +361,16 @@ export async function startLinkedinVoyagerFake(
       return `x-li-page-instance ${h['x-li-page-instance']}`;
     }
     if (typeof h.referer !== 'string' || !h.referer.startsWith(`${origin}/messaging/`)) return `referer ${h.referer} is not a messaging page`;
+    // A Chromium browser sends its client hints, agreeing with its User-Agent; Firefox and Safari send none.
+    const ua = String(h['user-agent'] ?? '');
+    const chromium = /Chrome\/(\d+)\./.exec(ua);
+    if (chromium && !/Firefox\//.test(ua)) {
+      if (!String(h['sec-ch-ua'] ?? '').includes(`"Chromium";v="${chromium[1]}"`)) return `sec-ch-ua ${h['sec-ch-ua']} does not match the user agent`;
+      if (!/^\?[01]$/.test(String(h['sec-ch-ua-mobile'] ?? ''))) return `sec-ch-ua-mobile ${h['sec-ch-ua-mobile']}`;
+      if (!/^"[A-Za-z ]+"$/.test(String(h['sec-ch-ua-platform'] ?? ''))) return `sec-ch-ua-platform ${h['sec-ch-ua-platform']}`;
+    } else if (h['sec-ch-ua'] !== undefined) {
+      return 'client hints from a browser that sends none';
+    }
     if (h.authorization !== undefined) return 'an authorization header has no place here';
     return null;
   }

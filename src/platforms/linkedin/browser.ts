@@ -22,6 +22,8 @@ const DISPLAY = { displayDensity: 1, displayWidth: 1920, displayHeight: 1080 } a
 /** The browser a delivery speaks as. */
 export interface BrowserIdentity {
   userAgent: string;
+  /** `sec-ch-ua`, `sec-ch-ua-mobile`, `sec-ch-ua-platform` as that browser sends them (none for Firefox or Safari). */
+  clientHints: Record<string, string>;
   /** `x-li-lang`, e.g. `en_US`. */
   lang: string;
   /** `accept-language`, from the same language. */
@@ -72,6 +74,57 @@ export function liTrack(timeZone: string, at: Date): string {
   });
 }
 
+// Chromium's GREASE brand (GetGreasedUserAgentBrandVersion): its characters, version and place in the
+// list follow from the major version, so a hint list that does not match its version is a tell.
+const GREASE_CHARS = [' ', '(', ':', '-', '.', '/', ')', ';', '=', '?', '_'];
+const GREASE_VERSIONS = ['8', '99', '24'];
+const BRAND_ORDERS = [
+  [0, 1, 2],
+  [0, 2, 1],
+  [1, 0, 2],
+  [1, 2, 0],
+  [2, 0, 1],
+  [2, 1, 0],
+] as const;
+
+/**
+ * The User-Agent Client Hints a Chromium browser sends with this User-Agent (mautrix/linkedin PR #61:
+ * hints that contradict the User-Agent are what LinkedIn reads as a stolen session). Firefox and
+ * Safari send none, and neither do we for them.
+ */
+export function clientHints(userAgent: string): Record<string, string> {
+  const chromium = /(?:Chrome|CriOS)\/(\d+)\./.exec(userAgent);
+  if (!chromium || /Firefox\/|FxiOS\//.test(userAgent)) return {};
+  const major = Number(chromium[1]);
+  const edge = /Edg(?:A|iOS)?\/(\d+)\./.exec(userAgent);
+  const brand = edge ? { name: 'Microsoft Edge', version: edge[1]! } : { name: 'Google Chrome', version: String(major) };
+  const grease = {
+    name: `Not${GREASE_CHARS[major % GREASE_CHARS.length]}A${GREASE_CHARS[(major + 1) % GREASE_CHARS.length]}Brand`,
+    version: GREASE_VERSIONS[major % GREASE_VERSIONS.length]!,
+  };
+  const order = BRAND_ORDERS[major % BRAND_ORDERS.length]!;
+  const list: Array<{ name: string; version: string }> = [];
+  list[order[0]] = grease;
+  list[order[1]] = { name: 'Chromium', version: String(major) };
+  list[order[2]] = brand;
+  const platform = /Android/.test(userAgent)
+    ? 'Android'
+    : /Windows/.test(userAgent)
+      ? 'Windows'
+      : /Macintosh|Mac OS X/.test(userAgent)
+        ? 'macOS'
+        : /CrOS/.test(userAgent)
+          ? 'Chrome OS'
+          : /Linux|X11/.test(userAgent)
+            ? 'Linux'
+            : 'Unknown';
+  return {
+    'sec-ch-ua': list.map((b) => `"${b.name}";v="${b.version}"`).join(', '),
+    'sec-ch-ua-mobile': /Mobile/.test(userAgent) ? '?1' : '?0',
+    'sec-ch-ua-platform': `"${platform}"`,
+  };
+}
+
 /** A page instance as the web app makes one per page view: the page's name, then 16 random bytes in base64. */
 export function newPageInstance(): string {
   return `urn:li:page:d_flagship3_messaging_conversation_detail;${randomBytes(16).toString('base64')}`;
@@ -97,8 +150,10 @@ export function browserIdentity(input: {
   const zone = validTimeZone(decodedZone) ?? validTimeZone(Intl.DateTimeFormat().resolvedOptions().timeZone) ?? 'UTC';
   const lang = liLang(input.langCookie);
   const [language] = lang.split('_');
+  const userAgent = input.userAgent ?? DEFAULT_USER_AGENT;
   return {
-    userAgent: input.userAgent ?? DEFAULT_USER_AGENT,
+    userAgent,
+    clientHints: clientHints(userAgent),
     lang,
     acceptLanguage: `${lang.replace('_', '-')},${language};q=0.9`,
     track: liTrack(zone, input.at ?? new Date()),

@@ -45,6 +45,7 @@ export function voyagerHeaders(input: { browser: BrowserIdentity; cookie: string
     'x-li-page-instance': browser.pageInstance,
     'x-li-track': browser.track,
     'x-restli-protocol-version': '2.0.0',
+    ...browser.clientHints,
   };
 }
 
