@@ -244,7 +244,7 @@ describe(`LinkedIn sessions as the browser holds them (${STORAGE_LABEL})`, () =>
     }
   });
 
-  it('maps 403 "CSRF check failed." to invalid_session, and other 403s on the send to recipient_blocked', async () => {
+  it('maps 403 "CSRF check failed." to invalid_session, other 403s on the send to recipient_blocked, a checkpoint redirect to session_expired', async () => {
     const csrf = newSession();
     const refused = newSession();
     fake.failNext('createMessage', { status: 403 });
@@ -255,6 +255,13 @@ describe(`LinkedIn sessions as the browser holds them (${STORAGE_LABEL})`, () =>
     assert.equal(b.error.code, 'recipient_blocked', JSON.stringify(b));
     assert.match(b.error.message, /403: injected by the test/);
     assert.equal(callsOf(refused).filter((c) => c.step === 'createMessage').length, 1, 'permanent: not retried');
+
+    // A redirect to the checkpoint (LinkedIn's security challenge) is a session to sign in again, never followed.
+    const challenged = newSession();
+    fake.failNext('uploadMetadata', { status: 303, headers: { location: `${fake.apiRoot}/checkpoint/challenge/AgF3xyz?ut=1` } });
+    const c = await outcome(await sendWith(t, JANE.publicId, sessionBody(challenged)));
+    assert.equal(c.error.code, 'session_expired', JSON.stringify(c));
+    assert.deepEqual(callsOf(challenged).map((call) => call.step), ['me', 'profile', 'uploadMetadata']);
   });
 
   it('a 999 is not retried, fails the message as refused as automated, and rests the li_at 15 minutes: its other notes wait, not counted as attempts', async () => {
