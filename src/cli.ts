@@ -413,13 +413,15 @@ export function buildProgram(): Command {
     .description('send one voice note (or one per row of --csv FILE) through the HTTP API')
     .requiredOption('--key <key>', 'API key (sk_test_… or sk_live_…)')
     .option('--url <base>', 'API base address (default http://127.0.0.1:$PORT/api/v1)')
-    .option('--csv <file>', 'one send per row: platform, recipient, audio_url [, caption, duration, send_at, bot_token, li_at, csrf_token, session_id]')
+    .option('--csv <file>', 'one send per row: platform, recipient, audio_url [, caption, duration, send_at, bot_token, li_at, csrf_token, user_agent, cookies, session_id]')
     .option('--platform <platform>', 'linkedin, telegram or whatsapp')
     .option('--recipient <recipient>', 'who receives it')
     .option('--audio <url>', 'http(s) URL of the audio')
     .option('--bot-token <token>', 'telegram: the bot token')
     .option('--li-at <cookie>', 'linkedin: the li_at cookie')
     .option('--csrf-token <token>', 'linkedin: the csrf token (ajax:…)')
+    .option('--user-agent <ua>', "linkedin: the User-Agent of the browser the cookies come from")
+    .option('--cookies <header>', "linkedin: that browser's whole Cookie header for linkedin.com")
     .option('--session-id <id>', 'whatsapp: the session (ws_…)')
     .option('--caption <text>', 'telegram: a caption')
     .addOption(new Option('--duration <seconds>', 'duration in seconds (detected when omitted)').argParser(parseSeconds))
@@ -438,6 +440,8 @@ export function buildProgram(): Command {
         botToken?: string;
         liAt?: string;
         csrfToken?: string;
+        userAgent?: string;
+        cookies?: string;
         sessionId?: string;
         caption?: string;
         duration?: number;
@@ -478,6 +482,8 @@ export function buildProgram(): Command {
           ...(options.botToken !== undefined ? { bot_token: options.botToken } : {}),
           ...(options.liAt !== undefined ? { li_at: options.liAt } : {}),
           ...(options.csrfToken !== undefined ? { csrf_token: options.csrfToken } : {}),
+          ...(options.userAgent !== undefined ? { user_agent: options.userAgent } : {}),
+          ...(options.cookies !== undefined ? { cookies: options.cookies } : {}),
           ...(options.sessionId !== undefined ? { session_id: options.sessionId } : {}),
         };
         await sendOne(client, { fields, wait: options.wait === true, json: options.json === true, ...(options.idempotencyKey ? { idempotencyKey: options.idempotencyKey } : {}) }, out);

@@ -34,12 +34,14 @@ describe('CSV reading', () => {
   });
 
   test('the body of a row: session fields gathered, empty cells not given, a numeric duration a number', () => {
-    const [row] = readSendCsv('platform,recipient,audio_url,li_at,csrf_token,caption,duration\nlinkedin,jane-smith-a1b2c3,https://a/x.m4a,AQE,ajax:1,,12\n');
+    const [row] = readSendCsv(
+      'platform,recipient,audio_url,li_at,csrf_token,user_agent,cookies,caption,duration\nlinkedin,jane-smith-a1b2c3,https://a/x.m4a,AQE,ajax:1,Mozilla/5.0 (X11),"li_at=AQE; lang=v=2&lang=en-us",,12\n',
+    );
     assert.deepEqual(sendBody(row!.fields), {
       platform: 'linkedin',
       recipient: 'jane-smith-a1b2c3',
       audio_url: 'https://a/x.m4a',
-      session: { li_at: 'AQE', csrf_token: 'ajax:1' },
+      session: { li_at: 'AQE', csrf_token: 'ajax:1', user_agent: 'Mozilla/5.0 (X11)', cookies: 'li_at=AQE; lang=v=2&lang=en-us' },
       duration: 12,
     });
   });

@@ -120,7 +120,7 @@ describe(`LinkedIn live delivery through Voyager (${STORAGE_LABEL})`, () => {
     assert.deepEqual(Object.keys(audio).sort(), ['assetUrn', 'byteSize', 'duration']);
     assert.equal(audio.assetUrn, upload.assetUrn);
     assert.equal(audio.byteSize, upload.bytes.length, 'byteSize is the number of bytes uploaded');
-    assert.equal(message.body.dedupeByClientGeneratedToken, true);
+    assert.equal(message.body.dedupeByClientGeneratedToken, false, 'as the web app and every public client send it');
     assert.equal([...message.body.trackingId].length, 16);
     assert.match(message.body.message.originToken, /^[0-9a-f]{8}-[0-9a-f]{4}-5[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
     const createCall = fake.callsOf('createMessage', session.liAt)[0]!;
@@ -130,7 +130,7 @@ describe(`LinkedIn live delivery through Voyager (${STORAGE_LABEL})`, () => {
     assert.ok(Math.abs(audio.duration - probed.durationSeconds * 1000) <= 150, `duration ${audio.duration} ms vs ${probed.durationSeconds} s of audio`);
   });
 
-  it('a retry after a lost createMessage answer carries the same originToken, and LinkedIn keeps one message', async () => {
+  it('a retry after a lost createMessage answer carries the same originToken', async () => {
     const session = newSession();
     // LinkedIn takes the message but its answer arrives after the adapter stopped waiting.
     fake.stallNextAcceptedMessage(PACE_TIMEOUT_MS * 3);
@@ -142,8 +142,8 @@ describe(`LinkedIn live delivery through Voyager (${STORAGE_LABEL})`, () => {
     assert.equal(creates.length, 2, 'the attempt whose answer was lost, and the retry');
     const tokens = creates.map((c) => (c.body as any).message.originToken);
     assert.equal(tokens[0], tokens[1], 'both attempts carry one originToken');
-    assert.equal(fake.messages.filter((m) => m.liAt === session.liAt).length, 1, 'one voice note reached the recipient');
-    assert.equal(fake.deduplicated.filter((m) => m.liAt === session.liAt).length, 1, 'the retry was recognised as the same message');
+    // Whether LinkedIn drops the repeat is not known (docs/platforms.md): the web app's flag is sent as it sends it.
+    for (const c of creates) assert.equal((c.body as any).dedupeByClientGeneratedToken, false);
     // Another message gets another token.
     const other = await send(session, JANE.publicId);
     assert.equal((await outcome(other)).status, 'delivered');
@@ -186,13 +186,15 @@ describe(`LinkedIn live delivery through Voyager (${STORAGE_LABEL})`, () => {
     assert.deepEqual(fake.violations, []);
   });
 
-  it('fails with session_expired when the csrf_token does not belong to the li_at', async () => {
+  it('fails with invalid_session when LinkedIn answers 403 "CSRF check failed." (a csrf_token of another session)', async () => {
     const session = newSession();
-    const violationsBefore = fake.violations.length;
     const id = await send(session, JANE.publicId, 'ajax:999999999999');
-    assertFailed(await outcome(id), 'session_expired');
-    assert.match(fake.violations.slice(violationsBefore).join('\n'), /JSESSIONID does not belong to this li_at/);
-    fake.violations.splice(violationsBefore);
+    const status = await outcome(id);
+    assertFailed(status, 'invalid_session');
+    assert.match(status.error.message, /CSRF check failed/);
+    assert.deepEqual(fake.callsOf('me', session.liAt).map((c) => c.status), [403], 'permanent: tried once');
+    assert.equal(fake.csrfRefusals.filter((c) => c.liAt === session.liAt).length, 1);
+    assert.deepEqual(fake.violations, []);
   });
 
   it('fails with recipient_not_found for an unknown public id (empty list or 404), before uploading anything', async () => {

@@ -190,6 +190,14 @@ describe(`no secret in logs or in plain text at rest (${STORAGE_LABEL})`, () => 
   const liExpired = newLinkedinSession();
   const liRetry = newLinkedinSession();
   const liSandbox = newLinkedinSession();
+  // A session handed over as the browser holds it: its User-Agent and its whole cookie jar (rotated by LinkedIn on the way).
+  const liBrowserCookie = `"v=2&${randomBytes(16).toString('hex')}"`;
+  const liBrowser: VoyagerAccount = {
+    ...newLinkedinSession(),
+    userAgent: `Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/151.0.0.0 Safari/537.36 Secret${randomBytes(6).toString('hex')}`,
+    cookies: { bcookie: liBrowserCookie },
+  };
+  const liBrowserHeader = `bcookie=${liBrowserCookie}; li_at=${liBrowser.liAt}; JSESSIONID="${liBrowser.csrfToken}"; lang=v=2&lang=en-us`;
   const wrongKeys = [
     `sk_live_${randomBytes(24).toString('base64url').replace(/[-_]/g, 'x').slice(0, 32)}`,
     `sk_test_${randomBytes(24).toString('base64url').replace(/[-_]/g, 'x').slice(0, 32)}`,
@@ -198,7 +206,8 @@ describe(`no secret in logs or in plain text at rest (${STORAGE_LABEL})`, () => 
 
   before(async () => {
     telegram = await startTelegramApi({ knownTokens: [goodToken] });
-    linkedin = await startLinkedinVoyagerFake({ profiles: [JANE], accounts: [liGood, liExpired, liRetry] });
+    linkedin = await startLinkedinVoyagerFake({ profiles: [JANE], accounts: [liGood, liExpired, liRetry, liBrowser] });
+    linkedin.rotateCookieOn(liBrowser.liAt, 'me', 'JSESSIONID');
     linkedin.expire(liExpired.liAt, 'unauthorized');
     t = await startTestApp({
       env: {
@@ -253,9 +262,11 @@ describe(`no secret in logs or in plain text at rest (${STORAGE_LABEL})`, () => 
       ['li_at of an expired session', liExpired],
       ['li_at of a retried delivery', liRetry],
       ['li_at of a sandbox send', liSandbox],
+      ['li_at of a session with its browser', liBrowser],
     ] as const) {
       secrets.push(textSecret(name, session.liAt), textSecret(`csrf_token with that ${name}`, session.csrfToken));
     }
+    secrets.push(textSecret('a browser cookie of a LinkedIn session', liBrowserCookie), textSecret('the user_agent of a LinkedIn session', liBrowser.userAgent!));
     wrongKeys.forEach((k, i) => secrets.push(textSecret(`wrong API key ${i + 1}`, k)));
     secrets.push(textSecret('an API key in the query string', keyInQuery));
 
@@ -298,6 +309,12 @@ describe(`no secret in logs or in plain text at rest (${STORAGE_LABEL})`, () => 
     await eventually(() => linkedin.calls.some((c) => c.status === 500), 'the injected LinkedIn 500');
     await accepted('linkedin live', live, linkedinBody(liGood), { status: 'delivered' });
     await accepted('linkedin expired', live, linkedinBody(liExpired), { status: 'failed', code: 'session_expired' });
+    await accepted(
+      'linkedin with its browser',
+      live,
+      { ...linkedinBody(liBrowser), session: { li_at: liBrowser.liAt, csrf_token: liBrowser.csrfToken, user_agent: liBrowser.userAgent, cookies: liBrowserHeader } },
+      { status: 'delivered' },
+    );
 
     // --- Sandbox sends with the test key (the whole pipeline but the platform call).
     await accepted('sandbox telegram', test, telegramBody('555000111', sandboxToken), { status: 'delivered' });
@@ -376,6 +393,10 @@ describe(`no secret in logs or in plain text at rest (${STORAGE_LABEL})`, () => 
     assert.ok(telegram.calls.some((c) => c.reply.status === 500), 'the Bot API answered a 500 once');
     assert.ok(telegram.calls.some((c) => c.reply.status === 401), 'the Bot API answered a 401');
     assert.equal(world.failSends, 0, 'the WhatsApp send failed once before it went out');
+    // The cookie LinkedIn rotated during a delivery is as secret as the one it replaced.
+    const rotated = linkedin.rotatedValues.filter((r) => r.liAt === liBrowser.liAt);
+    assert.equal(rotated.length, 1, 'LinkedIn set a new JSESSIONID during the delivery');
+    for (const r of rotated) secrets.push(textSecret(`the ${r.name} LinkedIn set during a delivery`, r.value.replace(/^"|"$/g, '')));
 
     watching = false;
     await watcher;
@@ -464,7 +485,7 @@ describe(`no secret in logs or in plain text at rest (${STORAGE_LABEL})`, () => 
     for (const msg of ['delivered', 'delivery failed', 'delivery attempt failed; will retry', 'WhatsApp session connected']) {
       assert.ok(messages.has(msg), `"${msg}" was logged; saw ${[...messages].join(' | ')}`);
     }
-    assert.equal(outcomes.length, 16, 'every message settled');
+    assert.equal(outcomes.length, 17, 'every message settled');
   });
 
   it('logs no secret anywhere, neither verbatim nor URL- nor base64-encoded', () => {

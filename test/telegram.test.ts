@@ -30,7 +30,6 @@ import { startTelegramApi, type TelegramCall, type TelegramFailure, type Telegra
 const STATUS_FIELDS = ['created_at', 'delivered_at', 'error', 'id', 'platform', 'recipient', 'status'];
 // Well-formed tokens (the API checks the format) that the fake Bot API does not know, or refuses.
 const UNKNOWN_TOKEN = '987654321:ZZunknownTokenSecretPart_0123456789-abc';
-const NOT_FOUND_TOKEN = '555555555:NFtokenTelegramCannotParse_0123456789-xyz';
 
 function assertNoToken(text: string, token: string): void {
   assert.ok(!text.includes(token), `the bot token leaked: ${text}`);
@@ -59,7 +58,7 @@ describe(`telegram live delivery through the API (${STORAGE_LABEL})`, () => {
 
   before(async () => {
     ffmpegPath = await testFfmpegPath();
-    fake = await startTelegramApi({ knownTokens: [TELEGRAM_TOKEN, NOT_FOUND_TOKEN] });
+    fake = await startTelegramApi({ knownTokens: [TELEGRAM_TOKEN] });
     t = await startTestApp({ env: { TELEGRAM_API_ROOT: fake.apiRoot } });
   });
 
@@ -146,13 +145,19 @@ describe(`telegram live delivery through the API (${STORAGE_LABEL})`, () => {
         chatId: '200000005',
         failure: { kind: 'voice_forbidden' },
         code: 'recipient_blocked',
-        message: /VOICE_MESSAGES_FORBIDDEN.*the recipient does not accept voice messages/,
+        message: /VOICE_MESSAGES_FORBIDDEN.*the recipient does not accept voice messages: their privacy settings refuse them/,
       },
       {
-        chatId: '200000006',
-        failure: { kind: 'bad_request', description: 'Bad Request: not enough rights to send voice notes to the chat' },
-        code: 'platform_error',
-        message: /not enough rights to send voice notes to the chat/,
+        chatId: '-200000006',
+        failure: { kind: 'no_voice_rights' },
+        code: 'recipient_blocked',
+        message: /not enough rights to send voice notes to the chat.*the bot may not send voice notes in this chat/,
+      },
+      {
+        chatId: '200000008',
+        failure: { kind: 'voice_restricted' },
+        code: 'recipient_blocked',
+        message: /user restricted receiving of voice note messages.*privacy settings refuse voice messages from this bot/,
       },
       {
         chatId: '-200000007',
@@ -197,15 +202,42 @@ describe(`telegram live delivery through the API (${STORAGE_LABEL})`, () => {
     assert.equal(calls[0]!.chatId, chatId);
   });
 
-  it('fails with invalid_session when Telegram answers 404 for the token', async () => {
-    fake.failForToken(NOT_FOUND_TOKEN, { kind: 'not_found' });
+  it('fails with invalid_session when Telegram cannot read the token (401 "Unauthorized: invalid token specified")', async () => {
     const account = await t.createAccount();
-    const id = await sendLive(t, account, { recipient: '220000001', session: { bot_token: NOT_FOUND_TOKEN } });
+    // Well-formed for the API, but the Bot API refuses a bot id with a leading zero.
+    const unreadable = '0123456789:ZZunreadableTokenSecretPart_0123456789';
+    const id = await sendLive(t, account, { recipient: '220000001', session: { bot_token: unreadable } });
     const { body, text } = await finalStatus(t, account, id);
     assert.equal(body.status, 'failed', text);
     assert.equal(body.error.code, 'invalid_session');
-    assertNoToken(text, NOT_FOUND_TOKEN);
-    assert.equal(fake.calls.filter((c) => c.token === NOT_FOUND_TOKEN).length, 1);
+    assert.match(body.error.message, /Unauthorized: invalid token specified/);
+    assertNoToken(text, unreadable);
+    assert.deepEqual(fake.calls.filter((c) => c.token === unreadable).map((c) => c.reply.status), [401]);
+  });
+
+  it('takes a 404 for a wrong TELEGRAM_API_ROOT: platform_error, tried again, never invalid_session', async () => {
+    // The operator pointed the service one path too deep: every call gets the Bot API's 404 "Not Found".
+    const wrongRoot = await startTestApp({ env: { TELEGRAM_API_ROOT: `${fake.apiRoot}/telegram` } });
+    try {
+      const account = await wrongRoot.createAccount();
+      const id = await sendLive(wrongRoot, account, { recipient: '230000001' });
+      const deadline = Date.now() + 20_000;
+      let detail: any;
+      while (Date.now() < deadline) {
+        detail = (await wrongRoot.request({ method: 'GET', url: `/api/v1/messages/${id}`, key: account.liveKey })).json();
+        if (detail.attempts.length >= 2) break;
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      assert.ok(detail.attempts.length >= 2, `tried again: ${JSON.stringify(detail)}`);
+      assert.notEqual(detail.status, 'failed', 'not the caller\'s fault: the message waits for the address to be fixed');
+      for (const attempt of detail.attempts) {
+        assert.equal(attempt.error.code, 'platform_error');
+        assert.match(attempt.error.message, /404 "Not Found".*TELEGRAM_API_ROOT is probably wrong/);
+        assertNoToken(attempt.error.message, TELEGRAM_TOKEN);
+      }
+    } finally {
+      await wrongRoot.close();
+    }
   });
 
   it('retries a 429 (after retry_after), 5xx and a non-JSON gateway page, then delivers', async () => {

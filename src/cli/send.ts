@@ -8,7 +8,7 @@ export class SendFailure extends Error {}
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
-const SESSION_FIELDS = ['bot_token', 'li_at', 'csrf_token', 'session_id'] as const;
+const SESSION_FIELDS = ['bot_token', 'li_at', 'csrf_token', 'user_agent', 'cookies', 'session_id'] as const;
 const REQUIRED_COLUMNS = ['platform', 'recipient', 'audio_url'] as const;
 const OPTIONAL_COLUMNS = ['caption', 'duration', 'send_at', ...SESSION_FIELDS] as const;
 const FINAL = new Set(['delivered', 'failed', 'canceled']);
@@ -32,6 +32,8 @@ export interface SendFields {
   bot_token?: string;
   li_at?: string;
   csrf_token?: string;
+  user_agent?: string;
+  cookies?: string;
   session_id?: string;
 }
 

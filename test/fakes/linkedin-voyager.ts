@@ -3,13 +3,20 @@ import { createServer, type IncomingHttpHeaders, type IncomingMessage, type Serv
 import type { AddressInfo } from 'node:net';
 
 /**
- * A strict stand-in for linkedin.com's Voyager API on loopback.
+ * A strict stand-in for linkedin.com's Voyager API on loopback, as strict as the web app's own API is.
  *
  * It checks on every call what the real service needs (the li_at cookie, JSESSIONID in quotes, the
- * csrf-token header equal to it, the Rest.li protocol header, a browser user agent), the order of a
- * delivery (me → profile lookup → upload slot → PUT upload → createMessage, one flow at a time per
- * account) and the shape of every body. Anything off is answered with 400 and listed in
- * `violations`, so a test that expects delivery fails and says why.
+ * csrf-token header equal to it, the Rest.li protocol header) and what the web app sends with it
+ * (`x-li-track` with its ten keys, `x-li-lang`, `x-li-page-instance`, a Referer under /messaging/, the
+ * endpoint's own `accept`), the order of a delivery (me → profile lookup → upload slot → PUT upload →
+ * createMessage, one flow at a time per account) and the shape of every body. Anything off is answered
+ * with 400 and listed in `violations`, so a test that expects delivery fails and says why.
+ *
+ * Like LinkedIn it answers with cookies: every answer sets a new `lidc` (and, when told, a new value of
+ * another cookie), and the following calls of the delivery must carry the new value. A csrf-token that
+ * is not the JSESSIONID (the rotated one included) gets LinkedIn's 403 "CSRF check failed.". An account
+ * bound to a user agent is signed out by a call from any other (a redirect that deletes li_at, then
+ * 401s), as LinkedIn does (mautrix/linkedin #55, PR #61); an account flagged as automated gets 999.
  */
 
 export type VoyagerStep = 'me' | 'profile' | 'uploadMetadata' | 'upload' | 'createMessage';
@@ -22,6 +29,10 @@ export interface VoyagerAccount {
   csrfToken: string;
   /** The account's own `urn:li:fsd_profile:…` (the mailbox). */
   profileUrn: string;
+  /** The browser that holds the session: a call with another User-Agent ends the session. */
+  userAgent?: string;
+  /** The browser's other cookies: every call must carry them (or the values LinkedIn set since). */
+  cookies?: Record<string, string>;
 }
 
 export interface VoyagerProfile {
@@ -85,13 +96,42 @@ export interface LinkedinVoyagerFake {
   setUnknownProfileAnswer(answer: 'empty' | 'not-found'): void;
   /** The next createMessage is accepted (the message exists) but its answer only leaves after `ms`: a lost answer. */
   stallNextAcceptedMessage(ms: number): void;
-  /** createMessage calls dropped as duplicates of an earlier originToken (dedupeByClientGeneratedToken). */
-  readonly deduplicated: VoyagerMessage[];
+  /** An existing conversation of the account with this li_at; returns its `urn:li:msg_conversation:(…)`. */
+  addConversation(liAt: string, threadId: string): string;
+  /** The next answer to `step` for this li_at sets a new value of cookie `name` (returned), which later calls of the delivery must carry. */
+  rotateCookieOn(liAt: string, step: VoyagerStep, name: string): void;
+  /** Values the fake set with rotateCookieOn, in order. */
+  readonly rotatedValues: Array<{ liAt: string; name: string; value: string }>;
+  /** From now on every call with this li_at is refused as automated (999). */
+  flagAutomated(liAt: string): void;
+  /** li_at values signed out because a call came from another user agent than their browser's. */
+  readonly endedByUserAgent: string[];
+  /** Calls answered 403 "CSRF check failed.". */
+  readonly csrfRefusals: VoyagerCall[];
   callsOf(step: VoyagerStep, liAt?: string): VoyagerCall[];
   close(): Promise<void>;
 }
 
-const ACCEPTED = new Set(['application/vnd.linkedin.normalized+json+2.1', 'application/json']);
+/** The `accept` the web app sends to each endpoint. */
+const ACCEPT_OF: Record<Exclude<VoyagerStep, 'upload'>, string> = {
+  me: 'application/vnd.linkedin.normalized+json+2.1',
+  profile: 'application/vnd.linkedin.normalized+json+2.1',
+  uploadMetadata: 'application/vnd.linkedin.normalized+json+2.1',
+  createMessage: 'application/json',
+};
+/** `x-li-track`'s keys and the type of each, as the web app sends them. */
+const LI_TRACK_KEYS: Record<string, 'string' | 'number'> = {
+  clientVersion: 'string',
+  mpVersion: 'string',
+  osName: 'string',
+  timezoneOffset: 'number',
+  timezone: 'string',
+  deviceFormFactor: 'string',
+  mpName: 'string',
+  displayDensity: 'number',
+  displayWidth: 'number',
+  displayHeight: 'number',
+};
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 const PROFILE_URN = /^urn:li:fsd_profile:([A-Za-z0-9_-]+)$/;
 
@@ -109,6 +149,11 @@ interface FlowState {
   /** Asset handed out by the last upload slot, and whether its bytes arrived. */
   asset?: { urn: string; token: string; fileSize: number; uploaded: boolean; used: boolean };
   signedOut?: SignedOutAnswer;
+  /** Cookies set during this delivery (from its `me` on): later calls must carry these values. */
+  issued: Map<string, string>;
+  /** Cookies to rotate on the next answer to a step. */
+  rotateOn: Array<{ step: VoyagerStep; name: string }>;
+  automated?: boolean;
 }
 
 function parseCookies(header: string | undefined): Map<string, string> {
@@ -154,8 +199,10 @@ export async function startLinkedinVoyagerFake(
   const signedOut: SignedOutAnswer = options.signedOut ?? 'unauthorized';
   let uploadHeaders: Record<string, string> = {};
   let unknownProfile: 'empty' | 'not-found' = 'empty';
-  const deduplicated: VoyagerMessage[] = [];
-  const byOriginToken = new Map<string, VoyagerMessage>();
+  const conversations = new Map<string, string>();
+  const rotatedValues: Array<{ liAt: string; name: string; value: string }> = [];
+  const endedByUserAgent: string[] = [];
+  const csrfRefusals: VoyagerCall[] = [];
   let stallMs = 0;
   let origin = '';
 
@@ -164,9 +211,25 @@ export async function startLinkedinVoyagerFake(
 
   const flow = (liAt: string): FlowState => {
     let state = flows.get(liAt);
-    if (!state) flows.set(liAt, (state = { last: null }));
+    if (!state) flows.set(liAt, (state = { last: null, issued: new Map(), rotateOn: [] }));
     return state;
   };
+
+  /** Set-Cookie headers of an answer: a new lidc always (LinkedIn's load-balancer cookie), and any rotation asked for. */
+  function cookiesToSet(state: FlowState, liAt: string, step: VoyagerStep | null): string[] {
+    const lidc = `"b=VB${randomBytes(2).toString('hex')}:s=V:r=V:a=V:p=V:g=${randomBytes(2).readUInt16BE(0)}:u=1:x=1:i=${Math.floor(Date.now() / 1000)}:t=${Math.floor(Date.now() / 1000) + 86_400}:v=2:sig=AQ${randomBytes(12).toString('base64url')}"`;
+    state.issued.set('lidc', lidc);
+    const headers = [`lidc=${lidc}; Path=/; HttpOnly; SameSite=None`];
+    const due = state.rotateOn.filter((r) => r.step === step);
+    state.rotateOn = state.rotateOn.filter((r) => r.step !== step);
+    for (const { name } of due) {
+      const value = name === 'JSESSIONID' ? `"ajax:${BigInt(`0x${randomBytes(8).toString('hex')}`).toString()}"` : `v=2&${randomBytes(10).toString('hex')}`;
+      state.issued.set(name, value);
+      rotatedValues.push({ liAt, name, value });
+      headers.push(`${name}=${value}; Path=/; SameSite=None`);
+    }
+    return headers;
+  }
 
   function json(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): number {
     const text = JSON.stringify(body);
@@ -174,9 +237,15 @@ export async function startLinkedinVoyagerFake(
     return status;
   }
 
-  function signedOutAnswer(res: ServerResponse, how: SignedOutAnswer, path: string): number {
+  function signedOutAnswer(res: ServerResponse, how: SignedOutAnswer, path: string, deleteLiAt = false): number {
     if (how === 'login-redirect') {
-      res.writeHead(302, { location: `${origin}/login?session_redirect=${encodeURIComponent(path)}`, 'content-length': 0 }).end();
+      res
+        .writeHead(302, {
+          location: `${origin}/login?session_redirect=${encodeURIComponent(path)}`,
+          'content-length': 0,
+          ...(deleteLiAt ? { 'set-cookie': ['li_at="delete me"; Path=/; Expires=Thu, 01 Jan 1970 00:00:00 GMT; HttpOnly'] } : {}),
+        })
+        .end();
       return 302;
     }
     return json(res, 401, { status: 401, serviceErrorCode: 0, code: 'UNAUTHORIZED' });
@@ -188,31 +257,122 @@ export async function startLinkedinVoyagerFake(
   }
 
   /** The session checks of every call; returns the account, or answers and returns undefined. */
-  function authenticate(req: IncomingMessage, res: ServerResponse, path: string, call: VoyagerCall): VoyagerAccount | undefined {
+  function authenticate(req: IncomingMessage, res: ServerResponse, path: string, call: VoyagerCall, step: VoyagerStep): VoyagerAccount | undefined {
     const cookies = parseCookies(req.headers.cookie);
     const liAt = cookies.get('li_at');
     call.liAt = liAt;
     const account = liAt === undefined ? undefined : accounts.get(liAt);
-    const problems: string[] = [];
-    if (!account) problems.push(liAt === undefined ? 'no li_at cookie' : 'unknown li_at cookie');
-    const jsession = cookies.get('JSESSIONID');
-    if (jsession === undefined) problems.push('no JSESSIONID cookie');
-    else if (!/^".*"$/.test(jsession)) problems.push('JSESSIONID cookie without its quotes');
-    else if (account && jsession.slice(1, -1) !== account.csrfToken) problems.push('JSESSIONID does not belong to this li_at');
-    if (jsession !== undefined && req.headers['csrf-token'] !== jsession.replace(/^"|"$/g, '')) problems.push('csrf-token header differs from JSESSIONID');
-    if (req.headers['x-restli-protocol-version'] !== '2.0.0') problems.push('x-restli-protocol-version is not 2.0.0');
-    if (!/^Mozilla\/5\.0 \(/.test(String(req.headers['user-agent'] ?? ''))) problems.push('user agent is not a browser');
-    if (problems.length > 0) {
-      violations.push(`signed out: ${problems.join(', ')}`);
+    if (!account) {
+      violations.push(`signed out: ${liAt === undefined ? 'no li_at cookie' : 'unknown li_at cookie'}`);
       call.status = signedOutAnswer(res, signedOut, path);
       return undefined;
     }
-    const state = flow(account!.liAt);
+    const state = flow(account.liAt);
+    if (state.automated) {
+      // LinkedIn's answer to what it takes for a bot: status 999 and a small HTML page.
+      const page = '<html><head><title>Request denied</title></head><body>Request denied</body></html>';
+      res.writeHead(999, { 'content-type': 'text/html', 'content-length': Buffer.byteLength(page) }).end(page);
+      call.status = 999;
+      return undefined;
+    }
     if (state.signedOut) {
       call.status = signedOutAnswer(res, state.signedOut, path);
       return undefined;
     }
+    const userAgent = String(req.headers['user-agent'] ?? '');
+    if (account.userAgent !== undefined && userAgent !== account.userAgent) {
+      // The cookie was used from another browser than its own: LinkedIn ends the session at once.
+      endedByUserAgent.push(account.liAt);
+      state.signedOut = 'unauthorized';
+      call.status = signedOutAnswer(res, 'login-redirect', path, true);
+      return undefined;
+    }
+    if (!/^Mozilla\/5\.0 \(/.test(userAgent)) {
+      violations.push('signed out: user agent is not a browser');
+      call.status = signedOutAnswer(res, signedOut, path);
+      return undefined;
+    }
+    // A new delivery begins with the browser's cookies; within one, the values set since must come back.
+    if (step === 'me') state.issued.clear();
+    const jsession = cookies.get('JSESSIONID');
+    const validJsession = new Set([`"${account.csrfToken}"`, ...(state.issued.has('JSESSIONID') ? [state.issued.get('JSESSIONID')!] : [])]);
+    const csrfOk =
+      jsession !== undefined &&
+      /^".*"$/.test(jsession) &&
+      req.headers['csrf-token'] === jsession.slice(1, -1) &&
+      (state.issued.has('JSESSIONID') ? jsession === state.issued.get('JSESSIONID') : validJsession.has(jsession));
+    if (!csrfOk) {
+      csrfRefusals.push(call);
+      const text = 'CSRF check failed.';
+      res.writeHead(403, { 'content-type': 'text/plain;charset=UTF-8', 'content-length': Buffer.byteLength(text) }).end(text);
+      call.status = 403;
+      return undefined;
+    }
+    for (const [name, value] of state.issued) {
+      if (name !== 'JSESSIONID' && cookies.get(name) !== value) {
+        violations.push(`${step}: cookie ${name} is not the value LinkedIn set on an earlier answer of this delivery`);
+        call.status = json(res, 400, { status: 400, message: `fake Voyager: stale cookie ${name}` });
+        return undefined;
+      }
+    }
+    for (const name of Object.keys(account.cookies ?? {})) {
+      if (!cookies.has(name)) {
+        violations.push(`${step}: the browser's cookie ${name} is missing`);
+        call.status = json(res, 400, { status: 400, message: `fake Voyager: missing cookie ${name}` });
+        return undefined;
+      }
+    }
+    if (req.headers['x-restli-protocol-version'] !== '2.0.0') {
+      call.status = violation(res, `${step}: x-restli-protocol-version is not 2.0.0`);
+      return undefined;
+    }
+    if (step !== 'upload') {
+      const problem = webAppHeaderProblem(req, step);
+      if (problem) {
+        call.status = violation(res, `${step}: ${problem}`);
+        return undefined;
+      }
+    }
     return account;
+  }
+
+  /** What the web app sends on every Voyager call beside the session: refused when missing or malformed. */
+  function webAppHeaderProblem(req: IncomingMessage, step: Exclude<VoyagerStep, 'upload'>): string | null {
+    const h = req.headers;
+    if (h.accept !== ACCEPT_OF[step]) return `accept ${h.accept}, the web app sends ${ACCEPT_OF[step]}`;
+    const track = h['x-li-track'];
+    if (typeof track !== 'string') return 'no x-li-track';
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(track);
+    } catch {
+      return 'x-li-track is not JSON';
+    }
+    if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) return 'x-li-track is not a JSON object';
+    const keys = Object.keys(parsed).sort().join(',');
+    if (keys !== Object.keys(LI_TRACK_KEYS).sort().join(',')) return `x-li-track keys ${keys}`;
+    for (const [key, type] of Object.entries(LI_TRACK_KEYS)) {
+      if (typeof (parsed as Record<string, unknown>)[key] !== type) return `x-li-track ${key} is not a ${type}`;
+    }
+    const t = parsed as Record<string, unknown>;
+    if (t.osName !== 'web' || t.mpName !== 'voyager-web' || t.deviceFormFactor !== 'DESKTOP') return 'x-li-track is not the desktop web app';
+    if (typeof h['x-li-lang'] !== 'string' || !/^[a-z]{2}_[A-Z]{2}$/.test(h['x-li-lang'])) return `x-li-lang ${h['x-li-lang']}`;
+    if (typeof h['x-li-page-instance'] !== 'string' || !/^urn:li:page:[a-z0-9_]+;[A-Za-z0-9+/=]{16,}$/.test(h['x-li-page-instance'])) {
+      return `x-li-page-instance ${h['x-li-page-instance']}`;
+    }
+    if (typeof h.referer !== 'string' || !h.referer.startsWith(`${origin}/messaging/`)) return `referer ${h.referer} is not a messaging page`;
+    // A Chromium browser sends its client hints, agreeing with its User-Agent; Firefox and Safari send none.
+    const ua = String(h['user-agent'] ?? '');
+    const chromium = /Chrome\/(\d+)\./.exec(ua);
+    if (chromium && !/Firefox\//.test(ua)) {
+      if (!String(h['sec-ch-ua'] ?? '').includes(`"Chromium";v="${chromium[1]}"`)) return `sec-ch-ua ${h['sec-ch-ua']} does not match the user agent`;
+      if (!/^\?[01]$/.test(String(h['sec-ch-ua-mobile'] ?? ''))) return `sec-ch-ua-mobile ${h['sec-ch-ua-mobile']}`;
+      if (!/^"[A-Za-z ]+"$/.test(String(h['sec-ch-ua-platform'] ?? ''))) return `sec-ch-ua-platform ${h['sec-ch-ua-platform']}`;
+    } else if (h['sec-ch-ua'] !== undefined) {
+      return 'client hints from a browser that sends none';
+    }
+    if (h.authorization !== undefined) return 'an authorization header has no place here';
+    return null;
   }
 
   function injected(step: VoyagerStep, res: ServerResponse): number | undefined {
@@ -242,12 +402,12 @@ export async function startLinkedinVoyagerFake(
         return violation(res, `${step}: body is not JSON`);
       }
     }
-    const account = authenticate(req, res, url.pathname + url.search, call);
+    const account = authenticate(req, res, url.pathname + url.search, call, step);
     if (!account) return call.status;
-    if (step !== 'upload' && !ACCEPTED.has(String(req.headers.accept ?? ''))) return violation(res, `${step}: accept header ${req.headers.accept}`);
-    if (req.headers.authorization !== undefined) return violation(res, `${step}: an authorization header has no place here`);
 
     const state = flow(account.liAt);
+    // Every answer from here on carries LinkedIn's cookies.
+    res.setHeader('set-cookie', cookiesToSet(state, account.liAt, step));
     if (!ALLOWED_AFTER[step].includes(state.last)) return violation(res, `${step} after ${state.last ?? 'nothing'}`);
     const failed = injected(step, res);
     if (failed !== undefined) return failed;
@@ -330,22 +490,13 @@ export async function startLinkedinVoyagerFake(
         if (url.searchParams.get('action') !== 'createMessage') return violation(res, 'createMessage: action is not createMessage');
         // The web client sends the JSON body as text/plain (no CORS preflight); so must we.
         if (req.headers['content-type'] !== 'text/plain;charset=UTF-8') return violation(res, `createMessage: content-type ${req.headers['content-type']}`);
-        const problem = checkCreateMessage(call.body, account, state, profiles);
+        const problem = checkCreateMessage(call.body, account, state, profiles, conversations);
         if (problem) return violation(res, `createMessage: ${problem}`);
         state.asset!.used = true;
         state.last = 'createMessage';
-        const body = call.body as { message: { originToken: string } };
-        const tokenKey = `${account.profileUrn} ${body.message.originToken}`;
-        const earlier = byOriginToken.get(tokenKey);
-        if (earlier) {
-          // dedupeByClientGeneratedToken: a second message with a token already seen is dropped.
-          deduplicated.push({ at: call.at, liAt: account.liAt, body: call.body, entityUrn: earlier.entityUrn });
-          return json(res, 200, { value: { entityUrn: earlier.entityUrn, deliveredAt: Date.now(), $type: 'com.linkedin.messenger.Message' } });
-        }
         const entityUrn = `urn:li:msg_message:(${account.profileUrn},2-${randomBytes(12).toString('base64url')})`;
         const message = { at: call.at, liAt: account.liAt, body: call.body, entityUrn };
         messages.push(message);
-        byOriginToken.set(tokenKey, message);
         if (stallMs > 0) {
           const ms = stallMs;
           stallMs = 0;
@@ -407,7 +558,22 @@ export async function startLinkedinVoyagerFake(
     stallNextAcceptedMessage(ms) {
       stallMs = ms;
     },
-    deduplicated,
+    addConversation(liAt, threadId) {
+      const account = accounts.get(liAt);
+      if (!account) throw new Error('addConversation: unknown li_at');
+      const urn = `urn:li:msg_conversation:(${account.profileUrn},${threadId})`;
+      conversations.set(urn, liAt);
+      return urn;
+    },
+    rotateCookieOn(liAt, step, name) {
+      flow(liAt).rotateOn.push({ step, name });
+    },
+    rotatedValues,
+    flagAutomated(liAt) {
+      flow(liAt).automated = true;
+    },
+    endedByUserAgent,
+    csrfRefusals,
     callsOf: (step, liAt) => calls.filter((c) => c.step === step && (liAt === undefined || c.liAt === liAt)),
     async close() {
       server.closeAllConnections();
@@ -416,12 +582,24 @@ export async function startLinkedinVoyagerFake(
   };
 }
 
-function checkCreateMessage(body: any, account: VoyagerAccount, state: FlowState, profiles: Map<string, VoyagerProfile>): string | null {
+function checkCreateMessage(
+  body: any,
+  account: VoyagerAccount,
+  state: FlowState,
+  profiles: Map<string, VoyagerProfile>,
+  conversations: Map<string, string>,
+): string | null {
   if (typeof body !== 'object' || body === null) return 'no JSON body';
-  const keys = Object.keys(body).sort().join(',');
-  if (keys !== 'dedupeByClientGeneratedToken,hostRecipientUrns,mailboxUrn,message,trackingId') return `body keys ${keys}`;
   const message = body.message;
-  if (Object.keys(message ?? {}).sort().join(',') !== 'body,originToken,renderContentUnions') return 'message keys';
+  // Into an existing conversation (as mautrix-linkedin sends): conversationUrn, and no hostRecipientUrns.
+  const intoConversation = typeof message?.conversationUrn === 'string';
+  const keys = Object.keys(body).sort().join(',');
+  const expectedKeys = intoConversation
+    ? 'dedupeByClientGeneratedToken,mailboxUrn,message,trackingId'
+    : 'dedupeByClientGeneratedToken,hostRecipientUrns,mailboxUrn,message,trackingId';
+  if (keys !== expectedKeys) return `body keys ${keys}`;
+  const messageKeys = intoConversation ? 'body,conversationUrn,originToken,renderContentUnions' : 'body,originToken,renderContentUnions';
+  if (Object.keys(message ?? {}).sort().join(',') !== messageKeys) return `message keys ${Object.keys(message ?? {}).sort().join(',')}`;
   if (!sameShape(message.body, { attributes: [], text: '' })) return 'message.body is not an empty text';
   if (typeof message.originToken !== 'string' || !UUID.test(message.originToken)) return 'originToken is not a uuid';
   const unions = message.renderContentUnions;
@@ -437,10 +615,15 @@ function checkCreateMessage(body: any, account: VoyagerAccount, state: FlowState
   if (asset.used) return 'the asset was already sent';
   if (!Number.isInteger(audio.duration) || audio.duration <= 0 || audio.duration > 60_000) return 'audio.duration is not 1..60000 ms';
   if (body.mailboxUrn !== account.profileUrn) return 'mailboxUrn is not the session owner';
-  const recipients = body.hostRecipientUrns;
-  if (!Array.isArray(recipients) || recipients.length !== 1) return 'hostRecipientUrns is not one urn';
-  if (![...profiles.values()].some((p) => p.urn === recipients[0])) return `recipient ${String(recipients[0])} is not a known profile`;
+  if (intoConversation) {
+    if (conversations.get(message.conversationUrn) !== account.liAt) return `conversation ${String(message.conversationUrn)} is not one of this account's`;
+  } else {
+    const recipients = body.hostRecipientUrns;
+    if (!Array.isArray(recipients) || recipients.length !== 1) return 'hostRecipientUrns is not one urn';
+    if (![...profiles.values()].some((p) => p.urn === recipients[0])) return `recipient ${String(recipients[0])} is not a known profile`;
+  }
   if (typeof body.trackingId !== 'string' || body.trackingId.length !== 16 || /[^\u0000-\u00ff]/.test(body.trackingId)) return 'trackingId is not 16 bytes as a string';
-  if (body.dedupeByClientGeneratedToken !== true) return 'dedupeByClientGeneratedToken is not true';
+  // What every public client and capture of the web app sends.
+  if (body.dedupeByClientGeneratedToken !== false) return 'dedupeByClientGeneratedToken is not false';
   return null;
 }

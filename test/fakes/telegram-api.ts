@@ -5,13 +5,17 @@ import busboy from 'busboy';
 
 /**
  * A local Telegram Bot API for `sendVoice`: strict about what it takes, and
- * answering in Telegram's own shapes. Told per chat id or per token, it answers a documented failure.
+ * answering in Telegram's own shapes and words (tdlib/telegram-bot-api's HttpConnection.cpp,
+ * ClientManager.cpp and Client.cpp: 404 "Not Found" for a path that is not /bot<token>/<method>,
+ * 401 "Unauthorized: invalid token specified" for a token it cannot read, 401 "Unauthorized" for one it
+ * does not know, 404 "Not Found: method not found"). Told per chat id or per token, it answers a
+ * documented failure.
  */
 
 /** What Telegram answers instead of accepting the voice note. */
 export type TelegramFailure =
   | { kind: 'unauthorized' }
-  /** What Telegram answers for a token it cannot parse. */
+  /** What the Bot API answers for a path it does not serve. */
   | { kind: 'not_found' }
   | { kind: 'chat_not_found' }
   | { kind: 'bot_blocked' }
@@ -19,6 +23,10 @@ export type TelegramFailure =
   | { kind: 'user_deactivated' }
   /** A Premium user whose privacy settings refuse voice messages. */
   | { kind: 'voice_forbidden' }
+  /** A user whose privacy settings refuse voice notes from this bot. */
+  | { kind: 'voice_restricted' }
+  /** A group or channel whose permissions do not let the bot send voice notes (tdlib's check, through the Bot API). */
+  | { kind: 'no_voice_rights' }
   | { kind: 'rate_limited'; retryAfter: number }
   | { kind: 'server_error'; status?: number }
   /** The front proxy's HTML page, as when the Bot API behind it is down. */
@@ -91,6 +99,14 @@ const MB = 1024 * 1024;
 // Bots may send voice files up to 50 MB.
 const MAX_UPLOAD_BYTES = 50 * MB;
 const TOKEN_IN_PATH = /^\/bot([^/]*)\/([A-Za-z]+)$/;
+
+/** The Bot API's own first look at a token (ClientManager::send): a bot id, a colon, at most 80 characters. */
+function readableToken(token: string): boolean {
+  const colon = token.indexOf(':');
+  if (token === '' || token[0] === '0' || token.length > 80 || colon < 0) return false;
+  const id = token.slice(0, colon);
+  return /^[0-9]+$/.test(id) && Number(id) > 0 && Number(id) < 2 ** 54;
+}
 const WELL_FORMED_TOKEN = /^[0-9]+:[A-Za-z0-9_-]{30,}$/;
 const BOT_ID_NAME = 'voicenote_test_bot';
 
@@ -116,6 +132,10 @@ function failureReply(f: TelegramFailure): Reply {
       return failure(403, 'Forbidden: user is deactivated');
     case 'voice_forbidden':
       return failure(400, 'Bad Request: VOICE_MESSAGES_FORBIDDEN');
+    case 'voice_restricted':
+      return failure(400, 'Bad Request: user restricted receiving of voice note messages');
+    case 'no_voice_rights':
+      return failure(400, 'Bad Request: not enough rights to send voice notes to the chat');
     case 'rate_limited':
       return failure(429, `Too Many Requests: retry after ${f.retryAfter}`, { retry_after: f.retryAfter });
     case 'server_error':
@@ -255,10 +275,12 @@ export async function startTelegramApi(options: TelegramFakeOptions = {}): Promi
   }
 
   function decide(token: string, method: string, form: ParsedForm): Reply {
-    if (!WELL_FORMED_TOKEN.test(token) || method.toLowerCase() !== 'sendvoice') return failure(404, 'Not Found');
+    if (!readableToken(token)) return failure(401, 'Unauthorized: invalid token specified');
     const tokenFailure = takeRule((r) => r.token === token);
     if (tokenFailure) return failureReply(tokenFailure);
-    if (knownTokens && !knownTokens.has(token)) return failure(401, 'Unauthorized');
+    if (!WELL_FORMED_TOKEN.test(token) || (knownTokens && !knownTokens.has(token))) return failure(401, 'Unauthorized');
+    // This fake serves sendVoice alone: any other method name is one it does not know.
+    if (method.toLowerCase() !== 'sendvoice') return failure(404, 'Not Found: method not found');
     if (form.error) return form.error;
     const chatId = form.fields.chat_id;
     if (chatId === undefined || chatId === '') return failure(400, 'Bad Request: chat_id is empty');

@@ -3,7 +3,10 @@ import { readFile } from 'node:fs/promises';
 import { Agent, request, type Dispatcher } from 'undici';
 import { PacingBacklog, KeyedPacer } from '../pacing.js';
 import { DeliveryError, type DeliveryJob, type PlatformAdapter } from '../platform.js';
-import type { LinkedinSession } from './rules.js';
+import { browserIdentity, type BrowserIdentity } from './browser.js';
+import { DeliveryCookies } from './cookies.js';
+import { createMemoryRest, REST_AFTER_999_MS, type AccountRest } from './rest.js';
+import { LINKEDIN_CONVERSATION_URN, threadIdOfUrl, type LinkedinSession } from './rules.js';
 import {
   createMessageRequest,
   LOGIN_LOCATION,
@@ -13,11 +16,11 @@ import {
   readOwnProfileUrn,
   readProfileUrn,
   readUploadSlot,
-  sessionHeaders,
   UPLOAD_CONTENT_TYPE,
   uploadMetadataRequest,
+  voyagerHeaders,
+  type MessageTarget,
   type VoyagerRequest,
-  type VoyagerSession,
 } from './voyager-requests.js';
 
 /** Gap between two deliveries with the same `li_at`, drawn anew each time between the two bounds. */
@@ -33,12 +36,16 @@ export interface LinkedinAdapterOptions {
   pace?: LinkedinPace;
   /** Longest wait for the answer to one API call (default 30 s); the upload gets four times as long. */
   timeoutMs?: number;
+  /** Where accounts refused as automated (999) rest: Redis when configured, so every process holds back; memory by default. */
+  rest?: AccountRest;
   dispatcher?: Dispatcher;
   random?: () => number;
 }
 
 export const DEFAULT_LINKEDIN_PACE: LinkedinPace = { minMs: 3_000, maxMs: 5_000 };
 const DEFAULT_TIMEOUT_MS = 30_000;
+/** Enough of an error body to read what LinkedIn says (a CSRF failure, a refusal's message). */
+const MAX_ERROR_BODY_BYTES = 8 * 1024;
 
 export type FlowStep = 'own profile' | 'recipient lookup' | 'upload slot' | 'upload' | 'send';
 
@@ -47,6 +54,10 @@ const REDIRECTS = new Set([301, 302, 303, 307, 308]);
 
 const SESSION_EXPIRED_MESSAGE =
   'the LinkedIn session is expired or invalid; sign in to LinkedIn again and send the new li_at and csrf_token';
+const SESSION_ENDED_MESSAGE =
+  'LinkedIn ended the session (it deleted the li_at cookie); sign in again and send the new li_at, csrf_token, cookies and that browser\'s user_agent';
+const CSRF_FAILED_MESSAGE =
+  "LinkedIn's CSRF check failed: csrf_token is not the JSESSIONID of this li_at's browser session; copy li_at, JSESSIONID (as csrf_token) and the cookies from the same browser";
 
 function decoded(id: string): string {
   try {
@@ -56,9 +67,21 @@ function decoded(id: string): string {
   }
 }
 
-/** A recipient in one of the accepted forms: a profile URN as is, or the public id on its own or inside a profile URL. */
-export function linkedinRecipient(recipient: string): { urn: string } | { publicId: string } {
+/** Where a voice note goes, from the recipient as the caller wrote it (rules.ts has already checked its form). */
+export type LinkedinRecipient =
+  | { urn: string }
+  | { publicId: string }
+  /** An existing conversation: its own URN, or a thread id whose URN is made with the sender's mailbox. */
+  | { conversationUrn: string; threadId: string }
+  | { threadId: string };
+
+/** A recipient in one of the accepted forms: a profile URN as is, a conversation, or the public id on its own or inside a profile URL. */
+export function linkedinRecipient(recipient: string): LinkedinRecipient {
   if (PROFILE_URN.test(recipient)) return { urn: recipient };
+  const conversation = LINKEDIN_CONVERSATION_URN.exec(recipient);
+  if (conversation) return { conversationUrn: recipient, threadId: conversation[2]! };
+  const threadId = threadIdOfUrl(recipient);
+  if (threadId !== undefined) return { threadId };
   if (/^https?:\/\//i.test(recipient)) {
     try {
       const match = /^\/in\/([^/]+)\/?$/.exec(new URL(recipient).pathname);
@@ -79,9 +102,40 @@ export function retryAfterMs(value: string | string[] | undefined, now = Date.no
   return Number.isNaN(at) ? undefined : Math.max(at - now, 0);
 }
 
-/** The failure an unwanted HTTP answer stands for (README, "Live delivery"). */
-export function failureForStatus(step: FlowStep, status: number, headers: Record<string, string | string[] | undefined>): DeliveryError {
-  if (status === 401 || status === 403) return new DeliveryError('session_expired', SESSION_EXPIRED_MESSAGE, false);
+/** LinkedIn's own words in a JSON error body (`{"message": "This profile can't be accessed", …}`), when short. */
+function linkedinMessage(body: string): string | undefined {
+  try {
+    const parsed: unknown = JSON.parse(body);
+    const message = typeof parsed === 'object' && parsed !== null ? (parsed as { message?: unknown }).message : undefined;
+    return typeof message === 'string' && message.length > 0 && message.length <= 200 ? message : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** The message of a 999: LinkedIn took the request for a bot's. */
+export function automatedRefusal(step: FlowStep): DeliveryError {
+  return new DeliveryError(
+    'platform_rate_limited',
+    `LinkedIn refused the ${step} request as automated traffic (status 999); not retried: this li_at rests ${REST_AFTER_999_MS / 60_000} minutes before its other voice notes are tried`,
+    false,
+  );
+}
+
+/** The failure an unwanted HTTP answer stands for (README, "Live delivery"; docs/platforms.md, "LinkedIn"). */
+export function failureForStatus(step: FlowStep, status: number, headers: Record<string, string | string[] | undefined>, body = ''): DeliveryError {
+  if (status === 999) return automatedRefusal(step);
+  if (status === 401) return new DeliveryError('session_expired', SESSION_EXPIRED_MESSAGE, false);
+  if (status === 403) {
+    // Voyager answers a csrf-token that is not the session's JSESSIONID with 403 "CSRF check failed.".
+    if (/CSRF check failed/i.test(body)) return new DeliveryError('invalid_session', CSRF_FAILED_MESSAGE, false);
+    const said = linkedinMessage(body);
+    // A signed-in session refused one thing: on the recipient's steps, this recipient (tomquirk/linkedin-api #493).
+    if (step === 'send' || step === 'recipient lookup') {
+      return new DeliveryError('recipient_blocked', `LinkedIn does not let this account message this recipient (403${said ? `: ${said}` : ''})`, false);
+    }
+    return new DeliveryError('platform_error', `LinkedIn refused the ${step} request (403${said ? `: ${said}` : ''})`, false);
+  }
   if (REDIRECTS.has(status)) {
     const location = headers.location;
     const target = Array.isArray(location) ? location[0] : location;
@@ -104,9 +158,35 @@ function networkFailure(step: FlowStep, error: unknown): DeliveryError {
   return new DeliveryError('platform_error', `could not reach LinkedIn for the ${step} request (${code})`, true);
 }
 
+async function readCapped(body: Dispatcher.ResponseData['body']): Promise<string> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of body) {
+    const buffer = Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk as Uint8Array);
+    chunks.push(buffer);
+    size += buffer.length;
+    if (size >= MAX_ERROR_BODY_BYTES) {
+      body.destroy();
+      break;
+    }
+  }
+  return Buffer.concat(chunks).toString('utf8').slice(0, MAX_ERROR_BODY_BYTES);
+}
+
 interface JsonAnswer {
   json: unknown;
 }
+
+/** One delivery's state: the account, the browser it speaks as, its cookies (rotated ones included). */
+interface Delivery {
+  account: string;
+  browser: BrowserIdentity;
+  cookies: DeliveryCookies;
+  signal: AbortSignal;
+}
+
+/** A hash of the li_at: names the account in memory and in Redis without holding the secret. */
+export const linkedinAccountKey = (liAt: string): string => createHash('sha256').update(liAt).digest('base64url').slice(0, 22);
 
 /** Delivers voice notes through the Voyager API of linkedin.com with the user's own session cookie. */
 export function createLinkedinAdapter(options: LinkedinAdapterOptions): PlatformAdapter {
@@ -115,20 +195,49 @@ export function createLinkedinAdapter(options: LinkedinAdapterOptions): Platform
   const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
   const pace = options.pace ?? DEFAULT_LINKEDIN_PACE;
   const random = options.random ?? Math.random;
+  const rest = options.rest ?? createMemoryRest();
   const dispatcher = options.dispatcher ?? new Agent({ connectTimeout: timeoutMs, keepAliveTimeout: 4_000 });
   // One delivery waits behind the running one at most: more go back to the queue (PacingBacklog).
   const pacer = new KeyedPacer(() => pace.minMs + Math.max(pace.maxMs - pace.minMs, 0) * random(), 1);
 
-  async function callJson(step: FlowStep, session: VoyagerSession, req: VoyagerRequest, signal: AbortSignal): Promise<JsonAnswer> {
-    const headers = sessionHeaders(session);
+  /** Cookies LinkedIn set, a deleted li_at, a 999: what every answer is read for before its status. */
+  async function takeAnswer(step: FlowStep, delivery: Delivery, url: string | URL, res: Dispatcher.ResponseData): Promise<void> {
+    await delivery.cookies.absorb(url, res.headers['set-cookie']);
+    if (res.statusCode === 999) {
+      await res.body.dump().catch(() => undefined);
+      await rest.begin(delivery.account, REST_AFTER_999_MS);
+      throw automatedRefusal(step);
+    }
+    if (await delivery.cookies.signedOut()) {
+      await res.body.dump().catch(() => undefined);
+      throw new DeliveryError('session_expired', SESSION_ENDED_MESSAGE, false);
+    }
+    if (res.statusCode < 200 || res.statusCode >= 300) {
+      const body = res.statusCode === 403 ? await readCapped(res.body).catch(() => '') : (await res.body.dump().catch(() => undefined), '');
+      throw failureForStatus(step, res.statusCode, res.headers, body);
+    }
+  }
+
+  async function headersFor(delivery: Delivery, url: string | URL, accept: string): Promise<Record<string, string>> {
+    return voyagerHeaders({
+      browser: delivery.browser,
+      cookie: await delivery.cookies.header(url),
+      csrfToken: (await delivery.cookies.value('JSESSIONID')) ?? '',
+      accept,
+    });
+  }
+
+  async function callJson(step: FlowStep, delivery: Delivery, req: VoyagerRequest): Promise<JsonAnswer> {
+    const url = `${apiRoot}${req.path}`;
+    const headers = await headersFor(delivery, url, req.accept);
     if (req.body !== undefined) headers['content-type'] = req.contentType ?? 'application/json; charset=UTF-8';
     let res: Dispatcher.ResponseData;
     try {
-      res = await request(`${apiRoot}${req.path}`, {
+      res = await request(url, {
         dispatcher,
         method: req.method,
         headers,
-        signal,
+        signal: delivery.signal,
         ...(req.body !== undefined ? { body: JSON.stringify(req.body) } : {}),
         headersTimeout: timeoutMs,
         bodyTimeout: timeoutMs,
@@ -136,10 +245,7 @@ export function createLinkedinAdapter(options: LinkedinAdapterOptions): Platform
     } catch (error) {
       throw networkFailure(step, error);
     }
-    if (res.statusCode < 200 || res.statusCode >= 300) {
-      await res.body.dump().catch(() => undefined);
-      throw failureForStatus(step, res.statusCode, res.headers);
-    }
+    await takeAnswer(step, delivery, url, res);
     let text: string;
     try {
       text = await res.body.text();
@@ -153,9 +259,14 @@ export function createLinkedinAdapter(options: LinkedinAdapterOptions): Platform
     }
   }
 
-  async function upload(session: VoyagerSession, target: URL, extraHeaders: Record<string, string>, bytes: Buffer, signal: AbortSignal): Promise<void> {
-    // The session goes only to LinkedIn's own origin; a storage host gets the slot's headers alone.
-    const headers: Record<string, string> = target.origin === apiOrigin ? sessionHeaders(session) : {};
+  async function upload(delivery: Delivery, target: URL, extraHeaders: Record<string, string>, bytes: Buffer): Promise<void> {
+    // The session goes only to LinkedIn's own origin; a storage host gets the slot's headers, the user
+    // agent and whatever cookies are its own (none of linkedin.com's: the jar matches domains).
+    const headers: Record<string, string> =
+      target.origin === apiOrigin ? await headersFor(delivery, target, '*/*') : { 'user-agent': delivery.browser.userAgent };
+    const cookie = await delivery.cookies.header(target);
+    if (cookie === '') delete headers.cookie;
+    else headers.cookie = cookie;
     headers['content-type'] = UPLOAD_CONTENT_TYPE;
     Object.assign(headers, extraHeaders);
     let res: Dispatcher.ResponseData;
@@ -164,7 +275,7 @@ export function createLinkedinAdapter(options: LinkedinAdapterOptions): Platform
         dispatcher,
         method: 'PUT',
         headers,
-        signal,
+        signal: delivery.signal,
         body: bytes,
         headersTimeout: timeoutMs * 4,
         bodyTimeout: timeoutMs,
@@ -172,23 +283,46 @@ export function createLinkedinAdapter(options: LinkedinAdapterOptions): Platform
     } catch (error) {
       throw networkFailure('upload', error);
     }
+    await takeAnswer('upload', delivery, target, res);
     await res.body.dump().catch(() => undefined);
-    if (res.statusCode < 200 || res.statusCode >= 300) throw failureForStatus('upload', res.statusCode, res.headers);
   }
 
-  async function deliverOnce(job: DeliveryJob, session: VoyagerSession): Promise<void> {
-    const me = await callJson('own profile', session, meRequest(), job.signal);
+  async function deliverOnce(job: DeliveryJob, session: LinkedinSession, account: string): Promise<void> {
+    const recipient = linkedinRecipient(job.recipient);
+    const cookies = await DeliveryCookies.of(apiRoot, session);
+    // The page the web app would send from: the thread itself, or the messaging page for a new message.
+    const referer = 'threadId' in recipient ? `${apiOrigin}/messaging/thread/${encodeURIComponent(recipient.threadId)}/` : `${apiOrigin}/messaging/`;
+    const delivery: Delivery = {
+      account,
+      cookies,
+      signal: job.signal,
+      browser: browserIdentity({
+        userAgent: session.user_agent,
+        langCookie: await cookies.value('lang'),
+        timezoneCookie: await cookies.value('timezone'),
+        referer,
+      }),
+    };
+
+    const me = await callJson('own profile', delivery, meRequest());
     const mailboxUrn = readOwnProfileUrn(me.json);
     if (mailboxUrn === undefined) throw new DeliveryError('platform_error', 'LinkedIn did not say which profile the session belongs to', false);
 
-    const recipient = linkedinRecipient(job.recipient);
-    let recipientUrn: string;
-    if ('urn' in recipient) {
-      recipientUrn = recipient.urn;
+    let target: MessageTarget;
+    if ('conversationUrn' in recipient) {
+      // A conversation URN names the mailbox it belongs to: another account's cannot be written to.
+      if (!recipient.conversationUrn.startsWith(`urn:li:msg_conversation:(${mailboxUrn},`)) {
+        throw new DeliveryError('recipient_not_found', "this conversation is not in the mailbox of the session's LinkedIn account", false);
+      }
+      target = { conversationUrn: recipient.conversationUrn };
+    } else if ('threadId' in recipient) {
+      target = { conversationUrn: `urn:li:msg_conversation:(${mailboxUrn},${recipient.threadId})` };
+    } else if ('urn' in recipient) {
+      target = { recipientUrn: recipient.urn };
     } else {
-      const found = readProfileUrn((await callJson('recipient lookup', session, profileByPublicIdRequest(recipient.publicId), job.signal)).json);
+      const found = readProfileUrn((await callJson('recipient lookup', delivery, profileByPublicIdRequest(recipient.publicId))).json);
       if (found === undefined) throw new DeliveryError('recipient_not_found', 'no LinkedIn profile has this public id', false);
-      recipientUrn = found;
+      target = { recipientUrn: found };
     }
 
     let bytes: Buffer;
@@ -197,45 +331,59 @@ export function createLinkedinAdapter(options: LinkedinAdapterOptions): Platform
     } catch (error) {
       throw new DeliveryError('platform_error', `the converted audio could not be read: ${(error as Error).message}`, true);
     }
-    const slot = readUploadSlot((await callJson('upload slot', session, uploadMetadataRequest(bytes.length), job.signal)).json);
+    const slot = readUploadSlot((await callJson('upload slot', delivery, uploadMetadataRequest(bytes.length))).json);
     if (slot === undefined) throw new DeliveryError('platform_error', 'LinkedIn did not hand out an upload slot for the voice note', false);
-    let target: URL;
+    let uploadUrl: URL;
     try {
-      target = new URL(slot.uploadUrl, `${apiRoot}/`);
+      uploadUrl = new URL(slot.uploadUrl, `${apiRoot}/`);
     } catch {
       throw new DeliveryError('platform_error', 'LinkedIn handed out an upload slot that is not a URL', false);
     }
-    if (target.protocol !== 'https:' && target.protocol !== 'http:') {
+    if (uploadUrl.protocol !== 'https:' && uploadUrl.protocol !== 'http:') {
       throw new DeliveryError('platform_error', 'LinkedIn handed out an upload slot that is not an http(s) URL', false);
     }
-    await upload(session, target, slot.headers, bytes, job.signal);
+    await upload(delivery, uploadUrl, slot.headers, bytes);
 
     await callJson(
       'send',
-      session,
+      delivery,
       createMessageRequest({
         mailboxUrn,
-        recipientUrn,
+        target,
         assetUrn: slot.assetUrn,
         byteSize: bytes.length,
         durationMs: Math.max(1, Math.round(job.audio.durationSeconds * 1000)),
         originToken: originTokenFor(job.messageId),
       }),
-      job.signal,
+    );
+  }
+
+  /** A resting account's voice note goes back to the queue until the rest is over, without counting as an attempt. */
+  async function holdIfResting(account: string): Promise<void> {
+    const left = await rest.remainingMs(account);
+    if (left <= 0) return;
+    throw new DeliveryError(
+      'platform_rate_limited',
+      `LinkedIn refused this li_at's requests as automated traffic (status 999); its voice notes wait until ${new Date(Date.now() + left).toISOString()} before they are tried`,
+      true,
+      left,
+      { notAttempted: true },
     );
   }
 
   return {
     async deliver(job: DeliveryJob): Promise<void> {
       if (job.session.platform !== 'linkedin') throw new DeliveryError('invalid_session', 'a LinkedIn delivery needs li_at and csrf_token', false);
-      const linkedin = job.session as unknown as LinkedinSession;
-      const session: VoyagerSession = { li_at: linkedin.li_at, csrf_token: linkedin.csrf_token };
-      const account = createHash('sha256').update(session.li_at).digest('base64url');
+      const session = job.session as unknown as LinkedinSession;
+      const account = linkedinAccountKey(session.li_at);
+      await holdIfResting(account);
       try {
         // A job aborted while it waited for its turn must not start its calls afterwards.
-        await pacer.run(account, () => {
+        await pacer.run(account, async () => {
           job.signal.throwIfAborted();
-          return deliverOnce(job, session);
+          // A 999 may have come while this one waited for its turn.
+          await holdIfResting(account);
+          return deliverOnce(job, session, account);
         });
       } catch (error) {
         if (!(error instanceof PacingBacklog)) throw error;

@@ -1,7 +1,8 @@
 import { M4A_AAC_VOICE, MiB } from '../../audio/targets.js';
 import type { PlatformDefinition } from '../platform.js';
 import { createLinkedinAdapter, type LinkedinPace } from './adapter.js';
-import { checkLinkedinRecipient, checkLinkedinSession } from './rules.js';
+import { createRedisRest } from './rest.js';
+import { checkLinkedinRecipient, checkLinkedinSession, LINKEDIN_SESSION_FIELDS } from './rules.js';
 
 /** Tests' timings: the pace between two deliveries of one account, and optionally the per-call timeout. */
 export type LinkedinTuning = LinkedinPace & { timeoutMs?: number };
@@ -16,7 +17,7 @@ export const linkedin: PlatformDefinition = {
   audio: { ...M4A_AAC_VOICE, maxBytes: 10 * MiB, maxDurationSeconds: 60 },
   maxCaptionLength: null,
   // user_agent and cookies: the browser the cookie came from, and its other cookies.
-  sessionFields: ['li_at', 'csrf_token', 'user_agent', 'cookies'],
+  sessionFields: LINKEDIN_SESSION_FIELDS,
   checkRecipient: checkLinkedinRecipient,
   checkSession: checkLinkedinSession,
   createLiveAdapter: ({ services, tuning }) => {
@@ -25,6 +26,16 @@ export const linkedin: PlatformDefinition = {
       apiRoot: services.config.linkedinApiRoot,
       ...(own ? { pace: { minMs: own.minMs, maxMs: own.maxMs } } : {}),
       ...(own?.timeoutMs !== undefined ? { timeoutMs: own.timeoutMs } : {}),
+      // An account refused as automated (999) rests in every process when Redis is configured.
+      ...(services.redis
+        ? {
+            rest: createRedisRest({
+              redis: services.redis,
+              keyPrefix: services.redisKeyPrefix ?? 'voicenote',
+              onFallback: (err) => services.logger.warn({ err }, 'Redis did not answer; LinkedIn accounts refused as automated rest per process until it does'),
+            }),
+          }
+        : {}),
     });
   },
 };

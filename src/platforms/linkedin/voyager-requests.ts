@@ -9,61 +9,73 @@
  * which checks the same shape, the other).
  */
 import { createHash, randomBytes } from 'node:crypto';
+import type { BrowserIdentity } from './browser.js';
 
-export interface VoyagerSession {
-  li_at: string;
-  csrf_token: string;
-}
+/** The `accept` of the web app's REST calls (normalized JSON), and of its messenger calls (plain JSON). */
+export const ACCEPT_NORMALIZED = 'application/vnd.linkedin.normalized+json+2.1';
+export const ACCEPT_JSON = 'application/json';
 
 /** A request relative to the API root (`LINKEDIN_API_ROOT`). */
 export interface VoyagerRequest {
   method: 'GET' | 'POST';
   /** Path and query string. */
   path: string;
+  /** The `accept` the web app sends to this endpoint. */
+  accept: string;
   /** Sent as JSON when present. */
   body?: unknown;
   /** The body's content type when it is not `application/json` (the web client's own choice). */
   contentType?: string;
 }
 
-/** What a browser on linkedin.com sends; Voyager refuses requests that do not look like it. */
-export const BROWSER_USER_AGENT =
-  'Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/126.0.0.0 Safari/537.36';
-
-/** Headers of every Voyager call made with a session; the cookie pair is the whole authentication. */
-export function sessionHeaders(session: VoyagerSession): Record<string, string> {
+/**
+ * The headers of every Voyager call, as the web app sends them (docs/platforms.md, "LinkedIn"):
+ * `csrf-token` is the current JSESSIONID, the cookies are the delivery's jar for this URL.
+ */
+export function voyagerHeaders(input: { browser: BrowserIdentity; cookie: string; csrfToken: string; accept: string }): Record<string, string> {
+  const { browser } = input;
   return {
-    cookie: `li_at=${session.li_at}; JSESSIONID="${session.csrf_token}"`,
-    'csrf-token': session.csrf_token,
+    accept: input.accept,
+    'accept-language': browser.acceptLanguage,
+    cookie: input.cookie,
+    'csrf-token': input.csrfToken,
+    referer: browser.referer,
+    'user-agent': browser.userAgent,
+    'x-li-lang': browser.lang,
+    'x-li-page-instance': browser.pageInstance,
+    'x-li-track': browser.track,
     'x-restli-protocol-version': '2.0.0',
-    accept: 'application/vnd.linkedin.normalized+json+2.1',
-    'user-agent': BROWSER_USER_AGENT,
-    'x-li-lang': 'en_US',
+    ...browser.clientHints,
   };
 }
 
 /** Own profile: the mailbox voice notes are sent from. */
-export const meRequest = (): VoyagerRequest => ({ method: 'GET', path: '/voyager/api/me' });
+export const meRequest = (): VoyagerRequest => ({ method: 'GET', path: '/voyager/api/me', accept: ACCEPT_NORMALIZED });
 
 /** Recipient lookup by public profile id ("vanity name"), given decoded. */
 export const profileByPublicIdRequest = (publicId: string): VoyagerRequest => ({
   method: 'GET',
   path: `/voyager/api/identity/dash/profiles?q=memberIdentity&memberIdentity=${encodeURIComponent(publicId)}`,
+  accept: ACCEPT_NORMALIZED,
 });
 
 /** Asks for an upload slot for one voice message file. */
 export const uploadMetadataRequest = (fileSize: number): VoyagerRequest => ({
   method: 'POST',
   path: '/voyager/api/voyagerVideoDashMediaUploadMetadata?action=upload',
+  accept: ACCEPT_NORMALIZED,
   body: { mediaUploadType: 'VOICE_MESSAGE', fileSize, filename: 'voice.m4a' },
 });
 
 /** Headers of the raw upload, before any `singleUploadHeaders` the slot asked for (those win). */
 export const UPLOAD_CONTENT_TYPE = 'audio/mp4';
 
+/** Who the voice note goes to: a profile (a new conversation, or the existing 1:1 one), or an existing conversation. */
+export type MessageTarget = { recipientUrn: string } | { conversationUrn: string };
+
 export interface CreateMessageInput {
   mailboxUrn: string;
-  recipientUrn: string;
+  target: MessageTarget;
   assetUrn: string;
   /** Bytes actually uploaded. */
   byteSize: number;
@@ -82,8 +94,8 @@ const ORIGIN_TOKEN_NAMESPACE = Buffer.from('6f1c2a4e9b3d4c5e8a7f0b1c2d3e4f50', '
 
 /**
  * The message's `originToken`: a UUID derived from our message id, so every attempt of one message, in
- * any process, carries the same token; with `dedupeByClientGeneratedToken` LinkedIn keeps one message
- * per token, so a retry after a lost answer does not deliver twice.
+ * any process, carries the same token (the web app makes one per message it sends, and sends it again
+ * when it retries that message).
  */
 export function originTokenFor(messageId: string): string {
   const hash = createHash('sha1').update(ORIGIN_TOKEN_NAMESPACE).update(messageId, 'utf8').digest().subarray(0, 16);
@@ -96,21 +108,28 @@ export function originTokenFor(messageId: string): string {
 /** How the web client sends the createMessage body. */
 export const CREATE_MESSAGE_CONTENT_TYPE = 'text/plain;charset=UTF-8';
 
-/** Sends the uploaded audio as a voice note in a new (or the existing 1:1) conversation with the recipient. */
+/**
+ * Sends the uploaded audio as a voice note: into an existing conversation with `conversationUrn` (as
+ * mautrix-linkedin sends into a thread; no `hostRecipientUrns`), or to a profile with
+ * `hostRecipientUrns`. `dedupeByClientGeneratedToken` is false, as every public client and capture of
+ * the web app sends it (docs/platforms.md says why).
+ */
 export const createMessageRequest = (input: CreateMessageInput): VoyagerRequest => ({
   method: 'POST',
   path: '/voyager/api/voyagerMessagingDashMessengerMessages?action=createMessage',
+  accept: ACCEPT_JSON,
   contentType: CREATE_MESSAGE_CONTENT_TYPE,
   body: {
     message: {
       body: { attributes: [], text: '' },
       renderContentUnions: [{ audio: { assetUrn: input.assetUrn, byteSize: input.byteSize, duration: input.durationMs } }],
+      ...('conversationUrn' in input.target ? { conversationUrn: input.target.conversationUrn } : {}),
       originToken: input.originToken,
     },
     mailboxUrn: input.mailboxUrn,
-    hostRecipientUrns: [input.recipientUrn],
+    ...('recipientUrn' in input.target ? { hostRecipientUrns: [input.target.recipientUrn] } : {}),
     trackingId: newTrackingId(),
-    dedupeByClientGeneratedToken: true,
+    dedupeByClientGeneratedToken: false,
   },
 });
 

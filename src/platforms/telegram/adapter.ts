@@ -123,6 +123,28 @@ function parseReply(text: string | undefined): TelegramReply | undefined {
 // Telegram's descriptions for a recipient who will not take the bot's messages (the documented 403s).
 const RECIPIENT_REFUSES = ['bot was blocked by the user', "bot can't initiate conversation with a user", 'user is deactivated'];
 
+/**
+ * Refusals of voice notes in particular, as the Bot API words them (docs/platforms.md, "Telegram"), and
+ * why, for the message the caller sees. The bot may still send other things to the chat.
+ */
+const VOICE_REFUSALS: Array<{ says: string; why: string }> = [
+  // tdlib's check of the chat's permissions for a voice note (MessageContent.cpp), through the Bot API.
+  {
+    says: 'not enough rights to send voice notes',
+    why: "the bot may not send voice notes in this chat: the group's or channel's permissions do not allow it (an admin can allow voice messages for members, or make the bot an admin)",
+  },
+  // A user whose privacy settings refuse voice notes from this bot (Settings → Privacy and Security → Voice Messages).
+  {
+    says: 'user restricted receiving of voice note messages',
+    why: "the recipient's privacy settings refuse voice messages from this bot (Settings → Privacy and Security → Voice Messages)",
+  },
+  // The same refusal as the MTProto error, passed through: a (Premium) user who takes no voice messages.
+  {
+    says: 'voice_messages_forbidden',
+    why: 'the recipient does not accept voice messages: their privacy settings refuse them (Settings → Privacy and Security → Voice Messages)',
+  },
+];
+
 /** A Bot API failure reply as a DeliveryError (one of the documented failure codes). */
 export function telegramFailure(httpStatus: number, reply: TelegramReply): DeliveryError {
   const errorCode = typeof reply.error_code === 'number' ? reply.error_code : httpStatus;
@@ -130,9 +152,14 @@ export function telegramFailure(httpStatus: number, reply: TelegramReply): Deliv
   const said = `Telegram answered ${errorCode} "${description}"`;
   const lower = description.toLowerCase();
 
-  if (errorCode === 401 || errorCode === 404) {
-    // 404 is what Telegram answers for a malformed token in the path.
-    return new DeliveryError('invalid_session', `${said}: the bot token is wrong or has been revoked`, false);
+  // Only 401 says the token is bad: "Unauthorized" for a token Telegram does not know or has revoked,
+  // "Unauthorized: invalid token specified" for one it cannot read (telegram-bot-api's ClientManager).
+  if (errorCode === 401) return new DeliveryError('invalid_session', `${said}: the bot token is wrong or has been revoked`, false);
+  if (errorCode === 404) {
+    // The Bot API answers 404 only for a path it does not serve ("Not Found", "Not Found: method not
+    // found"): this service is talking to the wrong address, not the sender's fault. Tried again, so
+    // the notes go out once the operator has fixed TELEGRAM_API_ROOT (within the retry window).
+    return new DeliveryError('platform_error', `${said}: no Bot API sendVoice at this address; TELEGRAM_API_ROOT is probably wrong (it is the Bot API's root, such as https://api.telegram.org)`, true);
   }
   if (errorCode === 429) {
     const retryAfter = reply.parameters?.retry_after;
@@ -143,10 +170,8 @@ export function telegramFailure(httpStatus: number, reply: TelegramReply): Deliv
   if (lower.includes('chat not found')) {
     return new DeliveryError('recipient_not_found', `${said}: no chat with this id or username is known to the bot`, false);
   }
-  if (lower.includes('voice_messages_forbidden')) {
-    // A (Premium) user whose privacy settings refuse voice messages: the bot may write, but not this.
-    return new DeliveryError('recipient_blocked', `${said}: the recipient does not accept voice messages (their privacy settings refuse them)`, false);
-  }
+  const voiceRefusal = VOICE_REFUSALS.find((r) => lower.includes(r.says));
+  if (voiceRefusal) return new DeliveryError('recipient_blocked', `${said}: ${voiceRefusal.why}`, false);
   if (errorCode === 403 || RECIPIENT_REFUSES.some((text) => lower.includes(text))) {
     return new DeliveryError('recipient_blocked', `${said}: the recipient does not accept voice notes from this bot`, false);
   }
@@ -251,7 +276,9 @@ export function createTelegramAdapter(options: TelegramAdapterOptions): Platform
 function handleReply(status: number, text: string | undefined, scrub: (text: string) => string): void {
   const reply = parseReply(text);
   if (reply === undefined) {
-    throw new DeliveryError('platform_error', `Telegram answered HTTP ${status} without a Bot API reply`, true);
+    // A 404 page that is not the Bot API's: the address is another server's.
+    const hint = status === 404 ? "; TELEGRAM_API_ROOT is probably wrong (it is the Bot API's root, such as https://api.telegram.org)" : '';
+    throw new DeliveryError('platform_error', `Telegram answered HTTP ${status} without a Bot API reply${hint}`, true);
   }
   if (reply.ok) return;
   const failure = telegramFailure(status, reply);
