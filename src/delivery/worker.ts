@@ -121,6 +121,11 @@ const MIN_CLAIM_WINDOW = 64;
 const MAX_CLAIM_WINDOW = 512;
 /** While accounts at their cap leave slots free: how often to look for other accounts' work anyway. */
 const CAPPED_LOOK_MS = 200;
+/**
+ * The same after a message was accepted in this process: soon, but not once per accepted send (a bulk
+ * sender at its cap would otherwise cost a read past its whole backlog per send it makes).
+ */
+const CAPPED_NEW_WORK_MS = 20;
 
 /** Why an attempt was stopped from outside. */
 class LeaseLost extends Error {
@@ -287,7 +292,7 @@ export class DeliveryWorker {
         const claimBatch = this.#backlog && this.#inFlight.size > 0 ? Math.ceil(concurrency / 4) : 1;
         const capped = this.#capped;
         const claimNow = capped
-          ? this.#newWork || free >= capped.free + claimBatch || clock() - capped.at >= cappedLookMs
+          ? free >= capped.free + claimBatch || clock() - capped.at >= (this.#newWork ? CAPPED_NEW_WORK_MS : cappedLookMs)
           : free >= claimBatch;
         if (claimNow && free > 0) {
           const claimedAt = clock();
@@ -338,7 +343,7 @@ export class DeliveryWorker {
         }
         if (claimed.length > 0 && claimed.length === free) continue;
         // Slots in use: the end of a message wakes this loop. Otherwise sleep until the next message is due.
-        if (this.#capped) await this.#sleep(Math.max(1, cappedLookMs - (clock() - this.#capped.at)));
+        if (this.#capped) await this.#sleep(Math.max(1, (this.#newWork ? CAPPED_NEW_WORK_MS : cappedLookMs) - (clock() - this.#capped.at)));
         else await this.#sleep(free >= claimBatch ? await this.#untilNextDue(pollMs) : pollMs);
       } catch (err) {
         // Nothing above should throw; if something does, the loop must live on.
