@@ -187,8 +187,9 @@ export class DeliveryWorker {
   #backlog = false;
   /**
    * The last claim left slots free while due messages may wait: their accounts hold their cap here. Until
-   * a batch of slots frees, a message is accepted in this process, or CAPPED_LOOK_MS pass, claiming again
-   * would find the same (and read past the capped accounts' messages for nothing).
+   * a batch of slots frees, CAPPED_NEW_WORK_MS pass after a message is accepted in this process, or
+   * CAPPED_LOOK_MS pass, claiming again would find the same (and read past the capped accounts' messages
+   * for nothing).
    */
   #capped: { at: number; free: number } | undefined;
   /** wake() was called since the last claim: new work may be there. */
