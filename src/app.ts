@@ -45,7 +45,7 @@ export interface AppOptions {
   /** Tests: live WhatsApp timings (QR validity and wait, leases, reconnects, send pacing). */
   whatsappLive?: LiveTuning;
   /** Tests: webhook retry delays, receiver timeout, outbox poll, address policy. */
-  webhooks?: Pick<WebhookSenderOptions, 'retryDelaysMs' | 'timeoutMs' | 'pollMs' | 'addressPolicy' | 'lookup'>;
+  webhooks?: Pick<WebhookSenderOptions, 'retryDelaysMs' | 'timeoutMs' | 'pollMs' | 'addressPolicy' | 'lookup' | 'concurrency' | 'endpointConcurrency' | 'breaker'>;
   /** Tests: how often event-loop pressure is sampled for load shedding (default 1 s). */
   pressureSampleMs?: number;
   /** Tests: the gap between two live LinkedIn deliveries of one account (default 3–5 s), and the per-call timeout. */
@@ -156,7 +156,14 @@ export async function openServices(config: Config, options: Omit<AppOptions, 'wo
   }, HOUSEKEEPING_INTERVAL_MS);
   housekeeping.unref();
   // Every process sends the webhook outbox (leases keep them from sending one delivery twice).
-  const webhookSender = new WebhookSender({ ...options.webhooks, db, secretBox, logger, allowPrivateUrls: config.audioAllowPrivateUrls });
+  const webhookSender = new WebhookSender({
+    accountSharePercent: config.workerAccountShare,
+    ...options.webhooks,
+    db,
+    secretBox,
+    logger,
+    allowPrivateUrls: config.audioAllowPrivateUrls,
+  });
   webhookSender.start();
   // Timed sandbox session moves happen even when nobody polls, so whatsapp_session.updated goes out on time.
   let sweeping: Promise<unknown> | undefined;
@@ -274,6 +281,7 @@ export function createWorker(services: Services, audio: AudioSource, tuning: Wor
     affinityHolder: services.whatsappLive.holderId,
     recorder: withAttemptMetrics(createAttemptRecorder(db, services.logger), services.metrics),
     concurrency: config.workerConcurrency,
+    accountSharePercent: config.workerAccountShare,
     ...workerTuning,
   });
 }

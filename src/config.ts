@@ -2,6 +2,7 @@ import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { DEFAULT_ACCOUNT_SHARE_PERCENT } from './delivery/fair-share.js';
 
 /**
  * The folder of the voicenote installation (where package.json is): a relative DATA_DIR, and the
@@ -29,6 +30,8 @@ export interface Config {
   sandboxAutoScanSeconds: number;
   /** Messages one worker process delivers at once. */
   workerConcurrency: number;
+  /** The most of a worker's (and a webhook sender's) slots one account may hold, in percent. */
+  workerAccountShare: number;
   /** PostgreSQL connections one process may hold. */
   databasePoolSize: number;
   /** How long a stopping worker lets deliveries in hand finish before aborting them. */
@@ -209,6 +212,7 @@ export function loadConfig(env: Env = process.env): Config {
     sandboxLatencyMs: integer(env, 'SANDBOX_LATENCY_MS', 300, 0, 600_000),
     sandboxAutoScanSeconds: integer(env, 'SANDBOX_AUTO_SCAN_SECONDS', 3, 0, 86_400),
     workerConcurrency: integer(env, 'WORKER_CONCURRENCY', DEFAULT_WORKER_CONCURRENCY, 1, 1_000),
+    workerAccountShare: integer(env, 'WORKER_ACCOUNT_SHARE', DEFAULT_ACCOUNT_SHARE_PERCENT, 1, 100),
     databasePoolSize: integer(env, 'DATABASE_POOL_SIZE', 10, 1, 1_000),
     shutdownGraceMs: integer(env, 'SHUTDOWN_GRACE_MS', 10_000, 0, 600_000),
     shutdownMarginMs: integer(env, 'SHUTDOWN_MARGIN_MS', 15_000, 0, 600_000),

@@ -30,6 +30,7 @@ describe('loadConfig: the documented defaults', () => {
       sandboxLatencyMs: 300,
       sandboxAutoScanSeconds: 3,
       workerConcurrency: 32,
+      workerAccountShare: 75,
       databasePoolSize: 10,
       shutdownGraceMs: 10_000,
       shutdownMarginMs: 15_000,

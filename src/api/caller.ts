@@ -1,7 +1,7 @@
 import type { KeyEnv } from '../core/ids.js';
 import { billingPeriod, isPlanName, limitsFor, type PlanLimits, type PlanName } from '../core/plans.js';
 import type { AccountRow } from '../store/accounts.js';
-import { onAuthChange, type AuthChange } from '../store/auth-changes.js';
+import { onAuthChange, readAuthChangeToken, type AuthChange } from '../store/auth-changes.js';
 import { authenticateHash, hashKeySecret, type KeyRow } from '../store/keys.js';
 import { readSent, type UsageScope } from '../store/usage.js';
 import type { Db } from '../store/db.js';
@@ -50,11 +50,17 @@ export interface UsageSnapshot {
 
 /**
  * How long this process trusts what it read about a key, an account and its usage count. A key
- * revoked or rolled, or a plan set, by ANOTHER process (the CLI, another node) takes effect here within
- * this long; in the process that made the change it takes effect at once (store/auth-changes.ts).
- * Quotas are not affected: every send counts itself against the stored usage row.
+ * revoked or rolled, or a plan set, takes effect at once in the process that made the change, and in
+ * every other process (the CLI, another node) within AUTH_WATCH_MS and one read of storage
+ * (store/auth-changes.ts); this is the backstop should that read fail. Quotas are not affected: every
+ * send counts itself against the stored usage row.
  */
 export const CALLER_CACHE_MS = 5_000;
+/**
+ * How often each process reads the change token of keys and plans (one primary-key read: tens of µs
+ * of CPU on SQLite, one round trip on PostgreSQL), off the request path: a request never waits for it.
+ */
+export const AUTH_WATCH_MS = 100;
 const MAX_ENTRIES = 10_000;
 
 interface CachedCaller {
@@ -95,11 +101,44 @@ export class CallerDirectory {
   readonly #stopListening: () => void;
   /** Bumped by every change: a lookup that started before one does not fill the cache. */
   #generation = 0;
+  readonly #watch: NodeJS.Timeout | undefined;
+  /** The last change token read from storage; undefined until the first read. */
+  #token: string | undefined;
+  #watching = false;
 
-  constructor(db: Db, options: { ttlMs?: number } = {}) {
+  constructor(db: Db, options: { ttlMs?: number; watchMs?: number } = {}) {
     this.#db = db;
     this.#ttlMs = options.ttlMs ?? CALLER_CACHE_MS;
     this.#stopListening = onAuthChange((change) => this.#forget(change));
+    const watchMs = options.watchMs ?? AUTH_WATCH_MS;
+    if (watchMs > 0) {
+      this.#watch = setInterval(() => void this.#checkToken(), watchMs);
+      this.#watch.unref();
+      void this.#checkToken();
+    }
+  }
+
+  /** Another process changed a key or a plan (a new token): nothing cached is trusted any more. */
+  async #checkToken(): Promise<void> {
+    if (this.#watching) return;
+    this.#watching = true;
+    try {
+      const token = await readAuthChangeToken(this.#db.kysely);
+      if (token !== this.#token) {
+        // The first read too: what was cached before it is of unknown age relative to the token.
+        this.#token = token;
+        this.#forgetAll();
+      }
+    } catch {
+      // Storage is away: nothing can change meanwhile; the entries' own age still bounds them.
+    } finally {
+      this.#watching = false;
+    }
+  }
+
+  #forgetAll(): void {
+    this.#generation++;
+    this.#callers.clear();
   }
 
   /**
@@ -167,6 +206,7 @@ export class CallerDirectory {
   }
 
   close(): void {
+    clearInterval(this.#watch);
     this.#stopListening();
     this.#callers.clear();
     this.#counts.clear();

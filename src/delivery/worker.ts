@@ -8,7 +8,7 @@ import { outcomeBatchOf } from '../store/outcome-batch.js';
 import { inSavepoint } from '../store/savepoint.js';
 import type { Database } from '../store/schema.js';
 import {
-  claimDueMessages,
+  claimDueMessagesFairly,
   extendLease,
   MAX_CLAIMS_WITHOUT_OUTCOME,
   msUntilNextDue,
@@ -20,6 +20,7 @@ import {
 import { DeliveryError, type FailureCode, type PlatformAdapter, type PlatformSession, type VoiceFile } from '../platforms/platform.js';
 import { AUDIO_RETRY_WINDOW_MS, nextAttemptAt } from './retry-policy.js';
 import type { AudioFacts } from '../audio/pipeline.js';
+import { accountCap, atCap, DEFAULT_ACCOUNT_SHARE_PERCENT, pickFairly } from './fair-share.js';
 
 /** Turns an audio URL into the platform's voice format (the audio pipeline). */
 export interface AudioSource {
@@ -46,6 +47,11 @@ export interface WorkerOptions {
   logger: Logger;
   /** Messages handled at once by this process. */
   concurrency?: number;
+  /**
+   * The most of those slots one account may hold, in percent (WORKER_ACCOUNT_SHARE): the rest stays free
+   * for other accounts (fair-share.ts).
+   */
+  accountSharePercent?: number;
   leaseMs?: number;
   /** Longest sleep between looks at the queue, for work that other processes accepted. */
   pollMs?: number;
@@ -110,6 +116,17 @@ function openCredentials(secretBox: SecretBox, sealed: string): PlatformSession 
   }
 }
 
+/** Due messages the fair claim reads to choose from: four per free slot, within these bounds. */
+const MIN_CLAIM_WINDOW = 64;
+const MAX_CLAIM_WINDOW = 512;
+/** While accounts at their cap leave slots free: how often to look for other accounts' work anyway. */
+const CAPPED_LOOK_MS = 200;
+/**
+ * The same after a message was accepted in this process: soon, but not once per accepted send (a bulk
+ * sender at its cap would otherwise cost a read past its whole backlog per send it makes).
+ */
+const CAPPED_NEW_WORK_MS = 20;
+
 /** Why an attempt was stopped from outside. */
 class LeaseLost extends Error {
   constructor() {
@@ -156,8 +173,10 @@ interface Job {
  */
 export class DeliveryWorker {
   readonly id = `worker_${randomUUID()}`;
-  readonly #options: Required<Pick<WorkerOptions, 'concurrency' | 'leaseMs' | 'pollMs' | 'clock'>> & WorkerOptions;
+  readonly #options: Required<Pick<WorkerOptions, 'concurrency' | 'leaseMs' | 'pollMs' | 'clock' | 'accountSharePercent'>> & WorkerOptions;
   readonly #inFlight = new Map<string, { job: Job; done: Promise<void> }>();
+  /** Messages in hand per account: what the fair claim weighs (fair-share.ts). */
+  readonly #inHand = new Map<string, number>();
   readonly #pending = new Map<string, PendingOutcome>();
   #running = false;
   #loop: Promise<void> | undefined;
@@ -166,9 +185,18 @@ export class DeliveryWorker {
   #storageDown = false;
   /** The last claim got all it asked for: more messages are due than this worker has slots. */
   #backlog = false;
+  /**
+   * The last claim left slots free while due messages may wait: their accounts hold their cap here. Until
+   * a batch of slots frees, CAPPED_NEW_WORK_MS pass after a message is accepted in this process, or
+   * CAPPED_LOOK_MS pass, claiming again would find the same (and read past the capped accounts' messages
+   * for nothing).
+   */
+  #capped: { at: number; free: number } | undefined;
+  /** wake() was called since the last claim: new work may be there. */
+  #newWork = false;
 
   constructor(options: WorkerOptions) {
-    this.#options = { concurrency: 8, leaseMs: 120_000, pollMs: 1_000, clock: Date.now, ...options };
+    this.#options = { concurrency: 8, leaseMs: 120_000, pollMs: 1_000, clock: Date.now, accountSharePercent: DEFAULT_ACCOUNT_SHARE_PERCENT, ...options };
   }
 
   start(): void {
@@ -179,6 +207,12 @@ export class DeliveryWorker {
 
   /** A message was just accepted in this process: look at the queue now rather than at the next poll. */
   wake(): void {
+    this.#newWork = true;
+    this.#nudge();
+  }
+
+  /** Lets the loop look again (a slot freed). */
+  #nudge(): void {
     this.#wakeRequested = true;
     this.#wake?.();
   }
@@ -237,7 +271,9 @@ export class DeliveryWorker {
   }
 
   async #run(): Promise<void> {
-    const { db, concurrency, leaseMs, pollMs, affinityHolder, clock, logger } = this.#options;
+    const { db, concurrency, leaseMs, pollMs, affinityHolder, clock, logger, accountSharePercent } = this.#options;
+    const hardCap = accountCap(concurrency, accountSharePercent);
+    const cappedLookMs = Math.min(pollMs, CAPPED_LOOK_MS);
     while (this.#running) {
       try {
         // Reset on every turn, whatever happens below: a wake left pending would make #sleep return at
@@ -255,21 +291,36 @@ export class DeliveryWorker {
         // scan of the due index and a write): wait until a quarter of the slots are free and claim them
         // in one statement. Without one, claim at once (a new message should not wait for others).
         const claimBatch = this.#backlog && this.#inFlight.size > 0 ? Math.ceil(concurrency / 4) : 1;
-        if (free >= claimBatch) {
+        const capped = this.#capped;
+        const claimNow = capped
+          ? free >= capped.free + claimBatch || clock() - capped.at >= (this.#newWork ? CAPPED_NEW_WORK_MS : cappedLookMs)
+          : free >= claimBatch;
+        if (claimNow && free > 0) {
           const claimedAt = clock();
+          const excluded = atCap(this.#inHand, hardCap);
+          this.#newWork = false;
+          let leftBehind: boolean;
           try {
-            claimed = await claimDueMessages(db.kysely, db.dialect, this.id, {
+            ({ claimed, leftBehind } = await claimDueMessagesFairly(db.kysely, db.dialect, this.id, {
               limit: free,
               leaseMs,
               ...(affinityHolder !== undefined ? { affinityHolder } : {}),
-            });
+              excludeAccounts: excluded,
+              window: Math.min(MAX_CLAIM_WINDOW, Math.max(MIN_CLAIM_WINDOW, free * 4)),
+              pick: (candidates) =>
+                pickFairly(
+                  candidates.map((c) => ({ id: c.id, account: c.account_id, sender: c.sender })),
+                  { limit: free, slots: concurrency, hardCap, inHand: this.#inHand },
+                ),
+            }));
             this.#storageBack();
           } catch (err) {
             this.#storageAway(err, 'claim');
             await this.#pause(pollMs);
             continue;
           }
-          this.#backlog = claimed.length === free;
+          this.#capped = claimed.length < free && (leftBehind || excluded.length > 0) ? { at: claimedAt, free: free - claimed.length } : undefined;
+          this.#backlog = claimed.length === free || this.#capped !== undefined;
           for (const message of claimed) {
             const dbClaimedAt = Number(message.updated_at);
             const job: Job = {
@@ -282,14 +333,19 @@ export class DeliveryWorker {
             };
             const done = this.#handle(job).finally(() => {
               this.#inFlight.delete(message.id);
-              this.wake();
+              const held = (this.#inHand.get(message.account_id) ?? 1) - 1;
+              if (held > 0) this.#inHand.set(message.account_id, held);
+              else this.#inHand.delete(message.account_id);
+              this.#nudge();
             });
             this.#inFlight.set(message.id, { job, done });
+            this.#inHand.set(message.account_id, (this.#inHand.get(message.account_id) ?? 0) + 1);
           }
         }
         if (claimed.length > 0 && claimed.length === free) continue;
         // Slots in use: the end of a message wakes this loop. Otherwise sleep until the next message is due.
-        await this.#sleep(free >= claimBatch ? await this.#untilNextDue(pollMs) : pollMs);
+        if (this.#capped) await this.#sleep(Math.max(1, (this.#newWork ? CAPPED_NEW_WORK_MS : cappedLookMs) - (clock() - this.#capped.at)));
+        else await this.#sleep(free >= claimBatch ? await this.#untilNextDue(pollMs) : pollMs);
       } catch (err) {
         // Nothing above should throw; if something does, the loop must live on.
         logger.error({ err }, 'delivery loop error');

@@ -2,7 +2,7 @@ import { randomBytes, scryptSync, timingSafeEqual } from 'node:crypto';
 import type { Kysely } from 'kysely';
 import { newAccountId } from '../core/ids.js';
 import type { PlanName } from '../core/plans.js';
-import { announceAuthChange } from './auth-changes.js';
+import { announceAuthChange, markAuthChanged } from './auth-changes.js';
 import type { AccountsTable, Database } from './schema.js';
 
 export type AccountRow = AccountsTable;
@@ -62,7 +62,10 @@ export async function updatePlan(
   const values: Partial<AccountRow> = { plan: change.plan };
   if (change.rateLimit !== undefined) values.rate_limit = change.rateLimit;
   if (change.quota !== undefined) values.quota = change.quota;
-  await db.updateTable('accounts').set(values).where('id', '=', id).execute();
+  await db.transaction().execute(async (trx) => {
+    await trx.updateTable('accounts').set(values).where('id', '=', id).execute();
+    await markAuthChanged(trx);
+  });
   announceAuthChange({ accountId: id });
   return findAccount(db, id);
 }

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { Kysely } from 'kysely';
 import { newKeyId, newKeySecret, type KeyEnv } from '../core/ids.js';
-import { announceAuthChange } from './auth-changes.js';
+import { announceAuthChange, markAuthChanged } from './auth-changes.js';
 import type { AccountsTable, ApiKeysTable, Database } from './schema.js';
 
 export type KeyRow = ApiKeysTable;
@@ -56,6 +56,8 @@ export async function rollKey(db: Kysely<Database>, old: KeyRow, graceMs: number
     // An old key that already expires sooner keeps its earlier expiry.
     const oldExpiresAt = old.expires_at !== null && old.expires_at < expiresAt ? old.expires_at : expiresAt;
     await trx.updateTable('api_keys').set({ expires_at: oldExpiresAt }).where('id', '=', old.id).execute();
+    // In the same transaction: other processes learn of the new expiry with the roll itself.
+    await markAuthChanged(trx);
     return { ...issued, oldExpiresAt };
   });
   announceAuthChange({ keyId: old.id });
@@ -63,7 +65,11 @@ export async function rollKey(db: Kysely<Database>, old: KeyRow, graceMs: number
 }
 
 export async function revokeKey(db: Kysely<Database>, id: string, now = Date.now()): Promise<boolean> {
-  const result = await db.updateTable('api_keys').set({ revoked_at: now }).where('id', '=', id).where('revoked_at', 'is', null).executeTakeFirst();
+  const result = await db.transaction().execute(async (trx) => {
+    const revoked = await trx.updateTable('api_keys').set({ revoked_at: now }).where('id', '=', id).where('revoked_at', 'is', null).executeTakeFirst();
+    await markAuthChanged(trx);
+    return revoked;
+  });
   announceAuthChange({ keyId: id });
   return Number(result.numUpdatedRows) > 0;
 }

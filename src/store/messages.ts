@@ -1,4 +1,4 @@
-import type { AliasableExpression, ExpressionBuilder, Kysely } from 'kysely';
+import type { AliasableExpression, ExpressionBuilder, Kysely, SelectQueryBuilder } from 'kysely';
 import { dbNow, type Dialect } from './db.js';
 import type { Database, MessagesTable } from './schema.js';
 import { recordOutcome } from './usage.js';
@@ -81,6 +81,78 @@ export async function claimDueMessages(db: Kysely<Database>, dialect: Dialect, w
     .orderBy('next_attempt_at')
     .limit(options.limit);
   if (dialect === 'postgres') due = due.forUpdate().skipLocked();
+  return claimWhere(db, workerId, options, due);
+}
+
+/** A due message as the fair pick sees it (src/delivery/fair-share.ts). */
+export interface ClaimCandidate {
+  id: string;
+  account_id: string;
+  /** Who sends it within its account: the affinity key (a WhatsApp session), else the platform. */
+  sender: string;
+}
+
+export interface FairClaimOptions extends ClaimOptions {
+  /** Accounts whose messages are left out (they hold their cap of this worker's slots). */
+  excludeAccounts: readonly string[];
+  /** Due messages read to choose from (in due order). */
+  window: number;
+  /** Which of the candidates to claim (at most `limit`). */
+  pick(candidates: readonly ClaimCandidate[]): string[];
+}
+
+export interface FairClaim {
+  claimed: MessageRow[];
+  /** Due messages were read but not picked (their accounts or senders were at their cap). */
+  leftBehind: boolean;
+}
+
+/**
+ * As claimDueMessages, but the worker chooses among the first `window` due messages (accounts at their
+ * cap left out) which to take, so that no account and no sender takes every slot. Two statements: a
+ * read of the due index's head (ordered by next_attempt_at, as the plain claim) and a claim of the
+ * chosen ids that checks again that each is still free. On PostgreSQL both run in one transaction whose
+ * read locks the rows it returns (FOR UPDATE SKIP LOCKED): other workers read past them, as before.
+ */
+export async function claimDueMessagesFairly(db: Kysely<Database>, dialect: Dialect, workerId: string, options: FairClaimOptions): Promise<FairClaim> {
+  const run = async (trx: Kysely<Database>): Promise<FairClaim> => {
+    const now = dbNow(trx);
+    let due = trx
+      .selectFrom('messages')
+      .select(['id', 'account_id', 'affinity', 'platform'])
+      .where('status', 'in', UNSETTLED)
+      .where('next_attempt_at', '<=', now)
+      .where((eb) => eb.or([eb('lease_expires_at', 'is', null), eb('lease_expires_at', '<', now)]))
+      .where((eb) => eb.not(heldByAnotherProcess(eb, options.affinityHolder, Date.now())))
+      .$if(options.excludeAccounts.length > 0, (qb) => qb.where('account_id', 'not in', options.excludeAccounts))
+      .orderBy('next_attempt_at')
+      .limit(options.window);
+    if (dialect === 'postgres') due = due.forUpdate().skipLocked();
+    const rows = await due.execute();
+    if (rows.length === 0) return { claimed: [], leftBehind: false };
+    const ids = options.pick(rows.map((r) => ({ id: r.id, account_id: r.account_id, sender: r.affinity ?? `platform:${r.platform}` }))).slice(0, options.limit);
+    if (ids.length === 0) return { claimed: [], leftBehind: true };
+    // Checked again: on SQLite another process may have taken one since the read.
+    const chosen = trx
+      .selectFrom('messages')
+      .select('id')
+      .where('id', 'in', ids)
+      .where('status', 'in', UNSETTLED)
+      .where('next_attempt_at', '<=', now)
+      .where((eb) => eb.or([eb('lease_expires_at', 'is', null), eb('lease_expires_at', '<', now)]));
+    const claimed = await claimWhere(trx, workerId, options, chosen);
+    return { claimed, leftBehind: rows.length > ids.length };
+  };
+  return dialect === 'postgres' ? db.transaction().execute(run) : run(db);
+}
+
+async function claimWhere(
+  db: Kysely<Database>,
+  workerId: string,
+  options: ClaimOptions,
+  due: SelectQueryBuilder<Database, 'messages', { id: string }>,
+): Promise<MessageRow[]> {
+  const now = dbNow(db);
   return db
     .updateTable('messages')
     .set((eb) => ({

@@ -179,6 +179,63 @@ export async function claimDueDeliveries(
     .execute();
 }
 
+export interface FairDeliveryClaim {
+  claimed: WebhookDeliveryRow[];
+  /** Due deliveries were read but not picked (their accounts or endpoints were at their cap). */
+  leftBehind: boolean;
+}
+
+/**
+ * As claimDueDeliveries, but the sender chooses among the first `window` due deliveries (accounts and
+ * endpoints at their cap, and endpoints whose circuit is open, left out) which to take: the read of the
+ * due index's head, then a claim of the chosen ids that checks again that each is still free (on
+ * PostgreSQL both in one transaction whose read locks its rows, FOR UPDATE SKIP LOCKED). Deliveries left
+ * out stay pending, untouched: deferred, not dropped.
+ */
+export async function claimDueDeliveriesFairly(
+  db: Kysely<Database>,
+  dialect: Dialect,
+  owner: string,
+  options: {
+    limit: number;
+    leaseMs: number;
+    now: number;
+    window: number;
+    excludeAccounts: readonly string[];
+    excludeEndpoints: readonly string[];
+    pick(candidates: readonly { id: string; account_id: string; endpoint_id: string }[]): string[];
+  },
+): Promise<FairDeliveryClaim> {
+  const { now } = options;
+  const run = async (trx: Kysely<Database>): Promise<FairDeliveryClaim> => {
+    let due = trx
+      .selectFrom('webhook_deliveries')
+      .select(['id', 'account_id', 'endpoint_id'])
+      .where('status', '=', 'pending')
+      .where('next_attempt_at', '<=', now)
+      .where((eb) => eb.or([eb('lease_expires_at', 'is', null), eb('lease_expires_at', '<', now)]))
+      .$if(options.excludeAccounts.length > 0, (qb) => qb.where('account_id', 'not in', options.excludeAccounts))
+      .$if(options.excludeEndpoints.length > 0, (qb) => qb.where('endpoint_id', 'not in', options.excludeEndpoints))
+      .orderBy('next_attempt_at')
+      .limit(options.window);
+    if (dialect === 'postgres') due = due.forUpdate().skipLocked();
+    const rows = await due.execute();
+    if (rows.length === 0) return { claimed: [], leftBehind: false };
+    const ids = options.pick(rows).slice(0, options.limit);
+    if (ids.length === 0) return { claimed: [], leftBehind: true };
+    const claimed = await trx
+      .updateTable('webhook_deliveries')
+      .set((eb) => ({ lease_owner: owner, lease_expires_at: now + options.leaseMs, attempts: eb('attempts', '+', 1), updated_at: now }))
+      .where('id', 'in', ids)
+      .where('status', '=', 'pending')
+      .where((eb) => eb.or([eb('lease_expires_at', 'is', null), eb('lease_expires_at', '<', now)]))
+      .returningAll()
+      .execute();
+    return { claimed, leftBehind: rows.length > ids.length };
+  };
+  return dialect === 'postgres' ? db.transaction().execute(run) : run(db);
+}
+
 /** When the next delivery or held-back event falls due (undefined: nothing waits). */
 export async function nextWebhookDueAt(db: Kysely<Database>): Promise<number | undefined> {
   const [delivery, event] = await Promise.all([

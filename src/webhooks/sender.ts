@@ -7,8 +7,9 @@ import type { AddressPolicy } from '../audio/url-check.js';
 import { vetAudioUrl } from '../audio/url-check.js';
 import type { SecretBox } from '../core/secret-box.js';
 import type { Db } from '../store/db.js';
+import { accountCap, atCap, DEFAULT_ACCOUNT_SHARE_PERCENT, pickFairly } from '../delivery/fair-share.js';
 import {
-  claimDueDeliveries,
+  claimDueDeliveriesFairly,
   fanOutEvent,
   findEndpointById,
   findEvent,
@@ -19,6 +20,7 @@ import {
   releaseDeliveryLeases,
   type WebhookDeliveryRow,
 } from '../store/webhooks.js';
+import { EndpointBreakers, type BreakerTuning } from './circuit-breaker.js';
 import { signingSecrets } from './endpoints.js';
 import { newRowId, newWebhookDeliveryId } from './ids.js';
 import { webhookHeaders } from './signing.js';
@@ -32,6 +34,10 @@ const EXCERPT_CHARS = 1_000;
 export const WEBHOOK_HISTORY_MS = 30 * 86_400_000;
 const PURGE_EVERY_MS = 60 * 60_000;
 const MAX_BODY_READ_BYTES = 16 * 1024;
+/** Tries in flight at once to one endpoint, from one process: a slow receiver holds at most this many slots. */
+export const DEFAULT_ENDPOINT_CONCURRENCY = 2;
+/** Due deliveries the fair claim reads to choose from. */
+const CLAIM_WINDOW = 64;
 
 export interface WebhookSenderOptions {
   db: Db;
@@ -44,6 +50,12 @@ export interface WebhookSenderOptions {
   pollMs?: number;
   /** Deliveries in flight at once. */
   concurrency?: number;
+  /** Deliveries in flight at once to one endpoint. */
+  endpointConcurrency?: number;
+  /** The most of `concurrency` one account may hold, in percent (WORKER_ACCOUNT_SHARE). */
+  accountSharePercent?: number;
+  /** When an endpoint that does not answer is left alone, and for how long (circuit-breaker.ts). */
+  breaker?: Partial<BreakerTuning>;
   /** Tests: stand a loopback receiver in for a public host. */
   addressPolicy?: AddressPolicy;
   /** Tests: replaces DNS resolution (made-up names pointed at loopback). */
@@ -69,18 +81,41 @@ interface Answer {
  */
 export class WebhookSender {
   readonly id = `webhooks_${randomUUID()}`;
-  readonly #opts: Required<Pick<WebhookSenderOptions, 'retryDelaysMs' | 'timeoutMs' | 'pollMs' | 'concurrency'>> & WebhookSenderOptions;
+  readonly #opts: Required<Pick<WebhookSenderOptions, 'retryDelaysMs' | 'timeoutMs' | 'pollMs' | 'concurrency' | 'endpointConcurrency' | 'accountSharePercent'>> &
+    WebhookSenderOptions;
   readonly #agent: Agent;
   readonly #inFlight = new Map<string, Promise<void>>();
+  /** Deliveries in flight per account and per endpoint: what the fair claim weighs (delivery/fair-share.ts). */
+  readonly #accountInHand = new Map<string, number>();
+  readonly #endpointInHand = new Map<string, number>();
+  readonly #breakers: EndpointBreakers;
+  /**
+   * The last claim left slots free while due deliveries may wait (their accounts or endpoints at their
+   * cap, or their circuits open): look again once a slot frees, on wake(), or at the next poll, rather
+   * than at once (they are due, so the next-due time says "now").
+   */
+  #capped: { free: number } | undefined;
+  #newWork = false;
   readonly #stopping = new AbortController();
   #running = false;
   #loop: Promise<void> | undefined;
   #wake: (() => void) | undefined;
   #wakeRequested = false;
   #lastPurge = 0;
+  /** A poll interval passed while capped: look again whatever else happened. */
+  #pollDue = false;
 
   constructor(options: WebhookSenderOptions) {
-    this.#opts = { retryDelaysMs: RETRY_DELAYS_MS, timeoutMs: DEFAULT_TIMEOUT_MS, pollMs: 1_000, concurrency: 8, ...options };
+    this.#opts = {
+      retryDelaysMs: RETRY_DELAYS_MS,
+      timeoutMs: DEFAULT_TIMEOUT_MS,
+      pollMs: 1_000,
+      concurrency: 8,
+      endpointConcurrency: DEFAULT_ENDPOINT_CONCURRENCY,
+      accountSharePercent: DEFAULT_ACCOUNT_SHARE_PERCENT,
+      ...options,
+    };
+    this.#breakers = new EndpointBreakers(options.breaker);
     // The audio fetcher's agent: every resolved and connected address is checked the same way.
     this.#agent = createAudioAgent({ allowPrivate: options.allowPrivateUrls, addressPolicy: options.addressPolicy, lookup: options.lookup });
   }
@@ -93,6 +128,12 @@ export class WebhookSender {
 
   /** Something was just written to the outbox in this process: look now rather than at the next poll. */
   wake(): void {
+    this.#newWork = true;
+    this.#nudge();
+  }
+
+  /** Lets the loop look again (a slot freed). */
+  #nudge(): void {
     this.#wakeRequested = true;
     this.#wake?.();
   }
@@ -113,7 +154,8 @@ export class WebhookSender {
   }
 
   async #run(): Promise<void> {
-    const { db, logger, concurrency, timeoutMs } = this.#opts;
+    const { db, logger, concurrency, timeoutMs, endpointConcurrency, accountSharePercent, pollMs } = this.#opts;
+    const hardCap = accountCap(concurrency, accountSharePercent);
     while (this.#running) {
       this.#wakeRequested = false;
       const now = Date.now();
@@ -122,15 +164,49 @@ export class WebhookSender {
           await fanOutEvent(db.kysely, event, now, () => newWebhookDeliveryId(now));
         }
         const free = concurrency - this.#inFlight.size;
-        if (free > 0) {
+        const capped = this.#capped;
+        if (free > 0 && (capped === undefined || this.#newWork || free > capped.free || this.#pollDue)) {
+          this.#newWork = false;
+          this.#pollDue = false;
+          // Probing endpoints (past their cool-down, not yet answered) get one try at a time.
+          const probing = this.#breakers.probing(now);
+          const endpointFull = [...atCap(this.#endpointInHand, endpointConcurrency), ...probing.filter((id) => (this.#endpointInHand.get(id) ?? 0) >= 1)];
+          const excludeEndpoints = [...new Set([...endpointFull, ...this.#breakers.open(now)])];
+          const excludeAccounts = atCap(this.#accountInHand, hardCap);
+          const endpointCaps = new Set(probing);
           // The lease outlasts a try (timeout plus recording), so only a dead process loses one.
-          const claimed = await claimDueDeliveries(db.kysely, db.dialect, this.id, { limit: free, leaseMs: timeoutMs + 30_000, now });
+          const { claimed, leftBehind } = await claimDueDeliveriesFairly(db.kysely, db.dialect, this.id, {
+            limit: free,
+            leaseMs: timeoutMs + 30_000,
+            now,
+            window: Math.max(CLAIM_WINDOW, free * 4),
+            excludeAccounts,
+            excludeEndpoints,
+            pick: (candidates) =>
+              pickFairly(
+                candidates.map((c) => ({ id: c.id, account: c.account_id, sender: c.endpoint_id })),
+                {
+                  limit: free,
+                  slots: concurrency,
+                  hardCap,
+                  inHand: this.#accountInHand,
+                  // A probing endpoint's one slot: the pick sees it as full after one.
+                  senderCap: endpointConcurrency,
+                  senderInHand: new Map([...this.#endpointInHand, ...[...endpointCaps].map((id) => [id, endpointConcurrency - 1] as const)]),
+                },
+              ),
+          });
+          this.#capped = claimed.length < free && (leftBehind || excludeAccounts.length > 0 || excludeEndpoints.length > 0) ? { free: free - claimed.length } : undefined;
           for (const delivery of claimed) {
+            count(this.#accountInHand, delivery.account_id, 1);
+            count(this.#endpointInHand, delivery.endpoint_id, 1);
             const job = this.#deliver(delivery)
               .catch((err: unknown) => logger.warn({ err, delivery_id: delivery.id }, 'webhook delivery could not be recorded'))
               .finally(() => {
                 this.#inFlight.delete(delivery.id);
-                this.wake();
+                count(this.#accountInHand, delivery.account_id, -1);
+                count(this.#endpointInHand, delivery.endpoint_id, -1);
+                this.#nudge();
               });
             this.#inFlight.set(delivery.id, job);
           }
@@ -142,7 +218,13 @@ export class WebhookSender {
       } catch (err) {
         logger.warn({ err }, 'webhook outbox could not be read; retrying');
       }
-      await this.#sleep(await this.#untilNextDue());
+      if (this.#capped) {
+        // Due deliveries wait behind a cap or an open circuit: the end of a try, a wake() or the poll ends this.
+        await this.#sleep(pollMs);
+        if (!this.#wakeRequested) this.#pollDue = true;
+      } else {
+        await this.#sleep(await this.#untilNextDue());
+      }
     }
   }
 
@@ -179,6 +261,9 @@ export class WebhookSender {
       final = true;
     } else {
       answer = await this.#post(endpoint.url, signingSecrets(secretBox, endpoint, startedAt), event.id, event.payload);
+      if (answer.statusCode !== null) this.#breakers.answered(endpoint.id);
+      // Refused by the address rules: not the receiver's silence.
+      else if (!answer.error?.startsWith('refused')) this.#breakers.unanswered(endpoint.id, Date.now());
     }
     const endedAt = Date.now();
     const ok = answer.statusCode !== null && answer.statusCode >= 200 && answer.statusCode <= 299;
@@ -224,6 +309,13 @@ export class WebhookSender {
       return { statusCode: null, excerpt: null, error: describe(err) };
     }
   }
+}
+
+/** Adds `delta` to a per-key count, forgetting keys that reach zero. */
+function count(map: Map<string, number>, key: string, delta: number): void {
+  const n = (map.get(key) ?? 0) + delta;
+  if (n > 0) map.set(key, n);
+  else map.delete(key);
 }
 
 async function readExcerpt(body: AsyncIterable<Buffer> & { destroy(): void }): Promise<string | null> {

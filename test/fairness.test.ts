@@ -1,0 +1,204 @@
+import assert from 'node:assert/strict';
+import { after, describe, it } from 'node:test';
+import { accountCap, pickFairly } from '../src/delivery/fair-share.js';
+import { claimDueMessagesFairly, type MessageRow } from '../src/store/messages.js';
+import { startWebhookReceiver } from './fakes/webhook-receiver.js';
+import { closeSharedAudio, connectedSandboxSession, defaultSendBody, STORAGE_LABEL, startTestApp } from './fixtures/app-harness.js';
+
+/**
+ * No account takes another's turn: a worker's slots and a webhook sender's are claimed round-robin
+ * across accounts (and across the senders of one account), one account holds at most its share of
+ * them, one endpoint at most its own few, and an endpoint that never answers is left alone for a while
+ * (its deliveries wait, none is dropped). Each test here would wait behind the misbehaving account's
+ * timeouts (30 s for audio, 60 s for webhooks) with a first-in-first-out claim.
+ */
+
+after(async () => {
+  await closeSharedAudio();
+});
+
+const ENDPOINTS = '/api/v1/webhook_endpoints';
+
+describe('the fair pick (unit)', () => {
+  it('caps an account at its share of the slots, at least one', () => {
+    assert.equal(accountCap(32, 75), 24);
+    assert.equal(accountCap(4, 75), 3);
+    assert.equal(accountCap(1, 75), 1);
+    assert.equal(accountCap(8, 100), 8);
+  });
+
+  it('goes round-robin across accounts, then across the senders of one account', () => {
+    const candidates = [
+      ...['a1', 'a2', 'a3', 'a4'].map((id) => ({ id, account: 'A', sender: 's1' })),
+      { id: 'a5', account: 'A', sender: 's2' },
+      { id: 'b1', account: 'B', sender: 's3' },
+    ];
+    assert.deepEqual(pickFairly(candidates, { limit: 3, slots: 8, hardCap: 6, inHand: new Map() }), ['a1', 'b1', 'a5']);
+  });
+
+  it('gives an account holding more than its fair share nothing while another waits, and fills idle slots up to the hard cap', () => {
+    const candidates = [
+      { id: 'a1', account: 'A', sender: 's' },
+      { id: 'a2', account: 'A', sender: 's' },
+      { id: 'b1', account: 'B', sender: 't' },
+    ];
+    // A holds 4 of 8 (its fair share with B waiting): B first; the leftover slots go to A up to its cap of 6.
+    assert.deepEqual(pickFairly(candidates, { limit: 3, slots: 8, hardCap: 6, inHand: new Map([['A', 4]]) }), ['b1', 'a1', 'a2']);
+    assert.deepEqual(pickFairly(candidates, { limit: 3, slots: 8, hardCap: 6, inHand: new Map([['A', 5]]) }), ['b1', 'a1']);
+  });
+
+  it('respects a per-sender cap', () => {
+    const candidates = ['e1', 'e2', 'e3'].map((id) => ({ id, account: 'A', sender: 'endpoint' }));
+    assert.deepEqual(pickFairly(candidates, { limit: 3, slots: 8, hardCap: 8, inHand: new Map(), senderCap: 2, senderInHand: new Map([['endpoint', 1]]) }), ['e1']);
+  });
+});
+
+describe(`fair claims (${STORAGE_LABEL})`, () => {
+  it('claims across accounts and across the senders of one account, not first in first out', async () => {
+    const t = await startTestApp({ worker: false });
+    try {
+      const a = await t.createAccount();
+      const b = await t.createAccount();
+      const sessionA1 = await connectedSandboxSession(t, a.testKey);
+      const sessionA2 = await connectedSandboxSession(t, a.testKey);
+      const send = async (key: string, session: string) => {
+        const res = await t.send(key, defaultSendBody('whatsapp', t.voiceUrl, session));
+        assert.equal(res.statusCode, 202, res.body);
+        return res.json().id as string;
+      };
+      const firstSender = [];
+      for (let i = 0; i < 5; i++) firstSender.push(await send(a.testKey, sessionA1));
+      const secondSender = await send(a.testKey, sessionA2);
+      const sessionB = await connectedSandboxSession(t, b.testKey);
+      const otherAccount = await send(b.testKey, sessionB);
+      const { db } = t.app.services;
+      const { claimed } = await claimDueMessagesFairly(db.kysely, db.dialect, 'worker_test', {
+        limit: 3,
+        leaseMs: 60_000,
+        excludeAccounts: [],
+        window: 64,
+        pick: (candidates) => pickFairly(candidates.map((c) => ({ id: c.id, account: c.account_id, sender: c.sender })), { limit: 3, slots: 3, hardCap: 3, inHand: new Map() }),
+      });
+      // First in first out would have taken the first sender's three oldest.
+      assert.deepEqual(claimed.map((m: MessageRow) => m.id).sort(), [firstSender[0], secondSender, otherAccount].sort());
+      assert.ok(claimed.every((m) => m.status === 'processing' && m.lease_owner === 'worker_test'));
+      // An account left out (at its cap in the worker) is read past.
+      const next = await claimDueMessagesFairly(db.kysely, db.dialect, 'worker_test', {
+        limit: 3,
+        leaseMs: 60_000,
+        excludeAccounts: [a.accountId],
+        window: 64,
+        pick: (candidates) => candidates.map((c) => c.id),
+      });
+      assert.deepEqual(next.claimed, []);
+    } finally {
+      await t.close();
+    }
+  });
+
+  it("delivers account B's voice note while account A's notes hang on an audio host that never answers", { timeout: 60_000 }, async () => {
+    // 4 slots, A may hold 3 of them: with first in first out, A's eight notes would hold all four for the
+    // audio fetch's 30 s timeout, and again for the next four.
+    const t = await startTestApp({ env: { WORKER_CONCURRENCY: '4', SHUTDOWN_GRACE_MS: '0' } });
+    try {
+      t.audio.route('/never.ogg', { kind: 'stall', beforeHeaders: true });
+      const a = await t.createAccount();
+      const b = await t.createAccount();
+      const hanging: string[] = [];
+      for (let i = 0; i < 8; i++) {
+        const res = await t.send(a.testKey, defaultSendBody('telegram', t.audio.url(`/never.ogg?n=${i}`)));
+        assert.equal(res.statusCode, 202, res.body);
+        hanging.push(res.json().id);
+      }
+      const res = await t.send(b.testKey, defaultSendBody('telegram', t.voiceUrl));
+      assert.equal(res.statusCode, 202, res.body);
+      const delivered = await t.waitForStatus(b.testKey, res.json().id, ['delivered', 'failed'], 25_000);
+      assert.equal(delivered.status, 'delivered');
+      // A's are all still waiting on their audio: none has been settled, and at most 3 were ever fetched.
+      for (const id of hanging) {
+        const status = (await t.request({ method: 'GET', url: `/api/v1/status/${id}`, key: a.testKey })).json();
+        assert.ok(status.status === 'queued' || status.status === 'processing', JSON.stringify(status));
+      }
+      assert.equal(t.audio.requests.filter((r) => r.path.startsWith('/never.ogg')).length, 3);
+    } finally {
+      await t.close();
+    }
+  });
+});
+
+describe(`fair webhooks (${STORAGE_LABEL})`, () => {
+  async function endpoint(t: Awaited<ReturnType<typeof startTestApp>>, key: string, url: string): Promise<string> {
+    const res = await t.request({ method: 'POST', url: ENDPOINTS, key, body: { url, events: ['voice_note.delivered'] } });
+    assert.equal(res.statusCode, 201, res.body);
+    return res.json().id;
+  }
+  async function testEvent(t: Awaited<ReturnType<typeof startTestApp>>, key: string, id: string): Promise<void> {
+    const res = await t.request({ method: 'POST', url: `${ENDPOINTS}/${id}/test`, key, body: {} });
+    assert.equal(res.statusCode, 202, res.body);
+  }
+
+  it("sends account B's webhook while account A's endpoints never answer, A holding at most its share and each endpoint at most two", { timeout: 60_000 }, async () => {
+    const dead = await startWebhookReceiver();
+    dead.fallback = 'hang';
+    const alive = await startWebhookReceiver();
+    const t = await startTestApp({ worker: false, webhooks: { concurrency: 4, timeoutMs: 60_000, pollMs: 100 } });
+    try {
+      const a = await t.createAccount();
+      const b = await t.createAccount();
+      // One endpoint of A gets three events (at most two at once), three more get one each.
+      const first = await endpoint(t, a.testKey, dead.url('/a0'));
+      for (let i = 0; i < 3; i++) await testEvent(t, a.testKey, first);
+      for (let i = 1; i <= 3; i++) await testEvent(t, a.testKey, await endpoint(t, a.testKey, dead.url(`/a${i}`)));
+      await dead.waitFor(3);
+      await testEvent(t, b.testKey, await endpoint(t, b.testKey, alive.url('/b')));
+      const [hook] = await alive.waitFor(1, undefined, 20_000);
+      assert.equal(hook!.path, '/b');
+      // A holds 3 of the 4 slots (75 %), never more, and its first endpoint at most 2 of them.
+      assert.equal(dead.received.length, 3);
+      assert.ok(dead.received.filter((r) => r.path === '/a0').length <= 2);
+    } finally {
+      await t.close();
+      await dead.close();
+      await alive.close();
+    }
+  });
+
+  it('leaves an endpoint that keeps timing out alone for a while: its deliveries wait (none dropped), others go on', { timeout: 60_000 }, async () => {
+    const dead = await startWebhookReceiver();
+    dead.fallback = 'hang';
+    const alive = await startWebhookReceiver();
+    const t = await startTestApp({
+      worker: false,
+      webhooks: { timeoutMs: 300, pollMs: 100, retryDelaysMs: [20, 20, 20, 20, 20], breaker: { threshold: 2, baseMs: 60_000 } },
+    });
+    try {
+      const a = await t.createAccount();
+      const silent = await endpoint(t, a.testKey, dead.url('/silent'));
+      for (let i = 0; i < 5; i++) await testEvent(t, a.testKey, silent);
+      // Two tries at once (its own concurrency), both time out: the circuit opens.
+      const deadline = Date.now() + 20_000;
+      for (;;) {
+        const list = (await t.request({ method: 'GET', url: `${ENDPOINTS}/${silent}/deliveries`, key: a.testKey })).json().data as any[];
+        if (list.filter((d) => d.answers.length > 0).length >= 2) break;
+        assert.ok(Date.now() < deadline, JSON.stringify(list));
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      // The same account's other endpoint is served meanwhile.
+      await testEvent(t, a.testKey, await endpoint(t, a.testKey, alive.url('/other')));
+      await alive.waitFor(1, undefined, 20_000);
+      await new Promise((r) => setTimeout(r, 500));
+      // Without the breaker, the 20 ms retries would have tried the silent endpoint again and again.
+      assert.equal(dead.received.length, 2);
+      const list = (await t.request({ method: 'GET', url: `${ENDPOINTS}/${silent}/deliveries`, key: a.testKey })).json().data as any[];
+      assert.equal(list.length, 5);
+      assert.ok(
+        list.every((d) => d.status === 'pending'),
+        JSON.stringify(list.map((d) => d.status)),
+      );
+    } finally {
+      await t.close();
+      await dead.close();
+      await alive.close();
+    }
+  });
+});
