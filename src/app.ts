@@ -5,6 +5,7 @@ import { connectRedis, RateLimiter } from './api/rate-limiter.js';
 import type { Config } from './config.js';
 import { SecretBox } from './core/secret-box.js';
 import { DeliveryWorker, type AudioSource } from './delivery/worker.js';
+import { createRhythmGate } from './delivery/rhythm-gate.js';
 import { createLogger } from './logger.js';
 import { startMetricsListener, type MetricsListener } from './metrics/exposure.js';
 import { createMetrics, withAttemptMetrics } from './metrics/metrics.js';
@@ -50,6 +51,8 @@ export interface AppOptions {
   pressureSampleMs?: number;
   /** Tests: the gap between two live LinkedIn deliveries of one account (default 3–5 s), and the per-call timeout. */
   linkedinPace?: LinkedinTuning;
+  /** Tests: per-platform tuning by platform name (each platform reads its own entry). */
+  platformTuning?: Readonly<Record<string, unknown>>;
   /**
    * Tests only: extra platforms registered beside the built-in ones (never listed to users). The hook a
    * suite uses to prove a platform is one folder and one registry entry.
@@ -224,6 +227,7 @@ export async function createApp(config: Config, options: AppOptions): Promise<Ap
         ...(options.workerLeaseMs !== undefined ? { leaseMs: options.workerLeaseMs } : {}),
         ...(options.workerClockOffsetMs !== undefined ? { clock: () => Date.now() + options.workerClockOffsetMs! } : {}),
         ...(options.linkedinPace !== undefined ? { linkedinPace: options.linkedinPace } : {}),
+        ...(options.platformTuning !== undefined ? { platformTuning: options.platformTuning } : {}),
       })
     : undefined;
   if (running) opened.attachWorker(running.worker);
@@ -274,6 +278,7 @@ export function createWorker(services: Services, audio: AudioSource, tuning: Wor
     affinityHolder: services.whatsappLive.holderId,
     recorder: withAttemptMetrics(createAttemptRecorder(db, services.logger), services.metrics),
     concurrency: config.workerConcurrency,
+    gate: createRhythmGate({ db: db.kysely, platforms: services.platforms, logger: services.logger }),
     ...workerTuning,
   });
 }

@@ -24,6 +24,11 @@ export const SendBody = Type.Object({
   // null means "not given": many clients serialise an unset optional field that way.
   duration: Type.Optional(Type.Union([Type.Number(), Type.Null()], { description: 'Seconds; detected when omitted or null' })),
   caption: Type.Optional(Type.Union([Type.String(), Type.Null()], { description: 'Telegram only; null is the same as omitted' })),
+  recording_indicator: Type.Optional(
+    Type.Union([Type.Boolean(), Type.Null()], {
+      description: 'Show the platform\'s "recording…" indicator for about the note\'s length (at most 30 s) before it (Telegram, WhatsApp); default false',
+    }),
+  ),
 });
 export type SendBody = Static<typeof SendBody>;
 

@@ -20,6 +20,7 @@ import * as dashboardSessions from './migrations/008_dashboard_sessions.js';
 import * as reliability from './migrations/005_reliability.js';
 import * as messageRetention from './migrations/010_message_retention.js';
 import * as messageRequestId from './migrations/011_message_request_id.js';
+import * as sendingRhythm from './migrations/014_sending_rhythm.js';
 
 export type Dialect = 'sqlite' | 'postgres';
 
@@ -161,6 +162,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '005_reliability': reliability,
   '010_message_retention': messageRetention,
   '011_message_request_id': messageRequestId,
+  '014_sending_rhythm': sendingRhythm,
 };
 
 const provider: MigrationProvider = { getMigrations: async () => MIGRATIONS };

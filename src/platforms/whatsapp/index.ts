@@ -13,6 +13,10 @@ export const whatsapp: PlatformDefinition = {
   maxCaptionLength: null,
   checkRecipient: checkWhatsappRecipient,
   checkSession: checkWhatsappSession,
+  // Presence `recording` on the chat.
+  recordingIndicator: true,
+  // The linked session, by its id (not a secret).
+  senderKey: sessionIdOf,
 
   async checkAtAccept(session, owner, services) {
     const id = sessionIdOf(session);
