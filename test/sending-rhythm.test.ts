@@ -10,6 +10,7 @@ import {
   startTestApp,
   STORAGE_LABEL,
   TELEGRAM_TOKEN,
+  withRestartableStorage,
   type TestApp,
 } from './fixtures/app-harness.js';
 import { startTelegramApi, type TelegramCall } from './fakes/telegram-api.js';
@@ -119,6 +120,32 @@ describe(`recording_indicator on POST /send (${STORAGE_LABEL})`, () => {
       assert.equal((await detail(t, account.liveKey, other)).recording_indicator, null);
     } finally {
       await t.close();
+      await fake.close();
+    }
+  });
+
+  it('a restart during the indicator neither shows it twice nor loses the note', async () => {
+    const fake = await startTelegramApi();
+    try {
+      await withRestartableStorage(async (reuse) => {
+        // No repetition within the note's time: every record_voice seen is a showing of the indicator.
+        const options = { env: { TELEGRAM_API_ROOT: fake.apiRoot }, reuse, platformTuning: { telegram: { chatActionEveryMs: 60_000 } } };
+        const first = await startTestApp(options);
+        const account = await first.createAccount();
+        const id = await accepted(first, account.liveKey, { ...defaultSendBody('telegram', first.voiceUrl), recording_indicator: true });
+        await fake.waitForCalls(1, isAction);
+        await eventually(async () => (await detail(first, account.liveKey, id)).waiting_for === 'recording_indicator', 'the wait to be written');
+        await first.close();
+        const second = await startTestApp(options);
+        try {
+          assert.equal((await second.waitForStatus(account.liveKey, id, ['delivered', 'failed'])).status, 'delivered');
+          assert.equal(fake.calls.filter(isAction).length, 1, 'shown once');
+          assert.equal(fake.calls.filter(isVoice).length, 1, 'delivered once');
+        } finally {
+          await second.close();
+        }
+      });
+    } finally {
       await fake.close();
     }
   });
