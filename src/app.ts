@@ -6,6 +6,7 @@ import type { Config } from './config.js';
 import { SecretBox } from './core/secret-box.js';
 import { DeliveryWorker, type AudioSource } from './delivery/worker.js';
 import { createRhythmGate } from './delivery/rhythm-gate.js';
+import type { Rhythm } from './core/rhythm.js';
 import { createLogger } from './logger.js';
 import { startMetricsListener, type MetricsListener } from './metrics/exposure.js';
 import { createMetrics, withAttemptMetrics } from './metrics/metrics.js';
@@ -53,6 +54,8 @@ export interface AppOptions {
   linkedinPace?: LinkedinTuning;
   /** Tests: per-platform tuning by platform name (each platform reads its own entry). */
   platformTuning?: Readonly<Record<string, unknown>>;
+  /** Tests: the platforms' default daily rhythms instead of the built-in ones (a platform left out: no cap). */
+  rhythmDefaults?: Readonly<Record<string, Rhythm>>;
   /**
    * Tests only: extra platforms registered beside the built-in ones (never listed to users). The hook a
    * suite uses to prove a platform is one folder and one registry entry.
@@ -153,6 +156,7 @@ export async function openServices(config: Config, options: Omit<AppOptions, 'wo
     logger,
     metrics,
     wakeWorker: () => worker?.wake(),
+    ...(options.rhythmDefaults ? { rhythmDefaults: options.rhythmDefaults } : {}),
   };
   const housekeeping = setInterval(() => {
     purgeExpiredIdempotency(db.kysely).catch((err: unknown) => logger.warn({ err }, 'idempotency purge failed'));
@@ -278,7 +282,7 @@ export function createWorker(services: Services, audio: AudioSource, tuning: Wor
     affinityHolder: services.whatsappLive.holderId,
     recorder: withAttemptMetrics(createAttemptRecorder(db, services.logger), services.metrics),
     concurrency: config.workerConcurrency,
-    gate: createRhythmGate({ db: db.kysely, platforms: services.platforms, logger: services.logger }),
+    gate: createRhythmGate({ db: db.kysely, platforms: services.platforms, logger: services.logger, ...(services.rhythmDefaults ? { defaults: services.rhythmDefaults } : {}) }),
     ...workerTuning,
   });
 }

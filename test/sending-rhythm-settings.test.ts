@@ -91,7 +91,7 @@ describe(`voicenote rhythm show / set (${STORAGE_LABEL})`, () => {
 describe(`the dashboard's sending rhythm (${STORAGE_LABEL})`, () => {
   it('a cap set on the page (with its CSRF token) holds the next live note back, and its page shows the wait', async () => {
     const fake = await startTelegramApi();
-    const t = await startTestApp({ env: { TELEGRAM_API_ROOT: fake.apiRoot } });
+    const t = await startTestApp({ env: { TELEGRAM_API_ROOT: fake.apiRoot }, builtInRhythm: true });
     try {
       const account = await createDashboardAccount(t);
       const client = new FormClient(t);

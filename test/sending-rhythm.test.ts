@@ -219,7 +219,7 @@ describe(`each sender's daily rhythm (${STORAGE_LABEL})`, () => {
 
   it('WhatsApp by default: a new session warms up (5 notes on its first day); with caps off every note goes', async () => {
     const world = new FakeWhatsapp();
-    const t = await startTestApp({ whatsappSocketFactory: world.factory('a'), whatsappLive: FAST_WHATSAPP });
+    const t = await startTestApp({ whatsappSocketFactory: world.factory('a'), whatsappLive: FAST_WHATSAPP, builtInRhythm: true });
     try {
       const account = await t.createAccount();
       const sessionId = await linkedSession(t, world, account.liveKey);

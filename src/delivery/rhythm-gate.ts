@@ -1,6 +1,6 @@
 import type { Logger } from 'pino';
 import type { Kysely } from 'kysely';
-import { indicatorMs, nextDayStart } from '../core/rhythm.js';
+import { indicatorMs, nextDayStart, type Rhythm } from '../core/rhythm.js';
 import { DeliveryError, type DeliveryJob, type PlatformAdapter, type PlatformSession } from '../platforms/platform.js';
 import type { PlatformRegistry } from '../platforms/registry.js';
 import { findRhythm, markIndicatorShown, releaseSenderPlace, reserveSenderPlace } from '../store/rhythm.js';
@@ -35,7 +35,14 @@ export interface DeliveryGate {
   deliver(input: { message: MessageRow; workerId: string; job: DeliveryJob; adapter: PlatformAdapter }): Promise<void>;
 }
 
-export function createRhythmGate(deps: { db: Kysely<Database>; platforms: PlatformRegistry; logger: Logger; random?: () => number }): DeliveryGate {
+export function createRhythmGate(deps: {
+  db: Kysely<Database>;
+  platforms: PlatformRegistry;
+  logger: Logger;
+  random?: () => number;
+  /** Tests: the platforms' default rhythms instead of the built-in ones. */
+  defaults?: Readonly<Record<string, Rhythm>>;
+}): DeliveryGate {
   const { db, platforms, logger } = deps;
   const random = deps.random ?? Math.random;
 
@@ -51,7 +58,7 @@ export function createRhythmGate(deps: { db: Kysely<Database>; platforms: Platfo
       const senderKey = message.env === 'live' ? senderKeyOf(message, job.session) : undefined;
       let holdsPlace = message.cap_day != null;
       if (senderKey && !holdsPlace) {
-        const rhythm = await findRhythm(db, message.account_id, message.platform);
+        const rhythm = await findRhythm(db, message.account_id, message.platform, deps.defaults);
         if (rhythm.dailyCap !== null) {
           const reserved = await reserveSenderPlace(db, { senderKey, rhythm, messageId: message.id, workerId });
           if (!reserved.ok) {

@@ -14,8 +14,14 @@ export interface RhythmView {
   senders: Array<{ sender: string; sent_today: number; allowed_today: number | null; first_day: string }>;
 }
 
-export async function rhythmView(db: Kysely<Database>, accountId: string, platform: string, now = Date.now()): Promise<RhythmView> {
-  const rhythm = await findRhythm(db, accountId, platform);
+export async function rhythmView(
+  db: Kysely<Database>,
+  accountId: string,
+  platform: string,
+  options: { now?: number; defaults?: Readonly<Record<string, Rhythm>> } = {},
+): Promise<RhythmView> {
+  const now = options.now ?? Date.now();
+  const rhythm = await findRhythm(db, accountId, platform, options.defaults);
   const counts = await senderCountsToday(db, `${accountId}:live:${platform}:`);
   return {
     platform,

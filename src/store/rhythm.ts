@@ -1,12 +1,20 @@
 import { sql, type Kysely } from 'kysely';
-import { allowanceOn, defaultRhythm, utcDay, type Rhythm } from '../core/rhythm.js';
+import { allowanceOn, defaultRhythm, NO_RHYTHM, utcDay, type Rhythm } from '../core/rhythm.js';
 import { dbNow } from './db.js';
 import type { Database } from './schema.js';
 
-/** An account's rhythm on a platform: its own setting, else the platform's default (`custom` says which). */
-export async function findRhythm(db: Kysely<Database>, accountId: string, platform: string): Promise<Rhythm & { custom: boolean }> {
+/**
+ * An account's rhythm on a platform: its own setting, else the platform's default (`custom` says which).
+ * `defaults`: tests' own defaults instead of the built-in ones.
+ */
+export async function findRhythm(
+  db: Kysely<Database>,
+  accountId: string,
+  platform: string,
+  defaults?: Readonly<Record<string, Rhythm>>,
+): Promise<Rhythm & { custom: boolean }> {
   const row = await db.selectFrom('rhythm_settings').selectAll().where('account_id', '=', accountId).where('platform', '=', platform).executeTakeFirst();
-  if (!row) return { ...defaultRhythm(platform), custom: false };
+  if (!row) return { ...(defaults ? (defaults[platform] ?? NO_RHYTHM) : defaultRhythm(platform)), custom: false };
   const start = row.warmup_start === null ? null : Number(row.warmup_start);
   const days = row.warmup_days === null ? null : Number(row.warmup_days);
   return {

@@ -43,7 +43,8 @@ ${
 }
 
 async function rhythmPage(deps: DashboardDeps, ctx: DashboardContext, notice?: Notice) {
-  const views = await Promise.all(PLATFORM_NAMES.map((p) => rhythmView(deps.services.db.kysely, ctx.account.id, p)));
+  const defaults = deps.services.rhythmDefaults;
+  const views = await Promise.all(PLATFORM_NAMES.map((p) => rhythmView(deps.services.db.kysely, ctx.account.id, p, defaults ? { defaults } : {})));
   return page(
     ctx,
     { sections: deps.sections, section: 'account', title: 'Sending rhythm', path: '/dashboard/rhythm', notice },
@@ -84,7 +85,7 @@ export function registerRhythmPages(app: FastifyInstance, deps: DashboardDeps): 
     if (!PLATFORM_NAMES.includes(platform)) return refuse('Choose a platform.');
     const change = changeOf(request.body);
     if (typeof change === 'string') return refuse(change);
-    const applied = applyRhythmChange(await findRhythm(db, ctx.account.id, platform), change);
+    const applied = applyRhythmChange(await findRhythm(db, ctx.account.id, platform, deps.services.rhythmDefaults), change);
     if ('problem' in applied) return refuse(`${applied.problem.charAt(0).toUpperCase()}${applied.problem.slice(1)}.`);
     await saveRhythm(db, ctx.account.id, platform, applied.rhythm);
     return redirectTo(reply, '/dashboard/rhythm?notice=saved');
