@@ -245,6 +245,36 @@ describe(`each sender's daily rhythm (${STORAGE_LABEL})`, () => {
     }
   });
 
+  it('two processes on one database count one cap: of 8 notes sent through both, exactly 3 go', async () => {
+    const fake = await startTelegramApi();
+    try {
+      await withRestartableStorage(async (reuse) => {
+        const options = { env: { TELEGRAM_API_ROOT: fake.apiRoot }, reuse };
+        const apps = [await startTestApp(options), await startTestApp(options)];
+        try {
+          const account = await apps[0]!.createAccount({ plan: 'growth' });
+          await saveRhythm(apps[0]!.app.services.db.kysely, account.accountId, 'telegram', { dailyCap: 3, warmup: null });
+          const ids: string[] = [];
+          for (let i = 0; i < 8; i++) {
+            const t = apps[i % 2]!;
+            ids.push(await accepted(t, account.liveKey, { ...defaultSendBody('telegram', t.voiceUrl), recipient: `34000000${i}` }));
+          }
+          const seen = await eventually(async () => {
+            const all = await Promise.all(ids.map((id) => detail(apps[0]!, account.liveKey, id)));
+            const settled = all.filter((d) => d.status === 'delivered' || d.waiting_for === 'daily_cap');
+            return settled.length === 8 ? all : undefined;
+          }, 'every note delivered or waiting', 30_000);
+          assert.equal(seen.filter((d) => d.status === 'delivered').length, 3);
+          assert.equal(fake.calls.filter(isVoice).length, 3, 'the platform saw three notes');
+        } finally {
+          for (const t of apps) await t.close();
+        }
+      });
+    } finally {
+      await fake.close();
+    }
+  });
+
   it('the sandbox is not capped (no real notes are sent)', async () => {
     const t = await startTestApp();
     try {
