@@ -119,7 +119,8 @@ export async function senderCountsToday(db: Kysely<Database>, senderKeyPrefix: s
     .selectFrom('senders')
     .leftJoin('sender_days', (join) => join.onRef('sender_days.sender_key', '=', 'senders.sender_key').on('sender_days.day', '=', utcDay(now)))
     .select(['senders.sender_key', 'senders.first_day', 'sender_days.sent'])
-    .where('senders.sender_key', 'like', `${senderKeyPrefix}%`)
+    // A prefix compared as text (LIKE would read the ids' `_` as a wildcard).
+    .where(sql<string>`substr(senders.sender_key, 1, ${senderKeyPrefix.length})`, '=', senderKeyPrefix)
     .orderBy('senders.sender_key')
     .execute();
   return rows.map((r) => ({ sender_key: r.sender_key, first_day: Number(r.first_day), sent: Number(r.sent ?? 0) }));

@@ -67,7 +67,7 @@ export function createWhatsappAdapter(deps: { db: Kysely<Database>; live: LiveWh
     return acquired.held;
   }
 
-  /** The recipient's jid, from WhatsApp's own lookup. */
+  /** The recipient's jid, from WhatsApp's own lookup (as the delivery below does it). */
   async function recipientJid(socket: WhatsappSocket, recipient: string): Promise<string> {
     let found: Awaited<ReturnType<typeof socket.onWhatsApp>>;
     try {
@@ -102,7 +102,15 @@ export function createWhatsappAdapter(deps: { db: Kysely<Database>; live: LiveWh
       const audio = await readFile(job.audio.path);
       try {
         await held.paced(async (socket) => {
-          const jid = await recipientJid(socket, job.recipient);
+          let found: Awaited<ReturnType<typeof socket.onWhatsApp>>;
+          try {
+            found = await socket.onWhatsApp(job.recipient);
+          } catch (error) {
+            throw transient(`WhatsApp could not look up the recipient: ${(error as Error).message}`);
+          }
+          if (found === undefined) throw transient('WhatsApp did not answer the recipient lookup');
+          const account = found.find((entry) => entry.exists === true);
+          if (!account) throw new DeliveryError('recipient_not_found', `${job.recipient} is not on WhatsApp`, false);
           const note: VoiceNoteContent = {
             audio,
             mimetype: OGG_OPUS,
@@ -113,12 +121,12 @@ export function createWhatsappAdapter(deps: { db: Kysely<Database>; live: LiveWh
           // The send cannot be taken back once started: an attempt aborted before it never starts it.
           job.signal.throwIfAborted();
           try {
-            await socket.sendMessage(jid, note, { messageId: whatsappMessageId(job.messageId) });
+            await socket.sendMessage(account.jid || `${job.recipient}@s.whatsapp.net`, note, { messageId: whatsappMessageId(job.messageId) });
           } catch (error) {
             throw transient(`WhatsApp did not accept the voice note: ${(error as Error).message}`);
           }
           // The note is sent: "recording audio…" ends (a failure here costs nothing but the indicator).
-          if (job.recordingIndicator) await socket.sendPresenceUpdate('paused', jid).catch(() => undefined);
+          if (job.recordingIndicator) await socket.sendPresenceUpdate('paused', account.jid || `${job.recipient}@s.whatsapp.net`).catch(() => undefined);
         });
       } catch (error) {
         if (error instanceof SessionNotOpenError) throw new DeliveryError('session_not_connected', error.message, true);
