@@ -209,8 +209,12 @@ describe(`each sender's daily rhythm (${STORAGE_LABEL})`, () => {
       const otherBot = '987654321:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsawQ';
       const other = await accepted(t, account.liveKey, { ...defaultSendBody('telegram', t.voiceUrl), recipient: '320000004', session: { bot_token: otherBot } });
       assert.equal((await t.waitForStatus(account.liveKey, other, ['delivered', 'failed'])).status, 'delivered');
-      // The dashboard shows the wait.
       assert.equal(waiting.attempt_count, 0, 'the wait is not an attempt');
+      // Senders are named by a hash of their credential: no token, nor its secret half, in the database's counts.
+      const db = t.app.services.db.kysely;
+      const keys = [...(await db.selectFrom('senders').select('sender_key').execute()), ...(await db.selectFrom('sender_days').select('sender_key').execute())].map((r) => r.sender_key);
+      assert.ok(keys.length >= 2, keys.join(', '));
+      for (const key of keys) for (const secret of [TELEGRAM_TOKEN, TELEGRAM_TOKEN.split(':')[1]!, otherBot.split(':')[1]!]) assert.ok(!key.includes(secret), key);
     } finally {
       await t.close();
       await fake.close();
