@@ -5,6 +5,8 @@ import { connectRedis, RateLimiter } from './api/rate-limiter.js';
 import type { Config } from './config.js';
 import { SecretBox } from './core/secret-box.js';
 import { DeliveryWorker, type AudioSource } from './delivery/worker.js';
+import { createRhythmGate } from './delivery/rhythm-gate.js';
+import type { Rhythm } from './core/rhythm.js';
 import { createLogger } from './logger.js';
 import { startMetricsListener, type MetricsListener } from './metrics/exposure.js';
 import { createMetrics, withAttemptMetrics } from './metrics/metrics.js';
@@ -50,6 +52,10 @@ export interface AppOptions {
   pressureSampleMs?: number;
   /** Tests: the gap between two live LinkedIn deliveries of one account (default 3–5 s), and the per-call timeout. */
   linkedinPace?: LinkedinTuning;
+  /** Tests: per-platform tuning by platform name (each platform reads its own entry). */
+  platformTuning?: Readonly<Record<string, unknown>>;
+  /** Tests: the platforms' default daily rhythms instead of the built-in ones (a platform left out: no cap). */
+  rhythmDefaults?: Readonly<Record<string, Rhythm>>;
   /**
    * Tests only: extra platforms registered beside the built-in ones (never listed to users). The hook a
    * suite uses to prove a platform is one folder and one registry entry.
@@ -150,6 +156,7 @@ export async function openServices(config: Config, options: Omit<AppOptions, 'wo
     logger,
     metrics,
     wakeWorker: () => worker?.wake(),
+    ...(options.rhythmDefaults ? { rhythmDefaults: options.rhythmDefaults } : {}),
   };
   const housekeeping = setInterval(() => {
     purgeExpiredIdempotency(db.kysely).catch((err: unknown) => logger.warn({ err }, 'idempotency purge failed'));
@@ -231,6 +238,7 @@ export async function createApp(config: Config, options: AppOptions): Promise<Ap
         ...(options.workerLeaseMs !== undefined ? { leaseMs: options.workerLeaseMs } : {}),
         ...(options.workerClockOffsetMs !== undefined ? { clock: () => Date.now() + options.workerClockOffsetMs! } : {}),
         ...(options.linkedinPace !== undefined ? { linkedinPace: options.linkedinPace } : {}),
+        ...(options.platformTuning !== undefined ? { platformTuning: options.platformTuning } : {}),
       })
     : undefined;
   if (running) opened.attachWorker(running.worker);
@@ -282,6 +290,7 @@ export function createWorker(services: Services, audio: AudioSource, tuning: Wor
     recorder: withAttemptMetrics(createAttemptRecorder(db, services.logger), services.metrics),
     concurrency: config.workerConcurrency,
     accountSharePercent: config.workerAccountShare,
+    gate: createRhythmGate({ db: db.kysely, platforms: services.platforms, logger: services.logger, ...(services.rhythmDefaults ? { defaults: services.rhythmDefaults } : {}) }),
     ...workerTuning,
   });
 }

@@ -11,6 +11,7 @@ import { backupSqlite, BackupFailure } from './cli/backup.js';
 import { firstStartBanner } from './cli/first-start.js';
 import { ApiClient, Unreachable } from './cli/http.js';
 import { SendFailure, sendCsv, sendOne, type SendFields } from './cli/send.js';
+import { registerRhythmCommands } from './cli/rhythm.js';
 import { noticeEmptyStorage, sqliteExists } from './cli/storage.js';
 import { migrate, openDb, type Db } from './store/db.js';
 import { checkSecretKey, SecretKeyMismatchError } from './store/key-check.js';
@@ -489,6 +490,8 @@ export function buildProgram(): Command {
         await sendOne(client, { fields, wait: options.wait === true, json: options.json === true, ...(options.idempotencyKey ? { idempotencyKey: options.idempotencyKey } : {}) }, out);
       },
     );
+
+  registerRhythmCommands(program, { withDb: (work) => withDb(config(), work), out, json, fail: (message) => new CliError(message) });
 
   program
     .command('backup <file>')

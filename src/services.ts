@@ -1,4 +1,5 @@
 import type { Redis } from 'ioredis';
+import type { Rhythm } from './core/rhythm.js';
 import type { Logger } from 'pino';
 import type { CallerDirectory } from './api/caller.js';
 import type { RateLimiter } from './api/rate-limiter.js';
@@ -32,4 +33,6 @@ export interface Services {
   metrics: Metrics;
   /** Tells a worker in this process that a message is waiting (others find it by polling). */
   wakeWorker(): void;
+  /** Tests only: the platforms' default daily rhythms instead of the built-in ones (src/core/rhythm.ts). */
+  rhythmDefaults?: Readonly<Record<string, Rhythm>>;
 }

@@ -66,6 +66,19 @@ const Detail = Type.Object({
   caption: Type.Union([Type.String(), Type.Null()]),
   next_attempt_at: NullableTimestamp,
   canceled_at: Type.Union([Timestamp, Type.Null()], { description: 'When the note was canceled (status canceled)' }),
+  recording_indicator: Type.Union(
+    [
+      Type.Object({
+        shown_at: NullableTimestamp,
+        seconds: Type.Union([Type.Number(), Type.Null()], { description: 'How long it shows before the note' }),
+      }),
+      Type.Null(),
+    ],
+    { description: 'The "recording…" indicator asked for at send time; null when not asked for' },
+  ),
+  waiting_for: Type.Union([Type.String({ enum: ['daily_cap', 'recording_indicator'] }), Type.Null()], {
+    description: "What a queued message waits for until next_attempt_at, besides a retry: its sender's daily cap, or the indicator",
+  }),
   attempts: Type.Array(Attempt),
   audio: Audio,
   receipts: Receipts,

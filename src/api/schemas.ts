@@ -29,7 +29,11 @@ export const SendBody = Type.Object({
       description: 'Schedule the send: ISO 8601 with Z or an offset, at most 5 minutes past and 30 days ahead; null is the same as omitted (at once)',
     }),
   ),
-  recording_indicator: Type.Optional(Type.Boolean({ description: 'Show the platform\'s "recording audio…" indicator before the note' })),
+  recording_indicator: Type.Optional(
+    Type.Union([Type.Boolean(), Type.Null()], {
+      description: 'Show the platform\'s "recording…" indicator for about the note\'s length (at most 30 s) before it (Telegram, WhatsApp); default false',
+    }),
+  ),
 });
 export type SendBody = Static<typeof SendBody>;
 

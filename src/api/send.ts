@@ -66,6 +66,9 @@ export function registerSendRoute(app: FastifyInstance, services: Services): voi
         const captionProblem = checkCaption(platform, body.caption);
         if (captionProblem) throw fail(captionProblem);
       }
+      if (body.recording_indicator === true && platform.recordingIndicator !== true) {
+        throw invalidParameter('recording_indicator', `${platform.name} shows no "recording…" indicator; send without recording_indicator`);
+      }
       if (platform.checkAtAccept) {
         const problem = await platform.checkAtAccept(session, { accountId: caller.accountId, env: caller.env }, services);
         if (problem) throw new ApiError(problem.code, problem.message, problem.details);
@@ -84,6 +87,7 @@ export function registerSendRoute(app: FastifyInstance, services: Services): voi
         audio_url: body.audio_url,
         duration: body.duration ?? null,
         caption: body.caption ?? null,
+        recording_indicator: body.recording_indicator === true ? 1 : 0,
         credentials: credentials.sealJson(session, now),
         affinity: platform.affinityKey?.(session) ?? null,
         request_id: request.id,

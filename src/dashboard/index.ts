@@ -13,6 +13,7 @@ import { registerSignInPages, registerSignOut } from './pages/sign-in.js';
 import { registerUsagePage } from './pages/usage.js';
 import { registerWebhookPages } from './pages/webhooks.js';
 import { registerWhatsappPages } from './pages/whatsapp.js';
+import { registerRhythmPages } from './pages/rhythm.js';
 
 export const DASHBOARD_PREFIX = '/dashboard';
 const FORM_BODY_LIMIT = 16 * 1024;
@@ -108,6 +109,7 @@ export async function registerDashboard(app: FastifyInstance, services: Services
         registerMessagePages(signedIn, deps);
         registerWhatsappPages(signedIn, deps);
         registerWebhookPages(signedIn, deps);
+        registerRhythmPages(signedIn, deps);
       });
     },
     { prefix: DASHBOARD_PREFIX },

@@ -21,6 +21,7 @@ import { DeliveryError, type FailureCode, type PlatformAdapter, type PlatformSes
 import { AUDIO_RETRY_WINDOW_MS, nextAttemptAt } from './retry-policy.js';
 import type { AudioFacts } from '../audio/pipeline.js';
 import { accountCap, atCap, DEFAULT_ACCOUNT_SHARE_PERCENT, pickFairly } from './fair-share.js';
+import { Deferral, type DeliveryGate, type WaitReason } from './rhythm-gate.js';
 
 /** Turns an audio URL into the platform's voice format (the audio pipeline). */
 export interface AudioSource {
@@ -67,6 +68,8 @@ export interface WorkerOptions {
    * compared is the database's.
    */
   clock?: () => number;
+  /** Sending like a person: each sender's daily cap and the "recording…" indicator, around the platform call. */
+  gate?: DeliveryGate;
 }
 
 /** What the message log keeps of an attempt; `error` null when the platform accepted the voice note. */
@@ -144,7 +147,7 @@ class ShuttingDown extends Error {
 /** An outcome to write, with the record of the attempt that led to it; kept in memory while storage cannot take it. */
 type Outcome = (
   | { kind: 'settle'; settlement: Settlement }
-  | { kind: 'retry'; delayMs: number; errorCode: FailureCode; errorMessage: string; notAttempted: boolean }
+  | { kind: 'retry'; delayMs: number; errorCode: FailureCode; errorMessage: string; notAttempted: boolean; waitReason?: WaitReason }
 ) & { record?: RecordWrite | undefined };
 
 interface PendingOutcome {
@@ -468,6 +471,8 @@ export class DeliveryWorker {
       const error = asDeliveryError(thrown);
       const outcome = this.#outcomeOf(job, error, log);
       const endedAt = Date.now();
+      // A wait (a sender's cap, the indicator) is not an attempt: the message shows what it waits for instead.
+      if (error instanceof Deferral) return outcome;
       const record = this.#record(job, { startedAt, endedAt, error, retryAt: outcome.kind === 'retry' ? endedAt + outcome.delayMs : null });
       return { ...outcome, record };
     } finally {
@@ -494,11 +499,16 @@ export class DeliveryWorker {
   #outcomeOf(job: Job, error: DeliveryError, log: Logger): Outcome {
     const { message } = job;
     const now = this.#dbNow(job);
+    if (error instanceof Deferral) {
+      log.info({ wait: error.reason, retry_in_ms: error.retryAfterMs }, 'waits in the queue');
+      return { kind: 'retry', delayMs: error.retryAfterMs ?? 0, errorCode: error.code, errorMessage: error.message, notAttempted: true, waitReason: error.reason };
+    }
     const attempts = error.notAttempted ? message.attempts - 1 : message.attempts;
     const retryAt = error.transient
       ? nextAttemptAt({
           attempts,
-          acceptedAt: Number(message.created_at),
+          // After a wait (a sender's cap, the indicator) the retry window counts from the wait's end.
+          acceptedAt: Math.max(Number(message.created_at), Number(message.waited_until ?? 0)),
           now,
           retryAfterMs: error.retryAfterMs,
           ...(AUDIO_CODES.has(error.code) ? { windowMs: AUDIO_RETRY_WINDOW_MS } : {}),
@@ -542,6 +552,7 @@ export class DeliveryWorker {
               errorCode: outcome.errorCode,
               errorMessage: outcome.errorMessage,
               notAttempted: outcome.notAttempted,
+              ...(outcome.waitReason ? { waitReason: outcome.waitReason } : {}),
             });
       // The attempt happened whoever holds the message now: its record is written either way.
       if (outcome.record) await this.#writeRecord(trx, message, outcome.record);
@@ -604,10 +615,11 @@ export class DeliveryWorker {
         signal.throwIfAborted();
       }
       job.reachedPlatform = true;
-      await adapterFor(message.env === 'live' ? 'live' : 'test', message.platform).deliver({
+      const adapter = adapterFor(message.env === 'live' ? 'live' : 'test', message.platform);
+      const deliveryJob = {
         messageId: message.id,
         accountId: message.account_id,
-        env: message.env === 'live' ? 'live' : 'test',
+        env: message.env === 'live' ? ('live' as const) : ('test' as const),
         platform: message.platform,
         recipient: message.recipient,
         session,
@@ -615,7 +627,9 @@ export class DeliveryWorker {
         audio: voice,
         attempt: message.attempts,
         signal,
-      });
+      };
+      if (this.#options.gate) await this.#options.gate.deliver({ message, workerId: this.id, job: deliveryJob, adapter });
+      else await adapter.deliver(deliveryJob);
     } finally {
       voice.release();
     }

@@ -84,6 +84,22 @@ async function audioView(dataDir: string, audio: MessageAudioRow | undefined): P
 }
 
 /**
+ * Sending like a person, as the log shows it: the "recording…" indicator (null when not asked for; when
+ * it was shown and for how long), and what a queued message waits for besides a retry (`daily_cap`: its
+ * sender's cap for the day is reached; `recording_indicator`: the indicator shows until next_attempt_at).
+ */
+export function rhythmView(row: MessageRow) {
+  const asked = Number(row.recording_indicator ?? 0) === 1;
+  const waiting = row.status === 'queued' && (row.wait_reason === 'daily_cap' || row.wait_reason === 'recording_indicator') ? row.wait_reason : null;
+  return {
+    recording_indicator: asked
+      ? { shown_at: iso(row.indicator_started_at ?? null), seconds: row.indicator_ms == null ? null : Math.round(Number(row.indicator_ms) / 100) / 10 }
+      : null,
+    waiting_for: waiting as 'daily_cap' | 'recording_indicator' | null,
+  };
+}
+
+/**
  * Everything the log knows of one message: the status lookup's fields, the request, every attempt
  * with its outcome, the audio as detected and as converted, and the receipts (or why a platform has
  * none). Undefined when the message is not the owner's.
@@ -108,6 +124,7 @@ export async function messageDetail(db: Kysely<Database>, dataDir: string, owner
     caption: row.caption,
     next_attempt_at: row.status === 'queued' || row.status === 'processing' ? iso(row.next_attempt_at) : null,
     canceled_at: iso(row.canceled_at ?? null),
+    ...rhythmView(row),
     attempts: attempts.map((a) => ({
       attempt: Number(a.attempt),
       started_at: iso(a.started_at)!,

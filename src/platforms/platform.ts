@@ -78,11 +78,19 @@ export interface DeliveryJob {
    * `messageId` stays the same across attempts: use it as the idempotency key where a platform has one.
    */
   signal: AbortSignal;
+  /** The "recording…" indicator was shown before this delivery: end it once the note is sent, where the platform needs that. */
+  recordingIndicator?: boolean;
 }
 
 /** One platform's way of handing over a voice note. Resolves when the platform accepted it. */
 export interface PlatformAdapter {
   deliver(job: DeliveryJob): Promise<void>;
+  /**
+   * Shows the recipient the platform's own "recording…" indicator for about `ms` (README, "Sending like a
+   * person"). Resolves once it is showing: keeping it up meanwhile must not hold the caller (a light timer
+   * at most; if the process dies the indicator just stops). Absent: the adapter has none to show.
+   */
+  showRecording?(job: DeliveryJob, ms: number): Promise<void>;
 }
 
 /** Who a send belongs to. */
@@ -123,6 +131,13 @@ export interface PlatformDefinition {
   readonly sessionFields?: readonly string[];
   checkRecipient(recipient: string): Violation | null;
   checkSession(session: Record<string, unknown>): PlatformSession | Violation;
+  /** The platform shows a "recording…" indicator (`recording_indicator: true` on a send is refused elsewhere). */
+  readonly recordingIndicator?: boolean;
+  /**
+   * Names the sender of a send (a bot, a cookie, a linked session) for its daily rhythm: a hash of its
+   * credential or a public id, never the credential. Absent: no cap applies on this platform.
+   */
+  senderKey?(session: PlatformSession): string;
   /** Checks at accept time that need storage (a linked session that must be connected, say). */
   checkAtAccept?(session: PlatformSession, owner: Owner, services: Services): Promise<AcceptProblem | null>;
   /**

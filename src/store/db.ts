@@ -22,6 +22,7 @@ import * as messageRetention from './migrations/010_message_retention.js';
 import * as messageRequestId from './migrations/011_message_request_id.js';
 import * as whatsappSentMessages from './migrations/012_whatsapp_sent_messages.js';
 import * as sendAtCancel from './migrations/013_send_at_cancel.js';
+import * as sendingRhythm from './migrations/014_sending_rhythm.js';
 
 export type Dialect = 'sqlite' | 'postgres';
 
@@ -165,6 +166,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '011_message_request_id': messageRequestId,
   '012_whatsapp_sent_messages': whatsappSentMessages,
   '013_send_at_cancel': sendAtCancel,
+  '014_sending_rhythm': sendingRhythm,
 };
 
 const provider: MigrationProvider = { getMigrations: async () => MIGRATIONS };

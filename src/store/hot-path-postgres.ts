@@ -23,6 +23,7 @@ const MESSAGE_COLUMN_TYPES: Record<(typeof MESSAGE_INSERT_COLUMNS)[number], stri
   audio_url: 'text',
   duration: 'double precision',
   caption: 'text',
+  recording_indicator: 'integer',
   credentials: 'text',
   affinity: 'text',
   request_id: 'text',

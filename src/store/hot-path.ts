@@ -50,6 +50,7 @@ export const MESSAGE_INSERT_COLUMNS = [
   'audio_url',
   'duration',
   'caption',
+  'recording_indicator',
   'credentials',
   'affinity',
   'request_id',

@@ -179,7 +179,7 @@ export async function scheduleRetry(
   db: Kysely<Database>,
   message: MessageRow,
   workerId: string,
-  retry: { delayMs: number; errorCode: string; errorMessage: string; notAttempted?: boolean },
+  retry: { delayMs: number; errorCode: string; errorMessage: string; notAttempted?: boolean; waitReason?: string },
 ): Promise<boolean> {
   const now = dbNow(db);
   const result = await db
@@ -188,6 +188,9 @@ export async function scheduleRetry(
       ...(retry.notAttempted ? { attempts: eb('attempts', '-', 1) } : {}),
       status: 'queued',
       next_attempt_at: eb(now, '+', Math.max(0, Math.round(retry.delayMs))),
+      // What the message waits for when not a retry (a sender's cap, the "recording…" indicator), and until when.
+      wait_reason: retry.waitReason ?? null,
+      ...(retry.waitReason ? { waited_until: eb(now, '+', Math.max(0, Math.round(retry.delayMs))) } : {}),
       lease_owner: null,
       lease_expires_at: null,
       orphaned_claims: 0,

@@ -66,6 +66,39 @@ export interface MessagesTable {
   send_at?: number | null;
   /** When the message was canceled (status `canceled`); null otherwise. */
   canceled_at?: number | null;
+  /** 1: show the platform's "recording…" indicator before the note; 0 or null: not (rows from before it, inserts that leave it out). */
+  recording_indicator?: number | null;
+  /** When the indicator was shown (database clock) and for how long: set once, so it is never shown twice. */
+  indicator_started_at?: number | null;
+  indicator_ms?: number | null;
+  /** What a queued message waits for, when not a retry: `daily_cap` or `recording_indicator`; and until when. */
+  wait_reason?: string | null;
+  waited_until?: number | null;
+  /** The UTC day (epoch ms of its midnight) whose count under the sender's cap holds this message's place. */
+  cap_day?: number | null;
+}
+
+/** An account's sending rhythm on one platform (no row: the platform's defaults; daily_cap null: no cap). */
+export interface RhythmSettingsTable {
+  account_id: string;
+  platform: string;
+  daily_cap: number | null;
+  warmup_start: number | null;
+  warmup_days: number | null;
+  updated_at: number;
+}
+
+/** Notes counted under one sender's cap on one UTC day. */
+export interface SenderDaysTable {
+  sender_key: string;
+  day: number;
+  sent: number;
+}
+
+/** The UTC day a sender was first seen: its warm-up counts from there. */
+export interface SendersTable {
+  sender_key: string;
+  first_day: number;
 }
 
 export interface UsagePeriodsTable {
@@ -281,4 +314,7 @@ export interface Database {
   message_receipts: MessageReceiptsTable;
   dashboard_sessions: DashboardSessionsTable;
   instance_settings: InstanceSettingsTable;
+  rhythm_settings: RhythmSettingsTable;
+  sender_days: SenderDaysTable;
+  senders: SendersTable;
 }

@@ -4,7 +4,7 @@ import type { AddressInfo, Socket } from 'node:net';
 import busboy from 'busboy';
 
 /**
- * A local Telegram Bot API for `sendVoice`: strict about what it takes, and
+ * A local Telegram Bot API for `sendVoice` and `sendChatAction`: strict about what it takes, and
  * answering in Telegram's own shapes and words (tdlib/telegram-bot-api's HttpConnection.cpp,
  * ClientManager.cpp and Client.cpp: 404 "Not Found" for a path that is not /bot<token>/<method>,
  * 401 "Unauthorized: invalid token specified" for a token it cannot read, 401 "Unauthorized" for one it
@@ -54,6 +54,8 @@ export interface TelegramCall {
   duration: string | undefined;
   voice: TelegramVoicePart | undefined;
   reply: { status: number; body: string };
+  /** When the request's body was read (Date.now()). */
+  at: number;
 }
 
 interface FailureRule {
@@ -109,6 +111,20 @@ function readableToken(token: string): boolean {
 }
 const WELL_FORMED_TOKEN = /^[0-9]+:[A-Za-z0-9_-]{30,}$/;
 const BOT_ID_NAME = 'voicenote_test_bot';
+// The actions sendChatAction takes (Bot API documentation).
+const CHAT_ACTIONS = new Set([
+  'typing',
+  'upload_photo',
+  'record_video',
+  'upload_video',
+  'record_voice',
+  'upload_voice',
+  'upload_document',
+  'choose_sticker',
+  'find_location',
+  'record_video_note',
+  'upload_video_note',
+]);
 
 type Reply = { status: number; body: string; contentType: string } | { stall: true };
 
@@ -166,6 +182,24 @@ function parseForm(req: IncomingMessage): Promise<ParsedForm> {
   const contentType = req.headers['content-type'] ?? '';
   if (!/^(multipart\/form-data|application\/x-www-form-urlencoded)\b/i.test(contentType)) {
     // Telegram also reads JSON and the query string, but a voice file can only come as multipart.
+    // JSON bodies (what clients send for calls without a file, such as sendChatAction): top-level values as fields.
+    if (/^application\/json\b/i.test(contentType)) {
+      return new Promise((resolve) => {
+        const chunks: Buffer[] = [];
+        req.on('data', (chunk: Buffer) => chunks.push(chunk));
+        req.on('end', () => {
+          try {
+            const body: unknown = JSON.parse(Buffer.concat(chunks).toString('utf8'));
+            if (body === null || typeof body !== 'object' || Array.isArray(body)) throw new Error('not an object');
+            for (const [name, value] of Object.entries(body)) parsed.fields[name] = typeof value === 'string' ? value : JSON.stringify(value);
+          } catch {
+            parsed.error = failure(400, "Bad Request: can't parse JSON object");
+          }
+          resolve(parsed);
+        });
+        req.on('error', () => resolve(parsed));
+      });
+    }
     return new Promise((resolve) => {
       req.resume();
       req.on('end', () => resolve(parsed));
@@ -274,12 +308,25 @@ export async function startTelegramApi(options: TelegramFakeOptions = {}): Promi
     });
   }
 
+  /** sendChatAction as the Bot API takes it: a chat and one of the documented actions; `true` back. */
+  function decideChatAction(token: string, form: ParsedForm): Reply {
+    const tokenFailure = takeRule((r) => r.token === token);
+    if (tokenFailure) return failureReply(tokenFailure);
+    if (knownTokens && !knownTokens.has(token)) return failure(401, 'Unauthorized');
+    if (form.error) return form.error;
+    const chatId = form.fields.chat_id;
+    if (chatId === undefined || chatId === '') return failure(400, 'Bad Request: chat_id is empty');
+    if (!CHAT_ACTIONS.has(form.fields.action ?? '')) return failure(400, 'Bad Request: wrong parameter action in request');
+    return json(200, { ok: true, result: true });
+  }
+
   function decide(token: string, method: string, form: ParsedForm): Reply {
     if (!readableToken(token)) return failure(401, 'Unauthorized: invalid token specified');
+    if (method.toLowerCase() === 'sendchataction') return decideChatAction(token, form);
     const tokenFailure = takeRule((r) => r.token === token);
     if (tokenFailure) return failureReply(tokenFailure);
     if (!WELL_FORMED_TOKEN.test(token) || (knownTokens && !knownTokens.has(token))) return failure(401, 'Unauthorized');
-    // This fake serves sendVoice alone: any other method name is one it does not know.
+    // This fake serves sendVoice and sendChatAction: any other method name is one it does not know.
     if (method.toLowerCase() !== 'sendvoice') return failure(404, 'Not Found: method not found');
     if (form.error) return form.error;
     const chatId = form.fields.chat_id;
@@ -321,7 +368,7 @@ export async function startTelegramApi(options: TelegramFakeOptions = {}): Promi
         // The client hung up while the request waited to be read: like a server that reads a request
         // only once it gets to it, nothing is processed (and the call is recorded as never answered).
         if (req.socket.destroyed) {
-          calls.push({ httpMethod: req.method ?? '', method, token, fields: {}, chatId: undefined, caption: undefined, duration: undefined, voice: undefined, reply: { status: 0, body: '' } });
+          calls.push({ httpMethod: req.method ?? '', method, token, fields: {}, chatId: undefined, caption: undefined, duration: undefined, voice: undefined, reply: { status: 0, body: '' }, at: Date.now() });
           for (const wake of [...waiters]) wake();
           return;
         }
@@ -338,6 +385,7 @@ export async function startTelegramApi(options: TelegramFakeOptions = {}): Promi
         duration: form.fields.duration,
         voice: form.files.voice,
         reply: 'stall' in reply ? { status: 0, body: '' } : { status: reply.status, body: reply.body },
+        at: Date.now(),
       };
       calls.push(call);
       if ('stall' in reply) {

@@ -195,6 +195,17 @@ export class FakeSocket implements WhatsappSocket {
     return recorded;
   }
 
+  async sendPresenceUpdate(type: 'recording' | 'paused', jid: string): Promise<void> {
+    this.assertOpen();
+    // Presence types a chat takes (Baileys' WAPresence).
+    if (!['unavailable', 'available', 'composing', 'recording', 'paused'].includes(type)) {
+      this.world.violations.push(`presence ${String(type)}`);
+      throw boom(`fake WhatsApp refused the presence ${String(type)}`, 400);
+    }
+    if (!/^[0-9]+@s\.whatsapp\.net$/.test(jid)) this.world.violations.push(`presence to ${jid}, not a user jid`);
+    this.world.presences.push({ instance: this.instance, sessionId: this.sessionId, jid, type, at: Date.now(), sentBefore: this.world.sent.length });
+  }
+
   async requestPairingCode(phoneNumber: string): Promise<string> {
     // Like Baileys: only a socket that is waiting to be linked, and only for a phone number in digits.
     if (this.ended || this.opened) throw boom('Connection Closed', DISCONNECT.connectionClosed);
@@ -298,6 +309,8 @@ export class FakeWhatsapp {
   readonly calls: FactoryCall[] = [];
   readonly sent: SentVoiceNote[] = [];
   readonly lookups: string[] = [];
+  /** Presence updates in chats, in order, with when and how many notes had been sent before each. */
+  readonly presences: Array<{ instance: string; sessionId: string; jid: string; type: string; at: number; sentBefore: number }> = [];
   readonly logouts: Array<{ instance: string; sessionId: string }> = [];
   /** Recipients WhatsApp addresses by linked identity (phone number → LID user): a send stores the mapping, as Baileys 7 does. */
   readonly lids = new Map<string, string>();

@@ -21,6 +21,7 @@ function accountPage(deps: DashboardDeps, ctx: DashboardContext, notice?: Notice
 <dt>Account id</dt><dd><code>${a.id}</code></dd>
 <dt>Plan</dt><dd>${a.plan}</dd>
 </dl>
+<p><a href="/dashboard/rhythm">Sending rhythm</a>: each sender's daily cap and warm-up.</p>
 <section aria-labelledby="pw-title">
 <h2 id="pw-title">Change password</h2>
 <form method="post" action="/dashboard/account/password" class="stack">

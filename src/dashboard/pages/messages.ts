@@ -7,6 +7,7 @@ import { PLATFORM_NAMES as PLATFORMS } from '../../platforms/registry.js';
 import { findAttempts, findAudio, findReceipts, listMessages, type MessageAudioRow, type MessageFilters } from '../../store/message-log.js';
 import { findMessage, type MessageRow } from '../../store/messages.js';
 import { cancelNote } from '../../api/cancel.js';
+import { rhythmView } from '../../message-log/views.js';
 import type { DashboardContext } from '../context.js';
 import { ctxOf, redirectTo, type DashboardDeps } from '../deps.js';
 import { html, timeCell, type Html } from '../html.js';
@@ -64,7 +65,24 @@ function pagingLink(form: ListView['form'], cursor: { starting_after?: string; e
 }
 
 function statusCell(row: MessageRow): Html {
-  return html`<span class="status-${row.status}">${row.status}</span>`;
+  const waiting = rhythmView(row).waiting_for;
+  return html`<span class="status-${row.status}">${row.status}</span>${waiting ? html` <span class="hint" data-waiting="${waiting}">(${WAITING_TEXT[waiting]})</span>` : ''}`;
+}
+
+const WAITING_TEXT: Record<string, string> = {
+  daily_cap: "waits: sender's daily cap",
+  recording_indicator: 'showing “recording…”',
+};
+
+/** The "recording…" indicator and a wait for the sender's cap, on the message's page. */
+function rhythmFacts(row: MessageRow): Html {
+  const view = rhythmView(row);
+  const indicator = view.recording_indicator;
+  return html`<dt>Recording indicator</dt><dd data-field="recording_indicator">${
+    indicator === null ? 'not asked for' : indicator.shown_at === null ? 'asked for, not shown yet' : html`shown at ${timeCell(row.indicator_started_at ?? null)} for ${indicator.seconds} s`
+  }</dd>
+${view.waiting_for === 'daily_cap' ? html`<dt>Waiting</dt><dd data-field="waiting_for">for the next day: the sender's daily cap is reached; next try ${timeCell(row.next_attempt_at)}</dd>` : ''}
+${view.waiting_for === 'recording_indicator' ? html`<dt>Waiting</dt><dd data-field="waiting_for">showing “recording…” until ${timeCell(row.next_attempt_at)}</dd>` : ''}`;
 }
 
 async function findOwnMessage(deps: DashboardDeps, ctx: DashboardContext, id: string): Promise<MessageRow | undefined> {
@@ -178,6 +196,7 @@ ${
 <dt>Delivered</dt><dd>${row.status === 'delivered' ? timeCell(row.delivered_at) : '—'}</dd>
 ${row.status === 'canceled' ? html`<dt>Canceled</dt><dd data-field="canceled_at">${timeCell(row.canceled_at ?? null, '—')}</dd>` : ''}
 <dt>Attempts</dt><dd>${Number(row.attempts)}</dd>
+${rhythmFacts(row)}
 </dl>
 ${
   // Only a note no worker has taken yet can be canceled; the store checks again (a worker may take it meanwhile).

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { M4A_AAC_VOICE, MiB } from '../../audio/targets.js';
 import type { PlatformDefinition } from '../platform.js';
 import { createLinkedinAdapter, type LinkedinPace } from './adapter.js';
@@ -20,6 +21,10 @@ export const linkedin: PlatformDefinition = {
   sessionFields: LINKEDIN_SESSION_FIELDS,
   checkRecipient: checkLinkedinRecipient,
   checkSession: checkLinkedinSession,
+  // No "recording…" indicator on LinkedIn: `recording_indicator: true` is refused at accept time.
+  recordingIndicator: false,
+  // The member's cookie, by a hash of li_at (never the cookie).
+  senderKey: (session) => createHash('sha256').update(String(session.li_at)).digest('base64url').slice(0, 22),
   createLiveAdapter: ({ services, tuning }) => {
     const own = isTuning(tuning.linkedin) ? tuning.linkedin : undefined;
     return createLinkedinAdapter({

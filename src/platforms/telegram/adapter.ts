@@ -22,7 +22,11 @@ export interface TelegramAdapterOptions {
   pacer?: SlotPacer;
   /** Longest a delivery waits here for its slot before going back to the queue (default 1 s). */
   maxPaceWaitMs?: number;
+  /** How often `record_voice` is sent again while the indicator shows (default 4 s: Telegram shows it for up to 5 s). */
+  chatActionEveryMs?: number;
 }
+
+const DEFAULT_CHAT_ACTION_EVERY_MS = 4_000;
 
 // Telegram's flood limits (not published exactly; a 429's retry_after is the authority): about 30
 // messages a second per bot, about 1 a second per chat, about 20 a minute per group or channel.
@@ -199,6 +203,42 @@ export function createTelegramAdapter(options: TelegramAdapterOptions): Platform
       bodyTimeout: timeouts.bodyMs,
     });
   const voiceBytes = new VoiceBytes();
+  const chatActionEveryMs = options.chatActionEveryMs ?? DEFAULT_CHAT_ACTION_EVERY_MS;
+  /** The indicators this process keeps up, by message id: a light timer each, ended by the note or its time. */
+  const indicators = new Map<string, NodeJS.Timeout>();
+
+  /** One sendChatAction `record_voice` in its pacing slot; false when the slot is too far off (that repetition is skipped). */
+  async function chatAction(token: string, chatId: string, signal: AbortSignal | undefined, scrub: (text: string) => string): Promise<boolean> {
+    const wait = await pacer.reserve(telegramPaceRules(token, chatId), maxPaceWaitMs);
+    if (wait < 0) return false;
+    if (wait > 0) await sleep(wait);
+    const timeout = AbortSignal.timeout(timeouts.connectMs + timeouts.headersMs);
+    let status: number;
+    let text: string | undefined;
+    try {
+      const response = await request(`${options.apiRoot}/bot${token}/sendChatAction`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ chat_id: chatId, action: 'record_voice' }),
+        dispatcher,
+        signal: signal ? AbortSignal.any([timeout, signal]) : timeout,
+        headersTimeout: timeouts.headersMs,
+        bodyTimeout: timeouts.bodyMs,
+      });
+      status = response.statusCode;
+      text = await readCapped(response.body);
+    } catch (error) {
+      throw new DeliveryError('platform_error', scrub(`could not reach Telegram: ${describeNetworkError(error)}`), true);
+    }
+    handleReply(status, text, scrub);
+    return true;
+  }
+
+  function stopIndicator(messageId: string): void {
+    const timer = indicators.get(messageId);
+    if (timer) clearInterval(timer);
+    indicators.delete(messageId);
+  }
 
   /** One call of sendVoice with this body; the reply's status and text. */
   async function post(token: string, job: DeliveryJob, body: { contentType: string; length: number; payload: Buffer | Readable }, size: number, scrub: (text: string) => string) {
@@ -222,7 +262,29 @@ export function createTelegramAdapter(options: TelegramAdapterOptions): Platform
   }
 
   return {
+    async showRecording(job: DeliveryJob, ms: number): Promise<void> {
+      if (job.session.platform !== 'telegram') return;
+      const token = (job.session as unknown as TelegramSession).bot_token;
+      const scrub = scrubber(token);
+      stopIndicator(job.messageId);
+      const until = Date.now() + ms;
+      await chatAction(token, job.recipient, job.signal, scrub);
+      // Telegram shows the action for up to 5 s: again every few seconds until the note's time is up.
+      // A timer, not a wait: the worker's slot is free meanwhile (and a failed repetition is just skipped).
+      const timer = setInterval(() => {
+        if (Date.now() + chatActionEveryMs / 2 > until) {
+          stopIndicator(job.messageId);
+          return;
+        }
+        chatAction(token, job.recipient, undefined, scrub).catch(() => stopIndicator(job.messageId));
+      }, chatActionEveryMs);
+      timer.unref();
+      indicators.set(job.messageId, timer);
+    },
+
     async deliver(job: DeliveryJob): Promise<void> {
+      // The note itself ends the indicator on Telegram's side; no repetition after it.
+      stopIndicator(job.messageId);
       if (job.session.platform !== 'telegram') {
         throw new DeliveryError('invalid_session', 'the message does not carry a Telegram bot token', false);
       }

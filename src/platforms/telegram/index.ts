@@ -1,11 +1,14 @@
+import { createHash } from 'node:crypto';
 import { MiB, OGG_OPUS_VOICE } from '../../audio/targets.js';
 import { createRedisSlotPacer } from '../pacing.js';
 import type { PlatformDefinition } from '../platform.js';
 import { createTelegramAdapter } from './adapter.js';
 import { checkTelegramRecipient, checkTelegramSession, MAX_CAPTION_LENGTH } from './rules.js';
 
-/** Tuning for benchmarks: `{ pace: false }` sends without flood-limit pacing. */
-export type TelegramTuning = { pace?: boolean };
+/** Tuning for benchmarks: `{ pace: false }` sends without flood-limit pacing; tests: how often `record_voice` repeats. */
+export type TelegramTuning = { pace?: boolean; chatActionEveryMs?: number };
+const chatActionEvery = (value: unknown): number | undefined =>
+  typeof value === 'object' && value !== null && typeof (value as TelegramTuning).chatActionEveryMs === 'number' ? (value as TelegramTuning).chatActionEveryMs : undefined;
 const isUnpaced = (value: unknown): boolean => typeof value === 'object' && value !== null && (value as TelegramTuning).pace === false;
 
 /** Telegram through the official Bot API, with the bot token of each send. */
@@ -17,9 +20,14 @@ export const telegram: PlatformDefinition = {
   sessionFields: ['bot_token'],
   checkRecipient: checkTelegramRecipient,
   checkSession: checkTelegramSession,
+  // sendChatAction with record_voice.
+  recordingIndicator: true,
+  // The bot, by a hash of its token (never the token).
+  senderKey: (session) => createHash('sha256').update(String(session.bot_token)).digest('base64url').slice(0, 22),
   createLiveAdapter: ({ services, tuning }) =>
     createTelegramAdapter({
       apiRoot: services.config.telegramApiRoot,
+      ...(chatActionEvery(tuning.telegram) !== undefined ? { chatActionEveryMs: chatActionEvery(tuning.telegram)! } : {}),
       // Benchmarks of the service itself against the fake Bot API may turn pacing off (never from the environment).
       ...(isUnpaced(tuning.telegram) ? { pacer: { reserve: async () => 0 } } : {}),
       // Shared by every process when Redis is configured: the flood limits are per bot and chat, not per process.

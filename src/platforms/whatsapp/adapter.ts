@@ -6,7 +6,7 @@ import { findWhatsappSession } from '../../store/whatsapp-sessions.js';
 import { DeliveryError, type DeliveryJob, type PlatformAdapter } from '../platform.js';
 import { SessionNotOpenError, type LiveWhatsapp } from './live.js';
 import type { WhatsappSessionRef } from './rules.js';
-import type { VoiceNoteContent } from './socket.js';
+import type { VoiceNoteContent, WhatsappSocket } from './socket.js';
 
 const OGG_OPUS = 'audio/ogg; codecs=opus';
 
@@ -39,44 +39,70 @@ export function createWhatsappAdapter(deps: { db: Kysely<Database>; live: LiveWh
   // A process that delivers WhatsApp messages keeps the connected sessions open.
   live.serveDeliveries();
 
+  /** The session's socket here, or the reason it is not (as a DeliveryError). */
+  async function heldSession(job: DeliveryJob) {
+    if (job.session.platform !== 'whatsapp') throw new DeliveryError('invalid_session', 'not a WhatsApp session', false);
+    const sessionId = (job.session as unknown as WhatsappSessionRef).session_id;
+    const row = await findWhatsappSession(db, { accountId: job.accountId, env: job.env }, sessionId);
+    if (!row) throw new DeliveryError('invalid_session', `the WhatsApp session ${sessionId} no longer exists`, false);
+    const scannedNotOpen = row.status === 'qr_pending' && row.qr_expires_at === null;
+    if (row.status !== 'connected' && !scannedNotOpen) {
+      throw new DeliveryError('session_not_connected', `the WhatsApp session is ${row.status}, not connected`, false);
+    }
+
+    const acquired = await live.acquire(sessionId);
+    if (!acquired.held) {
+      if (acquired.reason === 'no_credentials') {
+        throw new DeliveryError('session_not_connected', 'the WhatsApp session has no stored credentials; link it again', false);
+      }
+      // Another process holds the socket: give the message back soon, so a worker there can take it.
+      if (acquired.reason === 'held_elsewhere') {
+        throw new DeliveryError('session_not_connected', 'the WhatsApp session is held by another process; will retry', true, handoverRetryMs(), {
+          notAttempted: true,
+        });
+      }
+      // Reconnecting: back off as for any transient failure.
+      throw new DeliveryError('session_not_connected', 'the WhatsApp session is not connected right now; will retry', true);
+    }
+    return acquired.held;
+  }
+
+  /** The recipient's jid, from WhatsApp's own lookup (as the delivery below does it). */
+  async function recipientJid(socket: WhatsappSocket, recipient: string): Promise<string> {
+    let found: Awaited<ReturnType<typeof socket.onWhatsApp>>;
+    try {
+      found = await socket.onWhatsApp(recipient);
+    } catch (error) {
+      throw transient(`WhatsApp could not look up the recipient: ${(error as Error).message}`);
+    }
+    if (found === undefined) throw transient('WhatsApp did not answer the recipient lookup');
+    const account = found.find((entry) => entry.exists === true);
+    if (!account) throw new DeliveryError('recipient_not_found', `${recipient} is not on WhatsApp`, false);
+    return account.jid || `${recipient}@s.whatsapp.net`;
+  }
+
   return {
+    async showRecording(job: DeliveryJob): Promise<void> {
+      const held = await heldSession(job);
+      try {
+        // Paced with the session's sends. WhatsApp keeps "recording audio…" up until `paused` (sent after the note).
+        await held.paced(async (socket) => {
+          const jid = await recipientJid(socket, job.recipient);
+          job.signal.throwIfAborted();
+          await socket.sendPresenceUpdate('recording', jid);
+        });
+      } catch (error) {
+        if (error instanceof SessionNotOpenError) throw new DeliveryError('session_not_connected', error.message, true);
+        throw error;
+      }
+    },
+
     async deliver(job: DeliveryJob): Promise<void> {
-      if (job.session.platform !== 'whatsapp') throw new DeliveryError('invalid_session', 'not a WhatsApp session', false);
-      const sessionId = (job.session as unknown as WhatsappSessionRef).session_id;
-      const row = await findWhatsappSession(db, { accountId: job.accountId, env: job.env }, sessionId);
-      if (!row) throw new DeliveryError('invalid_session', `the WhatsApp session ${sessionId} no longer exists`, false);
-      const scannedNotOpen = row.status === 'qr_pending' && row.qr_expires_at === null;
-      if (row.status !== 'connected' && !scannedNotOpen) {
-        throw new DeliveryError('session_not_connected', `the WhatsApp session is ${row.status}, not connected`, false);
-      }
-
-      const acquired = await live.acquire(sessionId);
-      if (!acquired.held) {
-        if (acquired.reason === 'no_credentials') {
-          throw new DeliveryError('session_not_connected', 'the WhatsApp session has no stored credentials; link it again', false);
-        }
-        // Another process holds the socket: give the message back soon, so a worker there can take it.
-        if (acquired.reason === 'held_elsewhere') {
-          throw new DeliveryError('session_not_connected', 'the WhatsApp session is held by another process; will retry', true, handoverRetryMs(), {
-            notAttempted: true,
-          });
-        }
-        // Reconnecting: back off as for any transient failure.
-        throw new DeliveryError('session_not_connected', 'the WhatsApp session is not connected right now; will retry', true);
-      }
-
+      const held = await heldSession(job);
       const audio = await readFile(job.audio.path);
       try {
-        await acquired.held.paced(async (socket) => {
-          let found: Awaited<ReturnType<typeof socket.onWhatsApp>>;
-          try {
-            found = await socket.onWhatsApp(job.recipient);
-          } catch (error) {
-            throw transient(`WhatsApp could not look up the recipient: ${(error as Error).message}`);
-          }
-          if (found === undefined) throw transient('WhatsApp did not answer the recipient lookup');
-          const account = found.find((entry) => entry.exists === true);
-          if (!account) throw new DeliveryError('recipient_not_found', `${job.recipient} is not on WhatsApp`, false);
+        await held.paced(async (socket) => {
+          const jid = await recipientJid(socket, job.recipient);
           const note: VoiceNoteContent = {
             audio,
             mimetype: OGG_OPUS,
@@ -88,12 +114,14 @@ export function createWhatsappAdapter(deps: { db: Kysely<Database>; live: LiveWh
           job.signal.throwIfAborted();
           let sent: Awaited<ReturnType<typeof socket.sendMessage>>;
           try {
-            sent = await socket.sendMessage(account.jid || `${job.recipient}@s.whatsapp.net`, note, { messageId: whatsappMessageId(job.messageId) });
+            sent = await socket.sendMessage(jid, note, { messageId: whatsappMessageId(job.messageId) });
           } catch (error) {
             throw transient(`WhatsApp did not accept the voice note: ${(error as Error).message}`);
           }
           // For a recipient's device that cannot decrypt it and asks for it again, days later or in another process.
-          await acquired.held.keepForResend(sent);
+          await held.keepForResend(sent);
+          // The note is sent: "recording audio…" ends (a failure here costs nothing but the indicator).
+          if (job.recordingIndicator) await socket.sendPresenceUpdate('paused', jid).catch(() => undefined);
         });
       } catch (error) {
         if (error instanceof SessionNotOpenError) throw new DeliveryError('session_not_connected', error.message, true);

@@ -14,6 +14,10 @@ export const whatsapp: PlatformDefinition = {
   sessionFields: ['session_id'],
   checkRecipient: checkWhatsappRecipient,
   checkSession: checkWhatsappSession,
+  // Presence `recording` on the chat.
+  recordingIndicator: true,
+  // The linked session, by its id (not a secret).
+  senderKey: sessionIdOf,
 
   async checkAtAccept(session, owner, services) {
     const id = sessionIdOf(session);

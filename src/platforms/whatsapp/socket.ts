@@ -86,6 +86,8 @@ export interface WhatsappSocket {
   onWhatsApp(...phoneNumbers: string[]): Promise<Array<{ jid: string; exists: boolean | unknown }> | undefined>;
   /** `messageId`: chosen by us, so every attempt of one message carries the same id (recipients' devices key messages by it). */
   sendMessage(jid: string, content: VoiceNoteContent, options: { messageId: string }): Promise<SentWhatsappMessage | undefined>;
+  /** Presence in a chat: `recording` shows "recording audio…" to the recipient, `paused` ends it. */
+  sendPresenceUpdate(type: 'recording' | 'paused', jid: string): Promise<unknown>;
   /**
    * Asks WhatsApp for an 8-character code to type on the phone (Linked devices → Link with phone number
    * instead), for a socket whose creds are not registered yet. `phoneNumber`: digits with country code.

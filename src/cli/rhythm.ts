@@ -1,0 +1,97 @@
+import { InvalidArgumentError, Option, type Command } from 'commander';
+import { MAX_DAILY_CAP, parseWarmup } from '../core/rhythm.js';
+import { PLATFORM_NAMES } from '../platforms/registry.js';
+import { findAccount } from '../store/accounts.js';
+import type { Db } from '../store/db.js';
+import { findRhythm, saveRhythm } from '../store/rhythm.js';
+import { applyRhythmChange, rhythmView, type RhythmView } from '../store/rhythm-view.js';
+
+/** What the rhythm commands borrow from the CLI: storage, output, and its one-line failure. */
+export interface RhythmCliDeps {
+  withDb<T>(work: (db: Db) => Promise<T>): Promise<T>;
+  out(line: string): void;
+  json(value: unknown): void;
+  fail(message: string): Error;
+}
+
+function parsePlatform(value: string): string {
+  if (!PLATFORM_NAMES.includes(value)) throw new InvalidArgumentError(`platform must be one of ${PLATFORM_NAMES.join(', ')}`);
+  return value;
+}
+
+function parseCap(value: string): number {
+  if (!/^\d+$/.test(value) || Number(value) < 1 || Number(value) > MAX_DAILY_CAP) throw new InvalidArgumentError(`must be a whole number from 1 to ${MAX_DAILY_CAP}`);
+  return Number(value);
+}
+
+function parseWarmupOption(value: string): { start: number; days: number } {
+  const warmup = parseWarmup(value);
+  if (!warmup) throw new InvalidArgumentError('must be START:DAYS, e.g. 5:7 (5 notes on the first day, rising to the cap over 7 days)');
+  return warmup;
+}
+
+function describe(view: RhythmView): string[] {
+  const cap = view.daily_cap === null ? 'no daily cap' : `at most ${view.daily_cap} a day (UTC)`;
+  const warmup = view.warmup ? `, warm-up from ${view.warmup.start} a day over ${view.warmup.days} days` : '';
+  const lines = [`${view.platform.padEnd(8)} ${cap}${warmup} (${view.source === 'default' ? 'the default' : "this account's setting"})`];
+  for (const s of view.senders) lines.push(`         sender ${s.sender}: ${s.sent_today} today${s.allowed_today === null ? '' : ` of ${s.allowed_today}`}, first seen ${s.first_day}`);
+  return lines;
+}
+
+/** `voicenote rhythm show|set`: each sender's daily cap and warm-up, per account and platform. */
+export function registerRhythmCommands(program: Command, deps: RhythmCliDeps): void {
+  const rhythm = program.command('rhythm').description("each sender's daily cap and warm-up (live sends)");
+  rhythm
+    .command('show')
+    .description("an account's daily caps and warm-ups, and what each sender sent today")
+    .requiredOption('--account <id>', 'the account')
+    .addOption(new Option('--platform <platform>', 'one platform (default: all)').argParser(parsePlatform))
+    .option('--json', 'print one JSON object')
+    .action(async (options: { account: string; platform?: string; json?: boolean }) => {
+      const views = await deps.withDb(async (db) => {
+        if (!(await findAccount(db.kysely, options.account))) throw deps.fail(`no account ${options.account}`);
+        const platforms = options.platform ? [options.platform] : [...PLATFORM_NAMES];
+        return Promise.all(platforms.map((p) => rhythmView(db.kysely, options.account, p)));
+      });
+      if (options.json) deps.json({ account_id: options.account, rhythms: views });
+      else for (const view of views) for (const line of describe(view)) deps.out(line);
+    });
+  rhythm
+    .command('set')
+    .description("set an account's daily cap and warm-up on one platform")
+    .requiredOption('--account <id>', 'the account')
+    .addOption(new Option('--platform <platform>', 'linkedin, telegram or whatsapp').argParser(parsePlatform).makeOptionMandatory())
+    .addOption(new Option('--daily-cap <n>', 'at most this many notes per sender and UTC day').argParser(parseCap))
+    .option('--no-cap', 'no daily cap (and no warm-up)')
+    .addOption(new Option('--warmup <start:days>', 'a new sender starts at START a day, rising to the cap over DAYS days').argParser(parseWarmupOption))
+    .option('--no-warmup', 'no warm-up')
+    .option('--defaults', "back to the platform's defaults")
+    .option('--json', 'print one JSON object')
+    .action(
+      async (options: {
+        account: string;
+        platform: string;
+        dailyCap?: number;
+        cap: boolean;
+        warmup?: { start: number; days: number } | false;
+        defaults?: boolean;
+        json?: boolean;
+      }) => {
+        if (options.dailyCap !== undefined && options.cap === false) throw deps.fail('give --daily-cap or --no-cap, not both');
+        const view = await deps.withDb(async (db) => {
+          if (!(await findAccount(db.kysely, options.account))) throw deps.fail(`no account ${options.account}`);
+          const current = await findRhythm(db.kysely, options.account, options.platform);
+          const applied = applyRhythmChange(current, {
+            ...(options.dailyCap !== undefined ? { dailyCap: options.dailyCap } : options.cap === false ? { dailyCap: null } : {}),
+            ...(options.warmup !== undefined ? { warmup: options.warmup === false ? null : options.warmup } : {}),
+            ...(options.defaults ? { defaults: true } : {}),
+          });
+          if ('problem' in applied) throw deps.fail(applied.problem);
+          await saveRhythm(db.kysely, options.account, options.platform, applied.rhythm);
+          return rhythmView(db.kysely, options.account, options.platform);
+        });
+        if (options.json) deps.json({ account_id: options.account, ...view });
+        else for (const line of describe(view)) deps.out(line);
+      },
+    );
+}

@@ -1,0 +1,65 @@
+import type { Kysely } from 'kysely';
+import { allowanceOn, MAX_DAILY_CAP, utcDay, type Rhythm } from '../core/rhythm.js';
+import { findRhythm, senderCountsToday } from './rhythm.js';
+import type { Database } from './schema.js';
+
+/** One account's rhythm on one platform as the CLI (`--json`) and the dashboard show it. */
+export interface RhythmView {
+  platform: string;
+  /** `account`: set for this account; `default`: the platform's default. */
+  source: 'account' | 'default';
+  daily_cap: number | null;
+  warmup: { start: number; days: number } | null;
+  /** Live senders of the account on this platform and what they sent today (UTC). */
+  senders: Array<{ sender: string; sent_today: number; allowed_today: number | null; first_day: string }>;
+}
+
+export async function rhythmView(
+  db: Kysely<Database>,
+  accountId: string,
+  platform: string,
+  options: { now?: number; defaults?: Readonly<Record<string, Rhythm>> } = {},
+): Promise<RhythmView> {
+  const now = options.now ?? Date.now();
+  const rhythm = await findRhythm(db, accountId, platform, options.defaults);
+  const counts = await senderCountsToday(db, `${accountId}:live:${platform}:`);
+  return {
+    platform,
+    source: rhythm.custom ? 'account' : 'default',
+    daily_cap: rhythm.dailyCap,
+    warmup: rhythm.warmup,
+    senders: counts.map((c) => ({
+      // Past the account, environment and platform: a session id, or a hash of the credential (never the credential).
+      sender: c.sender_key.split(':').slice(3).join(':'),
+      sent_today: c.sent,
+      allowed_today: allowanceOn(rhythm, c.first_day, utcDay(now)),
+      first_day: new Date(c.first_day).toISOString().slice(0, 10),
+    })),
+  };
+}
+
+/** A change asked for (CLI flags, a dashboard form); undefined fields stay as they are. */
+export interface RhythmChange {
+  /** A number: that cap; null: no cap. */
+  dailyCap?: number | null;
+  /** null: no warm-up. */
+  warmup?: { start: number; days: number } | null;
+  /** Back to the platform's defaults (nothing else may be given). */
+  defaults?: boolean;
+}
+
+/** The rhythm after `change`, null for "the defaults", or why the change cannot be made. */
+export function applyRhythmChange(current: Rhythm, change: RhythmChange): { rhythm: Rhythm | null } | { problem: string } {
+  if (change.defaults) {
+    if (change.dailyCap !== undefined || change.warmup !== undefined) return { problem: 'back to the defaults takes no other setting' };
+    return { rhythm: null };
+  }
+  const dailyCap = change.dailyCap !== undefined ? change.dailyCap : current.dailyCap;
+  if (dailyCap !== null && (!Number.isInteger(dailyCap) || dailyCap < 1 || dailyCap > MAX_DAILY_CAP)) return { problem: `the daily cap must be a whole number from 1 to ${MAX_DAILY_CAP}` };
+  // No cap: no warm-up either (a warm-up rises to the cap).
+  let warmup = dailyCap === null ? null : change.warmup !== undefined ? change.warmup : current.warmup;
+  if (dailyCap === null && change.warmup) return { problem: 'a warm-up rises to the daily cap: set a cap with it' };
+  if (warmup && warmup.start >= (dailyCap ?? 0)) warmup = null;
+  return { rhythm: { dailyCap, warmup } };
+}
+
