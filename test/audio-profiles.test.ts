@@ -72,6 +72,9 @@ describe('audio per platform profile', () => {
     dataDir = await makeDataDir('profiles');
     server = await startAudioServer();
     const speech = (seconds: number, rate: number): string[] => ['-f', 'lavfi', '-i', SPEECH_LIKE_FILTER(seconds, rate)];
+    const base = join(dataDir, 'base-8s.wav');
+    await ffmpeg(ffmpegPath, [...speech(8, 16000), '-c:a', 'pcm_s16le', '-f', 'wav', base]);
+    const loop = (times: number): string[] => ['-stream_loop', String(times - 1), '-i', base];
     const recipes: Record<string, [number, string[]]> = {
       'speech-stereo-44k.mp3': [6, [...speech(6, 44100), '-ac', '2', '-c:a', 'libmp3lame', '-b:a', '96k', '-f', 'mp3']],
       'speech-8k.wav': [6, [...speech(6, 8000), '-ac', '1', '-c:a', 'pcm_s16le', '-f', 'wav']],
@@ -83,11 +86,12 @@ describe('audio per platform profile', () => {
         '-filter_complex', '[1:a]atrim=duration=10[s];[0:a][s][2:a]concat=n=3:v=0:a=1[out]', '-map', '[out]', '-c:a', 'pcm_s16le', '-f', 'wav',
       ]],
       'one-second.wav': [1, [...speech(1, 44100), '-c:a', 'pcm_s16le', '-f', 'wav']],
-      'ten-minutes.mp3': [600, [...speech(600, 16000), '-ac', '1', '-c:a', 'libmp3lame', '-b:a', '32k', '-f', 'mp3']],
+      // Long clips loop 8 s of speech-like sound (synthesizing 10 minutes sample by sample is slow).
+      'ten-minutes.mp3': [600, [...loop(75), '-t', '600', '-ac', '1', '-c:a', 'libmp3lame', '-b:a', '32k', '-f', 'mp3']],
       // Speech over pink noise, 5 minutes: as hard on a VBR budget as a voice note gets.
       'five-minutes-noisy.mp3': [300, [
-        ...speech(300, 16000), '-f', 'lavfi', '-i', 'anoisesrc=d=300:c=pink:r=16000:a=0.05',
-        '-filter_complex', '[0:a][1:a]amix=inputs=2:duration=first[out]', '-map', '[out]', '-ac', '1', '-c:a', 'libmp3lame', '-b:a', '48k', '-f', 'mp3',
+        ...loop(38), '-f', 'lavfi', '-i', 'anoisesrc=d=300:c=pink:r=16000:a=0.05',
+        '-filter_complex', '[0:a]atrim=duration=300[v];[v][1:a]amix=inputs=2:duration=first[out]', '-map', '[out]', '-ac', '1', '-c:a', 'libmp3lame', '-b:a', '48k', '-f', 'mp3',
       ]],
       // Tags and a cover picture, as music files carry them.
       'tagged-with-cover.mp3': [6, [

@@ -85,24 +85,28 @@ function checkDecoded(result: FfmpegResult, wave: WaveformAccumulator, info: Sou
   return layout;
 }
 
-/** What may go out without a new encode, read from the source's own bytes (null: encode). */
-async function keepableOgg(opts: ConvertOptions): Promise<'as-is' | 'strip-tags' | null> {
+/**
+ * What may go out without a new encode, read from the source's own bytes: the file as it is, new
+ * bytes with the same audio (Telegram: headers without tags), or null (encode).
+ */
+async function keepableOgg(opts: ConvertOptions): Promise<'as-is' | Buffer | null> {
   const file = await readFile(opts.sourcePath);
   if (opts.profile === 'ogg_opus_ptt') return whyNotPtt(file) === null ? 'as-is' : null;
   // Telegram: the source's own packets if they already fit the size the length allows.
-  let stream;
   try {
-    stream = readOggOpus(file);
+    const stream = readOggOpus(file);
+    if (stream.head.channels !== 1 || stream.head.mappingFamily !== 0) return null;
+    const seconds = Number(stream.finalGranule - BigInt(stream.head.preSkip)) / 48000;
+    if (!(seconds > 0)) return null;
+    const allowed = Math.max(TELEGRAM_WAVEFORM_MAX_BYTES, (seconds * (telegramBitrateKbps(seconds) * 1000 + 640)) / 8);
+    if (file.length > allowed) return null;
+    if (stream.tags.comments.length === 0 && !/^Lav[fc]/.test(stream.tags.vendor)) return 'as-is';
+    return withoutTags(file, OUR_VENDOR);
   } catch (err) {
+    // Not a stream we can rewrite page by page (chained, odd granules…): ffmpeg encodes it.
     if (err instanceof OggOpusError) return null;
     throw err;
   }
-  if (stream.head.channels !== 1 || stream.head.mappingFamily !== 0) return null;
-  const seconds = Number(stream.finalGranule - BigInt(stream.head.preSkip)) / 48000;
-  if (!(seconds > 0)) return null;
-  const allowed = Math.max(TELEGRAM_WAVEFORM_MAX_BYTES, (seconds * (telegramBitrateKbps(seconds) * 1000 + 640)) / 8);
-  if (file.length > allowed) return null;
-  return stream.tags.comments.length === 0 && !/^Lav[fc]/.test(stream.tags.vendor) ? 'as-is' : 'strip-tags';
 }
 
 /**
@@ -125,7 +129,7 @@ export async function convertAudio(opts: ConvertOptions): Promise<ConversionOutc
       const result = await opts.runner.run([...input, ...WAVEFORM_OUTPUT], runOpts(wave));
       const layout = checkDecoded(result, wave, opts.info, 'decoding the audio');
       if (isTargetLayout(layout, opts.profile)) {
-        if (keep === 'strip-tags') await writeFile(opts.outputPath, withoutTags(await readFile(opts.sourcePath), OUR_VENDOR));
+        if (keep !== 'as-is') await writeFile(opts.outputPath, keep);
         return { passThrough: keep === 'as-is', decodedSeconds: wave.seconds, waveform: wave.finish() };
       }
     }
@@ -155,6 +159,7 @@ export async function convertAudio(opts: ConvertOptions): Promise<ConversionOutc
       // The container did not say how long it is (or said wrong): choose again from the decoded length.
       const again = telegramBitrateKbps(wave.seconds);
       if (file.length > TELEGRAM_WAVEFORM_MAX_BYTES && again < kbps) file = await encode(again, false);
+      // ffmpeg's headers replaced by ours: no `encoder=` tag, no vendor version.
       await writeFile(opts.outputPath, withoutTags(file, OUR_VENDOR));
       return { passThrough: false, decodedSeconds: wave.seconds, waveform: wave.finish() };
     }
@@ -167,6 +172,9 @@ export async function convertAudio(opts: ConvertOptions): Promise<ConversionOutc
         await writeFile(opts.outputPath, repackAsPtt(file));
         return { passThrough: false, decodedSeconds: wave.seconds, waveform: wave.finish() };
       } catch (err) {
+        if (err instanceof OggOpusError) {
+          throw new AudioError('audio_unsupported', `the encoder's output could not be packed as a WhatsApp voice note: ${err.message}`, { cause: err });
+        }
         if (!(err instanceof NotPttFrames)) throw err;
         last = err;
       }
