@@ -7,12 +7,13 @@ import { after, before, describe, it } from 'node:test';
 import { promisify } from 'node:util';
 import { createAudioPipeline, type AudioPipeline, type PreparedAudio } from '../src/audio/index.js';
 import { SPEECH_LIKE_FILTER } from '../src/audio/speech-like.js';
+import { code3Packet, parseOpusPacket, readOggOpus, writeOggOpus } from '../src/audio/ogg-opus.js';
 import { NotPttFrames, repackAsPtt } from '../src/audio/whatsapp-ptt.js';
 import { audioTargetFor } from '../src/platforms/registry.js';
 import { startAudioServer, type AudioServer } from './fakes/audio-server.js';
 import { ffmpeg, testFfmpegPath } from './fixtures/audio-fixtures.js';
 import { countingFfmpeg, makeDataDir, removeDir, type CountingFfmpeg } from './fixtures/audio-harness.js';
-import { describeOggOpus, type OggOpusDescription } from './fixtures/ogg-opus-reader.js';
+import { describeOggOpus, describeOpusPacket, type OggOpusDescription } from './fixtures/ogg-opus-reader.js';
 
 /**
  * What each platform's app receives, read with the tests' own Ogg Opus reader (not the writer's
@@ -229,5 +230,40 @@ describe('audio per platform profile', () => {
     a.release();
     assert.deepEqual(out.packets, src.packets);
     assert.equal(out.lastGranule, src.lastGranule);
+  });
+});
+
+describe('Ogg Opus writing, read back by the independent reader', () => {
+  const frame = (length: number, fill: number): Buffer => Buffer.alloc(length, fill);
+
+  it('code 3 packets: CBR when the frames are equal, VBR with one- and two-byte lengths otherwise', () => {
+    const cbr = describeOpusPacket(code3Packet(9, false, [frame(40, 1), frame(40, 2), frame(40, 3)]));
+    assert.deepEqual([cbr.config, cbr.code, cbr.frameSizes, cbr.samples], [9, 3, [40, 40, 40], 2880]);
+    const vbr = code3Packet(9, false, [frame(300, 1), frame(10, 2), frame(1275, 3)]);
+    assert.equal(vbr[1], 0x80 | 3, 'VBR flag and three frames');
+    assert.deepEqual(describeOpusPacket(vbr).frameSizes, [300, 10, 1275]);
+    assert.deepEqual(parseOpusPacket(vbr).frames.map((f) => f.length), [300, 10, 1275]);
+    assert.throws(() => code3Packet(9, false, [frame(1276, 0)]), /over 1275/);
+  });
+
+  it('pages: packets longer than 255 bytes span lacing values, granules count every sample, CRCs check', () => {
+    const packets = Array.from({ length: 40 }, (_, i) => code3Packet(9, false, [frame(200 + i, 1), frame(90, 2), frame(90, 3)]));
+    const bytes = writeOggOpus({
+      head: { channels: 1, preSkip: 312, inputSampleRate: 16000, outputGain: 0, mappingFamily: 0 },
+      tags: { vendor: 'voicenote', comments: [] },
+      packets,
+      finalGranule: 40n * 2880n - 1000n,
+      serial: 7,
+    });
+    const d = describeOggOpus(bytes);
+    assert.equal(d.packets.length, 40);
+    assert.equal(d.lastGranule, 40n * 2880n - 1000n);
+    for (let i = 0; i < d.audioPageGranules.length - 1; i++) assert.equal(d.audioPageGranules[i], d.audioPageEnds[i]);
+    assert.ok(d.audioPageGranules.length >= 3, 'a second of audio a page');
+    // One flipped byte fails the CRC.
+    const broken = Buffer.from(bytes);
+    broken[broken.length - 5] = (broken[broken.length - 5] as number) ^ 0xff;
+    assert.throws(() => describeOggOpus(broken), /CRC/);
+    assert.throws(() => readOggOpus(broken), /CRC/);
   });
 });
