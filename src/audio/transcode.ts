@@ -85,6 +85,18 @@ function checkDecoded(result: FfmpegResult, wave: WaveformAccumulator, info: Sou
   return layout;
 }
 
+/** Runs a repack of ffmpeg's output; a file our reader cannot take is the audio's fault, not a crash. */
+function unpackable(repack: () => Buffer, what: string): Buffer {
+  try {
+    return repack();
+  } catch (err) {
+    if (err instanceof OggOpusError) {
+      throw new AudioError('audio_unsupported', `the encoder's output could not be packed as ${what}: ${err.message}`, { cause: err });
+    }
+    throw err;
+  }
+}
+
 /**
  * What may go out without a new encode, read from the source's own bytes: the file as it is, new
  * bytes with the same audio (Telegram: headers without tags), or null (encode).
@@ -160,7 +172,7 @@ export async function convertAudio(opts: ConvertOptions): Promise<ConversionOutc
       const again = telegramBitrateKbps(wave.seconds);
       if (file.length > TELEGRAM_WAVEFORM_MAX_BYTES && again < kbps) file = await encode(again, false);
       // ffmpeg's headers replaced by ours: no `encoder=` tag, no vendor version.
-      await writeFile(opts.outputPath, withoutTags(file, OUR_VENDOR));
+      await writeFile(opts.outputPath, unpackable(() => withoutTags(file, OUR_VENDOR), 'a Telegram voice note'));
       return { passThrough: false, decodedSeconds: wave.seconds, waveform: wave.finish() };
     }
 
@@ -169,12 +181,9 @@ export async function convertAudio(opts: ConvertOptions): Promise<ConversionOutc
     for (const [i, kbps] of PTT_BITRATES_KBPS.entries()) {
       const file = await encode(kbps, i === 0);
       try {
-        await writeFile(opts.outputPath, repackAsPtt(file));
+        await writeFile(opts.outputPath, unpackable(() => repackAsPtt(file), 'a WhatsApp voice note'));
         return { passThrough: false, decodedSeconds: wave.seconds, waveform: wave.finish() };
       } catch (err) {
-        if (err instanceof OggOpusError) {
-          throw new AudioError('audio_unsupported', `the encoder's output could not be packed as a WhatsApp voice note: ${err.message}`, { cause: err });
-        }
         if (!(err instanceof NotPttFrames)) throw err;
         last = err;
       }
