@@ -54,7 +54,7 @@ describe('audio cache and concurrency', () => {
     const before = await stat(first.path);
     first.release();
 
-    const second = await p.prepare({ url: server.url('/tone.flac'), target: audioTargetFor('telegram') }); // same target format
+    const second = await p.prepare({ url: server.url('/tone.flac'), target: audioTargetFor('whatsapp') });
     assert.equal(second.cacheHit, true);
     assert.equal(second.path, first.path);
     assert.equal(second.durationSeconds, first.durationSeconds);
@@ -72,11 +72,16 @@ describe('audio cache and concurrency', () => {
     const sameBytes = await p.prepare({ url: server.url('/same-bytes-other-url.mp3'), target: audioTargetFor('whatsapp') });
     assert.equal(sameBytes.cacheHit, true);
     sameBytes.release();
-    // ...and per target format: LinkedIn needs its own conversion.
+    // ...and per platform profile: LinkedIn needs its own conversion, and so does Telegram, whose
+    // Ogg Opus is not WhatsApp's.
     const li = await p.prepare({ url: server.url('/tone.flac'), target: audioTargetFor('linkedin') });
     assert.equal(li.cacheHit, false);
     li.release();
-    assert.equal(await ff.encodes(), 3);
+    const tg = await p.prepare({ url: server.url('/tone.flac'), target: audioTargetFor('telegram') });
+    assert.equal(tg.cacheHit, false);
+    assert.notEqual(tg.path, first.path);
+    tg.release();
+    assert.equal(await ff.encodes(), 4);
   });
 
   it('stores the converted file next to a JSON record, written atomically', async () => {
@@ -85,8 +90,11 @@ describe('audio cache and concurrency', () => {
     const a = await p.prepare({ url: server.url('/tone.wav'), target: audioTargetFor('whatsapp') });
     a.release();
     const names = (await readdir(join(dataDir, 'audio-cache'))).sort();
-    assert.deepEqual(names, [`${a.sourceSha256}.ogg_opus.json`, `${a.sourceSha256}.ogg_opus.ogg`]);
-    const meta = JSON.parse(await readFile(join(dataDir, 'audio-cache', `${a.sourceSha256}.ogg_opus.json`), 'utf8')) as Record<string, unknown>;
+    assert.deepEqual(names, [`${a.sourceSha256}.ogg_opus_ptt.json`, `${a.sourceSha256}.ogg_opus_ptt.ogg`]);
+    const meta = JSON.parse(await readFile(join(dataDir, 'audio-cache', `${a.sourceSha256}.ogg_opus_ptt.json`), 'utf8')) as Record<string, unknown>;
+    assert.equal(meta.version, 2);
+    assert.equal(meta.profile, 'ogg_opus_ptt');
+    assert.equal(meta.format, 'ogg_opus');
     assert.equal(meta.sizeBytes, a.sizeBytes);
     assert.equal(meta.durationSeconds, a.durationSeconds);
     assert.deepEqual(meta.waveform, [...a.waveform]);
@@ -104,9 +112,9 @@ describe('audio cache and concurrency', () => {
     }
     for (let i = 0; i < 10; i++) jobs.push(p.prepare({ url: server.url('/tone.mp3'), target: audioTargetFor('linkedin') }));
     const done = await Promise.all(jobs);
-    assert.equal(await ff.encodes(), 2, 'one conversion per target format');
-    assert.equal((await ff.calls()).length, 2, 'and no other ffmpeg run');
-    assert.equal(new Set(done.slice(0, 40).map((d) => d.path)).size, 1);
+    assert.equal(await ff.encodes(), 3, 'one conversion per platform profile');
+    assert.equal((await ff.calls()).length, 3, 'and no other ffmpeg run');
+    assert.equal(new Set(done.slice(0, 40).map((d) => d.path)).size, 2);
     assert.equal(new Set(done.slice(40).map((d) => d.path)).size, 1);
     for (const d of done) d.release();
     assert.deepEqual(await leftovers(dataDir), []);
@@ -131,9 +139,9 @@ describe('audio cache and concurrency', () => {
 
   it('evicts the least recently used entries beyond cacheMaxBytes, never a pinned one', async () => {
     const dataDir = await freshDir('lru');
-    // Each 3 s voice note is ~15-17 KB: room for two, not three.
+    // Each 3 s Telegram voice note is ~15-17 KB: room for two, not three.
     const p = track(createAudioPipeline({ dataDir, ffmpegPath, allowPrivateUrls: true, cacheMaxBytes: 40_000 }));
-    const get = async (name: string): Promise<PreparedAudio> => p.prepare({ url: server.url(`/${name}`), target: audioTargetFor('whatsapp') });
+    const get = async (name: string): Promise<PreparedAudio> => p.prepare({ url: server.url(`/${name}`), target: audioTargetFor('telegram') });
     const a = await get('tone.mp3');
     a.release();
     const b = await get('tone.wav');
@@ -153,7 +161,7 @@ describe('audio cache and concurrency', () => {
 
     // Pinned: held while far more than the limit passes through.
     const tiny = track(createAudioPipeline({ dataDir: await freshDir('lru-pin'), ffmpegPath, allowPrivateUrls: true, cacheMaxBytes: 20_000 }));
-    const tget = async (name: string): Promise<PreparedAudio> => tiny.prepare({ url: server.url(`/${name}`), target: audioTargetFor('whatsapp') });
+    const tget = async (name: string): Promise<PreparedAudio> => tiny.prepare({ url: server.url(`/${name}`), target: audioTargetFor('telegram') });
     const held = await tget('tone.m4a');
     for (const name of ['tone.aac', 'tone-vorbis.ogg', 'tone.webm']) (await tget(name)).release();
     await sleep(50);
@@ -167,6 +175,32 @@ describe('audio cache and concurrency', () => {
     assert.equal(await exists(held.path), false, 'released entry became evictable');
     const files = await readdir(join(dirs.at(-1) as string, 'audio-cache'));
     assert.deepEqual(files.filter((f) => f.endsWith('.ogg')).length, 1);
+  });
+
+  it('records of the older cache version are never used, and are swept', async () => {
+    const dataDir = await freshDir('version');
+    const first = createAudioPipeline({ dataDir, ffmpegPath, allowPrivateUrls: true });
+    const a = await first.prepare({ url: server.url('/tone.mp3'), target: audioTargetFor('telegram') });
+    a.release();
+    const b = await first.prepare({ url: server.url('/tone.wav'), target: audioTargetFor('telegram') });
+    b.release();
+    await first.close();
+    // Rewrite both records as version 1 wrote them (no profile; one Ogg Opus for Telegram and WhatsApp).
+    const cacheDir = join(dataDir, 'audio-cache');
+    const old = new Date(Date.now() - 60 * 60 * 1000);
+    for (const sha of [a.sourceSha256, b.sourceSha256]) {
+      const metaPath = join(cacheDir, `${sha}.ogg_opus.json`);
+      const { profile: _profile, ...meta } = JSON.parse(await readFile(metaPath, 'utf8')) as Record<string, unknown>;
+      await writeFile(metaPath, JSON.stringify({ ...meta, version: 1 }));
+      await utimes(metaPath, old, old);
+      await utimes(join(cacheDir, `${sha}.ogg_opus.ogg`), old, old);
+    }
+    const second = track(createAudioPipeline({ dataDir, ffmpegPath, allowPrivateUrls: true }));
+    const again = await second.prepare({ url: server.url('/tone.mp3'), target: audioTargetFor('telegram') });
+    assert.equal(again.cacheHit, false, 'a version 1 record is converted again');
+    again.release();
+    assert.equal(await exists(join(cacheDir, `${b.sourceSha256}.ogg_opus.json`)), false, 'swept at start-up');
+    assert.equal(await exists(join(cacheDir, `${b.sourceSha256}.ogg_opus.ogg`)), false);
   });
 
   it('survives a restart: the cache is rescanned, stale debris removed, bad records ignored', async () => {

@@ -11,9 +11,9 @@ const MiB = 1024 * 1024;
 
 describe('audioTargetFor', () => {
   it('gives each platform its voice-note format and limits', () => {
-    assert.deepEqual(audioTargetFor('whatsapp'), { format: 'ogg_opus', mimeType: 'audio/ogg; codecs=opus', fileName: 'voice.ogg', maxBytes: 16 * MiB, maxDurationSeconds: null });
-    assert.deepEqual(audioTargetFor('telegram'), { format: 'ogg_opus', mimeType: 'audio/ogg; codecs=opus', fileName: 'voice.ogg', maxBytes: 50 * MiB, maxDurationSeconds: null });
-    assert.deepEqual(audioTargetFor('linkedin'), { format: 'm4a_aac', mimeType: 'audio/mp4', fileName: 'voice.m4a', maxBytes: 10 * MiB, maxDurationSeconds: 60 });
+    assert.deepEqual(audioTargetFor('whatsapp'), { format: 'ogg_opus', profile: 'ogg_opus_ptt', mimeType: 'audio/ogg; codecs=opus', fileName: 'voice.ogg', maxBytes: 16 * MiB, maxDurationSeconds: null });
+    assert.deepEqual(audioTargetFor('telegram'), { format: 'ogg_opus', profile: 'ogg_opus', mimeType: 'audio/ogg; codecs=opus', fileName: 'voice.ogg', maxBytes: 50 * MiB, maxDurationSeconds: null });
+    assert.deepEqual(audioTargetFor('linkedin'), { format: 'm4a_aac', profile: 'm4a_aac', mimeType: 'audio/mp4', fileName: 'voice.m4a', maxBytes: 10 * MiB, maxDurationSeconds: 60 });
   });
   it('returns a copy callers cannot use to change the table', () => {
     audioTargetFor('linkedin').maxBytes = 1;

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { copyFile, mkdir, readdir, readFile, rename, rm, stat, utimes, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { AudioFormat } from './targets.js';
+import { AUDIO_PROFILES, formatOfProfile, type AudioFormat, type AudioProfile } from './targets.js';
 import { WAVEFORM_BARS } from './waveform.js';
 
 export interface AudioLogger {
@@ -10,9 +10,13 @@ export interface AudioLogger {
 }
 
 export interface CachedMeta {
-  /** Bump when encoder settings change: older records then fail validation and are swept. */
-  version: 1;
+  /**
+   * Bump when encoder settings change: older records then fail validation and are swept.
+   * 2: files per profile (WhatsApp's push-to-talk profile apart from Telegram's Ogg Opus).
+   */
+  version: 2;
   sourceSha256: string;
+  profile: AudioProfile;
   format: AudioFormat;
   sizeBytes: number;
   durationSeconds: number;
@@ -54,6 +58,7 @@ export interface CacheEntry {
 
 const EXT: Record<AudioFormat, string> = { ogg_opus: 'ogg', m4a_aac: 'm4a' };
 const TEMP_PREFIX = '.tmp-';
+const CACHE_VERSION = 2;
 // Another process sharing DATA_DIR may be mid-write; only leftovers older than this are debris.
 const STALE_TEMP_MS = 15 * 60 * 1000;
 
@@ -68,9 +73,10 @@ function parseMeta(text: string): CachedMeta | null {
   const m = raw as Record<string, unknown>;
   const waveform = m.waveform;
   if (
-    m.version !== 1 ||
+    m.version !== CACHE_VERSION ||
     typeof m.sourceSha256 !== 'string' || !/^[0-9a-f]{64}$/.test(m.sourceSha256) ||
-    (m.format !== 'ogg_opus' && m.format !== 'm4a_aac') ||
+    !AUDIO_PROFILES.includes(m.profile as AudioProfile) ||
+    m.format !== formatOfProfile(m.profile as AudioProfile) ||
     typeof m.sizeBytes !== 'number' ||
     typeof m.durationSeconds !== 'number' ||
     typeof m.passThrough !== 'boolean' ||
@@ -81,9 +87,10 @@ function parseMeta(text: string): CachedMeta | null {
     return null;
   }
   return {
-    version: 1,
+    version: CACHE_VERSION,
     sourceSha256: m.sourceSha256,
-    format: m.format,
+    profile: m.profile as AudioProfile,
+    format: m.format as AudioFormat,
     sizeBytes: m.sizeBytes,
     durationSeconds: m.durationSeconds,
     waveform: waveform as number[],
@@ -94,16 +101,16 @@ function parseMeta(text: string): CachedMeta | null {
 }
 
 /**
- * Converted audio keyed by (source sha256, target format), bounded by total bytes with LRU
+ * Converted audio keyed by (source sha256, profile), bounded by total bytes with LRU
  * eviction. Entries handed out are pinned until unpinned, and pinned entries are never evicted.
  * Map insertion order is the LRU order (oldest first).
  */
 /** The cache's directory under DATA_DIR. */
 export const AUDIO_CACHE_DIR = 'audio-cache';
 
-/** The converted file of (source, format) under a DATA_DIR, while the cache keeps it (the dashboard's player reads it). */
-export function cachedAudioFile(dataDir: string, sha256: string, format: AudioFormat): string {
-  return join(dataDir, AUDIO_CACHE_DIR, `${AudioCache.keyOf(sha256, format)}.${EXT[format]}`);
+/** The converted file of (source, profile) under a DATA_DIR, while the cache keeps it (the dashboard's player reads it). */
+export function cachedAudioFile(dataDir: string, sha256: string, profile: AudioProfile): string {
+  return join(dataDir, AUDIO_CACHE_DIR, `${AudioCache.keyOf(sha256, profile)}.${EXT[formatOfProfile(profile)]}`);
 }
 
 export class AudioCache {
@@ -117,8 +124,8 @@ export class AudioCache {
     private readonly log?: AudioLogger,
   ) {}
 
-  static keyOf(sha256: string, format: AudioFormat): string {
-    return `${sha256}.${format}`;
+  static keyOf(sha256: string, profile: AudioProfile): string {
+    return `${sha256}.${profile}`;
   }
 
   get totalBytes(): number {
@@ -129,9 +136,9 @@ export class AudioCache {
     return this.entries.size;
   }
 
-  private pathsFor(sha256: string, format: AudioFormat): { key: string; audioPath: string; metaPath: string } {
-    const key = AudioCache.keyOf(sha256, format);
-    return { key, audioPath: join(this.dir, `${key}.${EXT[format]}`), metaPath: join(this.dir, `${key}.json`) };
+  private pathsFor(sha256: string, profile: AudioProfile): { key: string; audioPath: string; metaPath: string } {
+    const key = AudioCache.keyOf(sha256, profile);
+    return { key, audioPath: join(this.dir, `${key}.${EXT[formatOfProfile(profile)]}`), metaPath: join(this.dir, `${key}.json`) };
   }
 
   /** A path inside the cache directory, so the final rename is atomic. */
@@ -153,7 +160,7 @@ export class AudioCache {
         await this.removeIfStale(metaPath, now);
         continue;
       }
-      const p = this.pathsFor(meta.sourceSha256, meta.format);
+      const p = this.pathsFor(meta.sourceSha256, meta.profile);
       if (p.metaPath !== metaPath) continue;
       const st = await stat(p.audioPath).catch(() => null);
       if (st === null || st.size !== meta.sizeBytes) {
@@ -208,16 +215,16 @@ export class AudioCache {
   }
 
   /** Synchronous, memory-only lookup: closes the gap between an async miss and starting a conversion. */
-  acquireKnown(sha256: string, format: AudioFormat): CacheEntry | null {
-    const known = this.entries.get(AudioCache.keyOf(sha256, format));
+  acquireKnown(sha256: string, profile: AudioProfile): CacheEntry | null {
+    const known = this.entries.get(AudioCache.keyOf(sha256, profile));
     if (!known) return null;
     this.touch(known);
     return this.pin(known);
   }
 
-  /** A pinned entry for (sha256, format), or null on a miss. Also finds entries another process wrote. */
-  async acquire(sha256: string, format: AudioFormat): Promise<CacheEntry | null> {
-    const p = this.pathsFor(sha256, format);
+  /** A pinned entry for (sha256, profile), or null on a miss. Also finds entries another process wrote. */
+  async acquire(sha256: string, profile: AudioProfile): Promise<CacheEntry | null> {
+    const p = this.pathsFor(sha256, profile);
     await this.deleting.get(p.key);
     const known = this.entries.get(p.key);
     if (known) {
@@ -248,11 +255,11 @@ export class AudioCache {
    * Moves a finished file into the cache (atomic rename; the metadata lands last, so a visible
    * .json always has its audio) and returns the entry pinned once for the caller.
    */
-  async commit(producedPath: string, meta: Omit<CachedMeta, 'version' | 'sizeBytes' | 'createdAt'>): Promise<CacheEntry> {
-    const p = this.pathsFor(meta.sourceSha256, meta.format);
+  async commit(producedPath: string, meta: Omit<CachedMeta, 'version' | 'format' | 'sizeBytes' | 'createdAt'>): Promise<CacheEntry> {
+    const p = this.pathsFor(meta.sourceSha256, meta.profile);
     await this.deleting.get(p.key);
     const sizeBytes = (await stat(producedPath)).size;
-    const full: CachedMeta = { version: 1, ...meta, sizeBytes, createdAt: new Date().toISOString() };
+    const full: CachedMeta = { version: CACHE_VERSION, ...meta, format: formatOfProfile(meta.profile), sizeBytes, createdAt: new Date().toISOString() };
     const metaTemp = this.tempPath();
     const json = JSON.stringify(full);
     await writeFile(metaTemp, json);

@@ -9,7 +9,7 @@ import { AudioError } from './errors.js';
 import { FfmpegRunner } from './ffmpeg.js';
 import { createAudioAgent, fetchAudio, type FetchedSource } from './fetch.js';
 import { detectSource, type SourceInfo } from './probe.js';
-import { DEFAULT_MAX_SOURCE_BYTES, type AudioFormat, type AudioTarget } from './targets.js';
+import { DEFAULT_MAX_SOURCE_BYTES, type AudioFormat, type AudioProfile, type AudioTarget } from './targets.js';
 import { convertAudio } from './transcode.js';
 import type { AddressPolicy } from './url-check.js';
 
@@ -59,7 +59,7 @@ export interface PreparedAudio {
 
 export interface AudioFacts {
   source: SourceFacts | null;
-  /** With `format`, names the converted file in the audio cache. */
+  /** With the platform's profile, names the converted file in the audio cache. */
   sourceSha256: string;
   format: AudioFormat;
 }
@@ -166,7 +166,7 @@ export function createAudioPipeline(opts: AudioPipelineOptions, internals: Audio
   })();
   ready.catch(noop);
 
-  function startFlight(key: string, src: FetchedSource, format: AudioFormat, signal: AbortSignal | undefined): Flight {
+  function startFlight(key: string, src: FetchedSource, profile: AudioProfile, signal: AbortSignal | undefined): Flight {
     const info = detectSource(src.path, src.sizeBytes);
     let markDecided = noop;
     const decided = new Promise<void>((resolve) => {
@@ -188,18 +188,18 @@ export function createAudioPipeline(opts: AudioPipelineOptions, internals: Audio
         const started = performance.now();
         try {
           // The conversion stops with the request that started it (others waiting on it then retry).
-          const outcome = await convertAudio({ runner, sourcePath: src.path, info: detected, format, outputPath, timeoutMs: ffmpegTimeoutMs, ...(signal ? { signal } : {}) });
+          const outcome = await convertAudio({ runner, sourcePath: src.path, info: detected, profile, outputPath, timeoutMs: ffmpegTimeoutMs, ...(signal ? { signal } : {}) });
           const entry = await cache.commit(outcome.passThrough ? src.path : outputPath, {
             sourceSha256: src.sha256,
-            format,
+            profile,
             durationSeconds: Math.round(outcome.decodedSeconds * 1000) / 1000,
             waveform: [...outcome.waveform],
             passThrough: outcome.passThrough,
             source: { container: detected.container, codec: detected.codec, durationSeconds: detected.durationSeconds, sizeBytes: src.sizeBytes },
           });
-          opts.metrics?.converted(format, (performance.now() - started) / 1000);
+          opts.metrics?.converted(entry.meta.format, (performance.now() - started) / 1000);
           log?.debug(
-            { sha256: src.sha256, format, passThrough: outcome.passThrough, ms: Math.round(performance.now() - started), container: detected.container, codec: detected.codec },
+            { sha256: src.sha256, profile, passThrough: outcome.passThrough, ms: Math.round(performance.now() - started), container: detected.container, codec: detected.codec },
             'audio converted',
           );
           // The commit pin belongs to the flight; it is dropped once every waiter has pinned for itself.
@@ -256,14 +256,14 @@ export function createAudioPipeline(opts: AudioPipelineOptions, internals: Audio
   }
 
   /** The converted audio for a URL downloaded less than `urlFreshMs` ago, without downloading it again. */
-  async function fromKnownUrl(url: string, format: AudioFormat): Promise<CacheEntry | null> {
+  async function fromKnownUrl(url: string, profile: AudioProfile): Promise<CacheEntry | null> {
     const known = knownUrls.get(url);
     if (!known) return null;
     if (Date.now() - known.at >= urlFreshMs) {
       knownUrls.delete(url);
       return null;
     }
-    return cache.acquireKnown(known.sha256, format) ?? (await cache.acquire(known.sha256, format));
+    return cache.acquireKnown(known.sha256, profile) ?? (await cache.acquire(known.sha256, profile));
   }
 
   function rememberUrl(url: string, sha256: string): void {
@@ -285,14 +285,14 @@ export function createAudioPipeline(opts: AudioPipelineOptions, internals: Audio
     // A thousand recipients of one URL: the first request downloads (and converts) while the others
     // wait for it, then take its result from the cache. Leading is decided with no await in between.
     const known = knownUrls.get(input.url);
-    const inMemory = known && Date.now() - known.at < urlFreshMs ? cache.acquireKnown(known.sha256, target.format) : null;
+    const inMemory = known && Date.now() - known.at < urlFreshMs ? cache.acquireKnown(known.sha256, target.profile) : null;
     if (inMemory) return hand(inMemory, target, hint, true);
     const leader = urlLeaders.get(input.url);
     if (!leader) {
       let done = noop;
       urlLeaders.set(input.url, new Promise<void>((resolve) => (done = resolve)));
       try {
-        const cached = await fromKnownUrl(input.url, target.format);
+        const cached = await fromKnownUrl(input.url, target.profile);
         if (cached) return hand(cached, target, hint, true);
         return await prepareFromSource(input, target, hint);
       } finally {
@@ -301,7 +301,7 @@ export function createAudioPipeline(opts: AudioPipelineOptions, internals: Audio
       }
     }
     await abortable(leader, input.signal);
-    const cached = await fromKnownUrl(input.url, target.format);
+    const cached = await fromKnownUrl(input.url, target.profile);
     if (cached) return hand(cached, target, hint, true);
     return prepareFromSource(input, target, hint);
   }
@@ -321,18 +321,18 @@ export function createAudioPipeline(opts: AudioPipelineOptions, internals: Audio
         signal: input.signal ? AbortSignal.any([closing.signal, input.signal]) : closing.signal,
       });
       rememberUrl(input.url, src.sha256);
-      const key = AudioCache.keyOf(src.sha256, target.format);
+      const key = AudioCache.keyOf(src.sha256, target.profile);
       for (;;) {
-        const cached = await cache.acquire(src.sha256, target.format);
+        const cached = await cache.acquire(src.sha256, target.profile);
         if (cached) return hand(cached, target, hint, true);
         let flight = inflight.get(key);
         let mine = false;
         if (!flight) {
           // A conversion may have finished while the lookup above was reading the disk.
-          const justCommitted = cache.acquireKnown(src.sha256, target.format);
+          const justCommitted = cache.acquireKnown(src.sha256, target.profile);
           if (justCommitted) return hand(justCommitted, target, hint, true);
           if (handedOver) throw new Error('audio conversion was abandoned twice'); // cannot happen: we voted for our own
-          flight = startFlight(key, src, target.format, input.signal);
+          flight = startFlight(key, src, target.profile, input.signal);
           handedOver = true;
           mine = true;
         }

@@ -1,14 +1,19 @@
+import { readFile, rm, writeFile } from 'node:fs/promises';
 import { AudioError } from './errors.js';
 import { baseInputArgs, type FfmpegResult, type FfmpegRunner } from './ffmpeg.js';
+import { OggOpusError, OUR_VENDOR, readOggOpus, withoutTags } from './ogg-opus.js';
 import { lastFfmpegLine, parseInputStreams, type SourceInfo, type StreamLayout } from './probe.js';
-import type { AudioFormat } from './targets.js';
+import type { AudioProfile } from './targets.js';
+import { TELEGRAM_WAVEFORM_MAX_BYTES, telegramBitrateKbps } from './telegram-voice.js';
 import { WAVEFORM_SAMPLE_RATE, WaveformAccumulator } from './waveform.js';
+import { NotPttFrames, PTT_BITRATES_KBPS, pttEncodeArgs, repackAsPtt, whyNotPtt } from './whatsapp-ptt.js';
 
-/** Encoder settings per target (README, "How it works"). */
-export function encodeArgs(format: AudioFormat): string[] {
-  if (format === 'ogg_opus') {
-    return ['-c:a', 'libopus', '-b:a', '32k', '-ac', '1', '-ar', '48000', '-application', 'voip', '-f', 'ogg'];
+/** Encoder settings per profile (README, "Audio"); `kbps` only for Telegram's length-chosen bitrate. */
+export function encodeArgs(profile: AudioProfile, kbps?: number): string[] {
+  if (profile === 'ogg_opus') {
+    return ['-c:a', 'libopus', '-b:a', `${kbps ?? 32}k`, '-ac', '1', '-ar', '48000', '-application', 'voip', '-f', 'ogg'];
   }
+  if (profile === 'ogg_opus_ptt') return pttEncodeArgs(kbps ?? PTT_BITRATES_KBPS[0]);
   // 44.1 kHz so a 96 kHz or 8 kHz source does not yield an odd-rate AAC stream; ipod = the M4A brand.
   return ['-c:a', 'aac', '-b:a', '64k', '-ac', '1', '-ar', '44100', '-movflags', '+faststart', '-f', 'ipod'];
 }
@@ -20,20 +25,23 @@ const WAVEFORM_OUTPUT = [
   '-c:a', 'pcm_s16le', '-flush_packets', '0', '-f', 's16le', 'pipe:1',
 ];
 
+// Only the audio, without cover art, subtitles, data streams or any of the source's metadata.
+const AUDIO_ONLY = ['-map', '0:a:0', '-vn', '-sn', '-dn', '-map_metadata', '-1'];
+
 /** Cheap first look (metadata only): could this already be the target? Confirmed by ffmpeg afterwards. */
-function mayPassThrough(info: SourceInfo, format: AudioFormat): boolean {
-  if (format === 'ogg_opus') {
-    return info.demuxer === 'ogg' && /opus/i.test(info.codec ?? '') && info.channels === 1 && info.sampleRate === 48000;
+function mayPassThrough(info: SourceInfo, profile: AudioProfile): boolean {
+  if (profile === 'ogg_opus' || profile === 'ogg_opus_ptt') {
+    return info.demuxer === 'ogg' && /opus/i.test(info.codec ?? '') && info.channels === 1;
   }
   // MP4 headers often claim 2 channels for mono AAC, so channels are left to ffmpeg's look.
   return info.demuxer === 'mov' && /aac/i.test(info.codec ?? '');
 }
 
-function isTargetLayout(layout: StreamLayout, format: AudioFormat): boolean {
+function isTargetLayout(layout: StreamLayout, profile: AudioProfile): boolean {
   const a = layout.audio;
   if (a === null || layout.hasVideo || a.channels !== 1) return false;
-  if (format === 'ogg_opus') return a.codec === 'opus' && a.sampleRate === 48000;
-  return a.codec === 'aac' && a.profile === 'LC';
+  if (profile === 'm4a_aac') return a.codec === 'aac' && a.profile === 'LC';
+  return a.codec === 'opus';
 }
 
 export interface ConversionOutcome {
@@ -47,7 +55,7 @@ export interface ConvertOptions {
   runner: FfmpegRunner;
   sourcePath: string;
   info: SourceInfo;
-  format: AudioFormat;
+  profile: AudioProfile;
   /** Where a converted file is written; untouched when the source passes through. */
   outputPath: string;
   timeoutMs: number;
@@ -77,30 +85,111 @@ function checkDecoded(result: FfmpegResult, wave: WaveformAccumulator, info: Sou
   return layout;
 }
 
+/** Runs a repack of ffmpeg's output; a file our reader cannot take is the audio's fault, not a crash. */
+function unpackable(repack: () => Buffer, what: string): Buffer {
+  try {
+    return repack();
+  } catch (err) {
+    if (err instanceof OggOpusError) {
+      throw new AudioError('audio_unsupported', `the encoder's output could not be packed as ${what}: ${err.message}`, { cause: err });
+    }
+    throw err;
+  }
+}
+
+/**
+ * What may go out without a new encode, read from the source's own bytes: the file as it is, new
+ * bytes with the same audio (Telegram: headers without tags), or null (encode).
+ */
+async function keepableOgg(opts: ConvertOptions): Promise<'as-is' | Buffer | null> {
+  const file = await readFile(opts.sourcePath);
+  if (opts.profile === 'ogg_opus_ptt') return whyNotPtt(file) === null ? 'as-is' : null;
+  // Telegram: the source's own packets if they already fit the size the length allows.
+  try {
+    const stream = readOggOpus(file);
+    if (stream.head.channels !== 1 || stream.head.mappingFamily !== 0) return null;
+    const seconds = Number(stream.finalGranule - BigInt(stream.head.preSkip)) / 48000;
+    if (!(seconds > 0)) return null;
+    const allowed = Math.max(TELEGRAM_WAVEFORM_MAX_BYTES, (seconds * (telegramBitrateKbps(seconds) * 1000 + 640)) / 8);
+    if (file.length > allowed) return null;
+    if (stream.tags.comments.length === 0 && !/^Lav[fc]/.test(stream.tags.vendor)) return 'as-is';
+    return withoutTags(file, OUR_VENDOR);
+  } catch (err) {
+    // Not a stream we can rewrite page by page (chained, odd granules…): ffmpeg encodes it.
+    if (err instanceof OggOpusError) return null;
+    throw err;
+  }
+}
+
 /**
  * One ffmpeg run per job: decode once, encode the target and emit 8 kHz PCM for the waveform
  * side by side. A likely pass-through gets a decode-only run first, which also proves the file is
- * sound before its bytes go out unchanged.
+ * sound before its bytes go out unchanged. Ogg Opus output is then finished in TypeScript:
+ * repacked into WhatsApp's push-to-talk profile, or (Telegram) given headers without tags.
  */
 export async function convertAudio(opts: ConvertOptions): Promise<ConversionOutcome> {
   const input = baseInputArgs(opts.sourcePath, opts.info.demuxer);
-  if (mayPassThrough(opts.info, opts.format)) {
-    const wave = new WaveformAccumulator();
-    const result = await opts.runner.run([...input, ...WAVEFORM_OUTPUT], { timeoutMs: opts.timeoutMs, onStdout: (c) => wave.push(c), ...(opts.signal ? { signal: opts.signal } : {}) });
-    const layout = checkDecoded(result, wave, opts.info, 'decoding the audio');
-    if (isTargetLayout(layout, opts.format)) {
-      return { passThrough: true, decodedSeconds: wave.seconds, waveform: wave.finish() };
+  const runOpts = (wave?: WaveformAccumulator) => ({
+    timeoutMs: opts.timeoutMs,
+    ...(wave ? { onStdout: (c: Buffer) => wave.push(c) } : {}),
+    ...(opts.signal ? { signal: opts.signal } : {}),
+  });
+  if (mayPassThrough(opts.info, opts.profile)) {
+    const keep = opts.profile === 'm4a_aac' ? 'as-is' : await keepableOgg(opts);
+    if (keep !== null) {
+      const wave = new WaveformAccumulator();
+      const result = await opts.runner.run([...input, ...WAVEFORM_OUTPUT], runOpts(wave));
+      const layout = checkDecoded(result, wave, opts.info, 'decoding the audio');
+      if (isTargetLayout(layout, opts.profile)) {
+        if (keep !== 'as-is') await writeFile(opts.outputPath, keep);
+        return { passThrough: keep === 'as-is', decodedSeconds: wave.seconds, waveform: wave.finish() };
+      }
     }
   }
-  const wave = new WaveformAccumulator();
-  const args = [
-    ...input,
-    '-map', '0:a:0', '-vn', '-sn', '-dn', '-map_metadata', '-1',
-    ...encodeArgs(opts.format),
-    `file:${opts.outputPath}`,
-    ...WAVEFORM_OUTPUT,
-  ];
-  const result = await opts.runner.run(args, { timeoutMs: opts.timeoutMs, onStdout: (c) => wave.push(c), ...(opts.signal ? { signal: opts.signal } : {}) });
-  checkDecoded(result, wave, opts.info, 'converting the audio');
-  return { passThrough: false, decodedSeconds: wave.seconds, waveform: wave.finish() };
+  if (opts.profile === 'm4a_aac') {
+    const wave = new WaveformAccumulator();
+    const result = await opts.runner.run([...input, ...AUDIO_ONLY, ...encodeArgs('m4a_aac'), `file:${opts.outputPath}`, ...WAVEFORM_OUTPUT], runOpts(wave));
+    checkDecoded(result, wave, opts.info, 'converting the audio');
+    return { passThrough: false, decodedSeconds: wave.seconds, waveform: wave.finish() };
+  }
+
+  // Ogg Opus: ffmpeg's file is an intermediate, finished into outputPath below.
+  const encoded = `${opts.outputPath}.enc`;
+  try {
+    const wave = new WaveformAccumulator();
+    const encode = async (kbps: number, withWave: boolean): Promise<Buffer> => {
+      const args = [...input, ...AUDIO_ONLY, ...encodeArgs(opts.profile, kbps), `file:${encoded}`, ...(withWave ? WAVEFORM_OUTPUT : [])];
+      const result = await opts.runner.run(args, runOpts(withWave ? wave : undefined));
+      if (withWave) checkDecoded(result, wave, opts.info, 'converting the audio');
+      else if (result.exitCode !== 0) throw failure(result, 'converting the audio');
+      return readFile(encoded);
+    };
+
+    if (opts.profile === 'ogg_opus') {
+      const kbps = telegramBitrateKbps(opts.info.durationSeconds);
+      let file = await encode(kbps, true);
+      // The container did not say how long it is (or said wrong): choose again from the decoded length.
+      const again = telegramBitrateKbps(wave.seconds);
+      if (file.length > TELEGRAM_WAVEFORM_MAX_BYTES && again < kbps) file = await encode(again, false);
+      // ffmpeg's headers replaced by ours: no `encoder=` tag, no vendor version.
+      await writeFile(opts.outputPath, unpackable(() => withoutTags(file, OUR_VENDOR), 'a Telegram voice note'));
+      return { passThrough: false, decodedSeconds: wave.seconds, waveform: wave.finish() };
+    }
+
+    // WhatsApp: every frame must be SILK wideband 20 ms; a lower bitrate is tried if one is not.
+    let last: NotPttFrames | undefined;
+    for (const [i, kbps] of PTT_BITRATES_KBPS.entries()) {
+      const file = await encode(kbps, i === 0);
+      try {
+        await writeFile(opts.outputPath, unpackable(() => repackAsPtt(file), 'a WhatsApp voice note'));
+        return { passThrough: false, decodedSeconds: wave.seconds, waveform: wave.finish() };
+      } catch (err) {
+        if (!(err instanceof NotPttFrames)) throw err;
+        last = err;
+      }
+    }
+    throw new AudioError('audio_unsupported', `audio could not be encoded as a native WhatsApp voice note: ${last?.message ?? 'no encode'}`);
+  } finally {
+    await rm(encoded, { force: true });
+  }
 }

@@ -1,7 +1,7 @@
 import { stat } from 'node:fs/promises';
 import type { Kysely } from 'kysely';
 import { cachedAudioFile } from '../audio/cache.js';
-import type { AudioFormat } from '../audio/targets.js';
+import { profileOfSent, type AudioFormat } from '../audio/targets.js';
 import { messageStatusView } from '../api/views.js';
 import { findAttempts, findAudio, findReceipts, listMessages, type MessageAudioRow, type Owner } from '../store/message-log.js';
 import { parseLogQuery, type LogQueryInput } from './query.js';
@@ -52,16 +52,16 @@ function waveformOf(text: string | null): number[] {
 const isAudioFormat = (value: string): value is AudioFormat => value === 'ogg_opus' || value === 'm4a_aac';
 
 /** The converted audio of a message while the cache still holds it (path and type), else undefined. */
-export async function convertedAudioFile(dataDir: string, audio: MessageAudioRow | undefined): Promise<{ path: string; mimeType: string; sizeBytes: number } | undefined> {
+export async function convertedAudioFile(dataDir: string, platform: string, audio: MessageAudioRow | undefined): Promise<{ path: string; mimeType: string; sizeBytes: number } | undefined> {
   if (!audio || audio.source_sha256 === null || !isAudioFormat(audio.converted_format)) return undefined;
-  const path = cachedAudioFile(dataDir, audio.source_sha256, audio.converted_format);
+  const path = cachedAudioFile(dataDir, audio.source_sha256, profileOfSent(platform, audio.converted_format));
   const st = await stat(path).catch(() => null);
   return st && st.isFile() ? { path, mimeType: audio.converted_mime, sizeBytes: st.size } : undefined;
 }
 
-async function audioView(dataDir: string, audio: MessageAudioRow | undefined): Promise<AudioView> {
+async function audioView(dataDir: string, platform: string, audio: MessageAudioRow | undefined): Promise<AudioView> {
   if (!audio) return { source: null, converted: null };
-  const cached = (await convertedAudioFile(dataDir, audio)) !== undefined;
+  const cached = (await convertedAudioFile(dataDir, platform, audio)) !== undefined;
   return {
     source:
       audio.source_format === null && audio.source_size === null
@@ -133,7 +133,7 @@ export async function messageDetail(db: Kysely<Database>, dataDir: string, owner
       error: a.error_code === null ? null : { code: a.error_code, message: a.error_message ?? '' },
       next_attempt_at: iso(a.next_attempt_at),
     })),
-    audio: await audioView(dataDir, audio),
+    audio: await audioView(dataDir, row.platform, audio),
     receipts: receiptsView,
   };
 }
@@ -141,8 +141,9 @@ export type MessageDetail = NonNullable<Awaited<ReturnType<typeof messageDetail>
 
 /** The converted audio of one of the owner's messages, while cached (for playing it back); undefined otherwise. */
 export async function messageAudioFile(db: Kysely<Database>, dataDir: string, owner: Owner, id: string) {
-  if (!(await findMessage(db, owner, id))) return undefined;
-  return convertedAudioFile(dataDir, await findAudio(db, id));
+  const row = await findMessage(db, owner, id);
+  if (!row) return undefined;
+  return convertedAudioFile(dataDir, row.platform, await findAudio(db, id));
 }
 
 /** One page of the log (`{data, has_more}`, newest first) from the query-string form; throws LogQueryError on bad input. */

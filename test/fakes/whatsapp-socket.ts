@@ -10,6 +10,7 @@ import {
   type WhatsappSocket,
   type WhatsappSocketFactory,
 } from '../../src/platforms/whatsapp/socket.js';
+import { describeOggOpus } from '../fixtures/ogg-opus-reader.js';
 
 /**
  * WhatsApp as the service's socket seam sees it: a linked-device socket that shows pairing codes,
@@ -271,11 +272,30 @@ export async function encodedMessage(message: unknown): Promise<Buffer> {
   return Buffer.from(proto.Message.encode(proto.Message.fromObject(message as Record<string, unknown>)).finish());
 }
 
+/** What an iPhone refuses ("this audio is no longer available"): anything but the native push-to-talk profile. */
+function pushToTalkProblem(audio: Buffer, seconds: number): string | null {
+  let d;
+  try {
+    d = describeOggOpus(audio);
+  } catch (err) {
+    return `audio is not a valid Ogg Opus stream (${(err as Error).message})`;
+  }
+  if (d.channels !== 1 || d.inputRate !== 16000) return `audio is ${d.channels} channel(s) at an input rate of ${d.inputRate}, not mono 16 kHz`;
+  if (/^Lav[fc]/.test(d.vendor) || d.comments.some((c) => /^encoder=/i.test(c))) return "audio carries ffmpeg's vendor string or encoder tag";
+  const bad = d.packets.findIndex((p, i) => p.config !== 9 || p.code !== 3 || (i < d.packets.length - 1 && p.frameSizes.length !== 3));
+  if (bad !== -1) return `audio packet ${bad} is not three SILK wideband 20 ms frames in a code 3 packet`;
+  const length = Number(d.lastGranule - BigInt(d.preSkip)) / 48000;
+  if (Math.abs(length - seconds) > 1) return `seconds ${seconds} for ${length.toFixed(2)} s of audio`;
+  return null;
+}
+
 function voiceNoteProblem(content: VoiceNoteContent, options: { messageId?: string } | undefined): string | null {
   if (content.ptt !== true) return 'ptt is not true';
   if (content.mimetype !== 'audio/ogg; codecs=opus') return `mimetype ${content.mimetype}`;
   if (!Buffer.isBuffer(content.audio) || content.audio.subarray(0, 4).toString('latin1') !== 'OggS') return 'audio is not an Ogg stream';
   if (!Number.isInteger(content.seconds) || content.seconds < 1) return `seconds ${content.seconds} is not a whole number of at least 1`;
+  const profile = pushToTalkProblem(content.audio, content.seconds);
+  if (profile) return profile;
   const waveform = content.waveform as unknown;
   if (!(waveform instanceof Uint8Array) || waveform.length !== 64 || [...waveform].some((v) => v > 100)) return 'waveform is not 64 values 0-100';
   if (typeof options?.messageId !== 'string' || options.messageId === '') return 'no message id chosen by the sender';

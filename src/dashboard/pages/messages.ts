@@ -2,7 +2,7 @@ import { createReadStream } from 'node:fs';
 import { stat } from 'node:fs/promises';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { cachedAudioFile } from '../../audio/cache.js';
-import type { AudioFormat } from '../../audio/targets.js';
+import { profileOfSent, type AudioFormat } from '../../audio/targets.js';
 import { PLATFORM_NAMES as PLATFORMS } from '../../platforms/registry.js';
 import { findAttempts, findAudio, findReceipts, listMessages, type MessageAudioRow, type MessageFilters } from '../../store/message-log.js';
 import { findMessage, type MessageRow } from '../../store/messages.js';
@@ -171,7 +171,7 @@ ${
     }
     const [attempts, audio, receipts] = await Promise.all([findAttempts(db, row.id), findAudio(db, row.id), findReceipts(db, row.id)]);
     const waveform = audio ? parseWaveform(audio.waveform) : null;
-    const playable = audio ? (await convertedFile(deps, audio)) !== undefined : false;
+    const playable = audio ? (await convertedFile(deps, row.platform, audio)) !== undefined : false;
     const failed = row.status === 'failed';
     const notice = NOTICES[(request.query as Query).notice ?? ''];
     return sendPage(
@@ -275,17 +275,17 @@ ${
     const row = await findOwnMessage(deps, ctx, request.params.id);
     const audio = row ? await findAudio(db, row.id) : undefined;
     if (!audio) return notFoundText(reply, 'no audio for this message');
-    const found = await convertedFile(deps, audio);
+    const found = await convertedFile(deps, row!.platform, audio);
     if (!found) return notFoundText(reply, 'the converted audio is no longer in the cache');
     return sendFile(request, reply, found.path, found.size, audio.converted_mime);
   });
 }
 
 /** The converted file of a message in the audio cache, while the cache keeps it. */
-async function convertedFile(deps: DashboardDeps, audio: MessageAudioRow): Promise<{ path: string; size: number } | undefined> {
+async function convertedFile(deps: DashboardDeps, platform: string, audio: MessageAudioRow): Promise<{ path: string; size: number } | undefined> {
   const sha = audio.source_sha256 ?? '';
   if (!/^[0-9a-f]{64}$/.test(sha) || !AUDIO_FORMATS.includes(audio.converted_format)) return undefined;
-  const path = cachedAudioFile(deps.services.config.dataDir, sha, audio.converted_format as AudioFormat);
+  const path = cachedAudioFile(deps.services.config.dataDir, sha, profileOfSent(platform, audio.converted_format as AudioFormat));
   const info = await stat(path).catch(() => null);
   return info?.isFile() ? { path, size: info.size } : undefined;
 }

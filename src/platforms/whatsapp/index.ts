@@ -1,4 +1,4 @@
-import { MiB, OGG_OPUS_VOICE } from '../../audio/targets.js';
+import { MiB, WHATSAPP_PTT_VOICE } from '../../audio/targets.js';
 import { DeliveryError, type PlatformDefinition, type PlatformSession } from '../platform.js';
 import { createWhatsappAdapter } from './adapter.js';
 import { checkWhatsappRecipient, checkWhatsappSession, type WhatsappSessionRef } from './rules.js';
@@ -8,8 +8,8 @@ const sessionIdOf = (session: PlatformSession): string => (session as unknown as
 /** WhatsApp as a linked device (Baileys), through a session linked with POST /whatsapp/sessions. */
 export const whatsapp: PlatformDefinition = {
   name: 'whatsapp',
-  // OGG Opus mono voice notes; WhatsApp takes audio up to 16 MB.
-  audio: { ...OGG_OPUS_VOICE, maxBytes: 16 * MiB, maxDurationSeconds: null },
+  // Ogg Opus in the native push-to-talk profile (src/audio/whatsapp-ptt.ts); WhatsApp takes audio up to 16 MB.
+  audio: { ...WHATSAPP_PTT_VOICE, maxBytes: 16 * MiB, maxDurationSeconds: null },
   maxCaptionLength: null,
   sessionFields: ['session_id'],
   checkRecipient: checkWhatsappRecipient,
