@@ -1,9 +1,10 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import SqliteDatabase from 'better-sqlite3';
-import { Kysely, Migrator, PostgresAdapter, PostgresDialect, sql, type Migration, type MigrationProvider, type RawBuilder, type SqliteDialectConfig } from 'kysely';
+import { Kysely, Migrator, PostgresDialect, sql, type Migration, type MigrationProvider, type SqliteDialectConfig } from 'kysely';
 import pg from 'pg';
 import type { Database } from './schema.js';
+import type { Dialect } from './dialect.js';
 import { DurableSqliteDialect, WalFlusher, WriteTracker } from './sqlite-durable.js';
 import type { HotPath } from './hot-path.js';
 import { PostgresHotPath } from './hot-path-postgres.js';
@@ -22,7 +23,8 @@ import * as messageRetention from './migrations/010_message_retention.js';
 import * as messageRequestId from './migrations/011_message_request_id.js';
 import * as whatsappSentMessages from './migrations/012_whatsapp_sent_messages.js';
 
-export type Dialect = 'sqlite' | 'postgres';
+// The dialect and the database's clock live in dialect.ts (queries import it without importing this).
+export { dbNow, type Dialect } from './dialect.js';
 
 export interface Db {
   kysely: Kysely<Database>;
@@ -198,15 +200,4 @@ async function currentSchema(db: Db): Promise<string | undefined> {
 /** Storage answers at all (readiness). */
 export async function ping(db: Db): Promise<void> {
   await sql`select 1`.execute(db.kysely);
-}
-
-/**
- * The database's clock, in epoch ms, as an SQL expression: leases, claims and due times are computed on
- * it, so processes whose own clocks disagree still agree. (clock_timestamp, not now(): now() is frozen at
- * the start of a transaction.) The dialect is read from the connection, so transactions work alike.
- */
-export function dbNow(db: Kysely<any>): RawBuilder<number> {
-  return db.getExecutor().adapter instanceof PostgresAdapter
-    ? sql<number>`(extract(epoch from clock_timestamp()) * 1000)::bigint`
-    : sql<number>`cast(unixepoch('subsec') * 1000 as integer)`;
 }
