@@ -58,7 +58,5 @@ module.exports = {
     // Only the source's own modules are looked at: packages are not resolved into, which keeps the check to seconds.
     includeOnly: '^src/',
     enhancedResolveOptions: { extensions: ['.ts', '.js'] },
-    // Reuses the last run's findings for files whose content did not change (about 1 s instead of 3).
-    cache: { folder: 'node_modules/.cache/dependency-cruiser', strategy: 'content' },
   },
 };

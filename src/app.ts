@@ -34,6 +34,8 @@ export interface AppOptions {
   logger?: Logger;
   pgSchema?: string;
   redisKeyPrefix?: string;
+  /** Benchmarks: SQLite's busy_timeout (bench/sqlite-lock-wait.ts compares the old 5 s with the default). */
+  sqliteBusyTimeoutMs?: number;
   workerPollMs?: number;
   /** Tests: how long a worker's claim on a message lasts before another worker may take it. */
   workerLeaseMs?: number;
@@ -98,6 +100,7 @@ export async function openServices(config: Config, options: Omit<AppOptions, 'wo
     poolSize: config.databasePoolSize,
     onPoolError: (err) => logger.warn({ error: err.message }, 'a PostgreSQL connection broke; the pool replaces it'),
     backgroundCheckpoints: { onError: (message) => logger.warn(message) },
+    ...(options.sqliteBusyTimeoutMs !== undefined ? { sqliteBusyTimeoutMs: options.sqliteBusyTimeoutMs } : {}),
   });
   await migrate(db);
   const secretBox = new SecretBox(loadOrCreateSecretKey(config.dataDir, config.secretKey));

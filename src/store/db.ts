@@ -10,6 +10,7 @@ import type { HotPath } from './hot-path.js';
 import { PostgresHotPath } from './hot-path-postgres.js';
 import { SqliteHotPath } from './hot-path-sqlite.js';
 import { WalCheckpointer } from './sqlite-checkpointer.js';
+import { SQLITE_BUSY_TIMEOUT_MS } from './sqlite-lock-wait.js';
 import * as initial from './migrations/001_initial.js';
 import * as whatsappKeys from './migrations/002_whatsapp_keys.js';
 import * as messageRoute from './migrations/003_message_route.js';
@@ -54,6 +55,11 @@ export interface OpenDbOptions {
   backgroundCheckpoints?: { onError(message: string): void };
   /** PostgreSQL connections this process may open (DATABASE_POOL_SIZE); default 10. */
   poolSize?: number;
+  /**
+   * Benchmarks only: SQLite's busy_timeout, the longest one statement waits for a lock ON the event loop
+   * (default SQLITE_BUSY_TIMEOUT_MS; longer waits happen between tries, off it: sqlite-lock-wait.ts).
+   */
+  sqliteBusyTimeoutMs?: number;
 }
 
 /** The embedded database's file name inside DATA_DIR. */
@@ -129,13 +135,15 @@ export async function openDb(options: OpenDbOptions): Promise<Db> {
   // DurableSqliteDialect, which does it off the event loop, shared by the commits made meanwhile, and
   // still before any write's promise resolves (sqlite-durable.ts). Measured in BENCHMARKS.md.
   database.pragma('synchronous = NORMAL');
-  database.pragma('busy_timeout = 5000');
+  // Waits for another process's write lock block the event loop only this long; longer ones happen
+  // between tries, asynchronously (sqlite-lock-wait.ts).
+  database.pragma(`busy_timeout = ${options.sqliteBusyTimeoutMs ?? SQLITE_BUSY_TIMEOUT_MS}`);
   database.pragma('foreign_keys = ON');
   database.pragma(`cache_size = ${SQLITE_CACHE_SIZE}`);
   const tracker = new WriteTracker();
   const flusher = new WalFlusher(file);
   const statements = withStatementCache(database, tracker);
-  const dialect = new DurableSqliteDialect({ database: statements }, tracker, flusher);
+  const dialect = new DurableSqliteDialect({ database: statements }, tracker, flusher, { inTransaction: () => database.inTransaction });
   const kysely = new Kysely<Database>({ dialect });
   const hotPath = new SqliteHotPath({ kysely, writer: database, prepare: statements.prepare, file });
   const checkpointer = options.backgroundCheckpoints ? new WalCheckpointer({ file, writer: database, onError: options.backgroundCheckpoints.onError }) : undefined;
