@@ -9,7 +9,8 @@ import { createRhythmGate } from './delivery/rhythm-gate.js';
 import type { Rhythm } from './core/rhythm.js';
 import { createLogger } from './logger.js';
 import { startMetricsListener, type MetricsListener } from './metrics/exposure.js';
-import { createMetrics, withAttemptMetrics } from './metrics/metrics.js';
+import { createMetrics } from './metrics/metrics.js';
+import { withAttemptMetrics } from './delivery/attempt-metrics.js';
 import { createSandboxAdapter, createUnavailableAdapter } from './platforms/sandbox/adapter.js';
 import type { LinkedinTuning } from './platforms/linkedin/index.js';
 import type { PlatformAdapter, PlatformContext, PlatformDefinition } from './platforms/platform.js';
@@ -35,6 +36,8 @@ export interface AppOptions {
   logger?: Logger;
   pgSchema?: string;
   redisKeyPrefix?: string;
+  /** Benchmarks: SQLite's busy_timeout (bench/sqlite-lock-wait.ts compares the old 5 s with the default). */
+  sqliteBusyTimeoutMs?: number;
   workerPollMs?: number;
   /** Tests: how long a worker's claim on a message lasts before another worker may take it. */
   workerLeaseMs?: number;
@@ -103,6 +106,7 @@ export async function openServices(config: Config, options: Omit<AppOptions, 'wo
     poolSize: config.databasePoolSize,
     onPoolError: (err) => logger.warn({ error: err.message }, 'a PostgreSQL connection broke; the pool replaces it'),
     backgroundCheckpoints: { onError: (message) => logger.warn(message) },
+    ...(options.sqliteBusyTimeoutMs !== undefined ? { sqliteBusyTimeoutMs: options.sqliteBusyTimeoutMs } : {}),
   });
   await migrate(db);
   const secretBox = new SecretBox(loadOrCreateSecretKey(config.dataDir, config.secretKey));

@@ -2,7 +2,12 @@ import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { DEFAULT_ACCOUNT_SHARE_PERCENT } from './delivery/fair-share.js';
+
+/**
+ * An account's default hard cap, in percent of a process's slots: a lone bulk sender keeps most of the
+ * throughput (32 slots: 24 for it, 8 that any other account finds free at once).
+ */
+export const DEFAULT_ACCOUNT_SHARE_PERCENT = 75;
 
 /**
  * The folder of the voicenote installation (where package.json is): a relative DATA_DIR, and the

@@ -5,15 +5,15 @@
  *   npm run build && flock -s /tmp/voicenote-services.lock node --import tsx bench/reliability/r1-kill9.ts
  */
 import { randomBytes } from 'node:crypto';
-import { createAccount, duplicates, freshDatabase, lostMessages, query, sendLoad, sleep, startAudio, startCluster, startFakeTelegram, waitSettled, writeReliabilitySection } from './cluster.js';
+import { createAccount, sleep } from './cluster.js';
+import { duplicates, lostMessages, sendLoad, waitSettled } from './load.js';
+import { query } from './postgres.js';
+import { writeReliabilitySection } from './report.js';
+import { withCluster } from './run.js';
 
 const MESSAGES = Number(process.env.REL_MESSAGES ?? 5_000);
 const run = randomBytes(4).toString('hex');
-await freshDatabase();
-const telegram = await startFakeTelegram();
-const audio = await startAudio();
-const cluster = await startCluster({ telegramApiRoot: telegram.apiRoot });
-try {
+await withCluster({}, async ({ cluster, telegram, audio }) => {
   await cluster.start('api-1', 'api');
   await cluster.start('api-2', 'api');
   await cluster.start('worker-1', 'worker');
@@ -89,8 +89,4 @@ Verdict: ${lost.missing === 0 && lost.unsettled === 0 && lost.accepted === MESSA
   console.log(md);
   await writeReliabilitySection('r1', 'R1 — kill -9 a worker, then an API process, mid-load', 'npm run build && flock -s /tmp/voicenote-services.lock node --import tsx bench/reliability/r1-kill9.ts', md);
   console.log(`logs in ${cluster.runDir}`);
-} finally {
-  await cluster.stopAll();
-  await telegram.close();
-  await audio.server.close();
-}
+});

@@ -5,16 +5,15 @@
  *   npm run build && flock -s /tmp/voicenote-services.lock node --import tsx bench/reliability/r2-flaky-platform.ts
  */
 import { randomBytes } from 'node:crypto';
-import { createAccount, duplicates, freshDatabase, lostMessages, sendLoad, startAudio, startCluster, startFakeTelegram, waitSettled, writeReliabilitySection } from './cluster.js';
+import { createAccount } from './cluster.js';
+import { duplicates, lostMessages, sendLoad, waitSettled } from './load.js';
+import { writeReliabilitySection } from './report.js';
+import { withCluster } from './run.js';
 
 const MESSAGES = Number(process.env.REL_MESSAGES ?? 300);
 const RETRY_AFTER_S = 3;
 const run = randomBytes(4).toString('hex');
-await freshDatabase();
-const telegram = await startFakeTelegram({ serverError: 0.3, rateLimited: 0.1, retryAfterSeconds: RETRY_AFTER_S, hang: 0.05 });
-const audio = await startAudio();
-const cluster = await startCluster({ telegramApiRoot: telegram.apiRoot });
-try {
+await withCluster({ faults: { serverError: 0.3, rateLimited: 0.1, retryAfterSeconds: RETRY_AFTER_S, hang: 0.05 } }, async ({ cluster, telegram, audio }) => {
   for (const [name, kind] of [['api-1', 'api'], ['api-2', 'api'], ['worker-1', 'worker'], ['worker-2', 'worker']] as const) await cluster.start(name, kind);
   const { liveKey } = createAccount(cluster);
   const t0 = Date.now();
@@ -79,8 +78,4 @@ Verdict: ${(settled.byStatus.delivered ?? 0) === lost.accepted ? '100 % delivere
   console.log(md);
   await writeReliabilitySection('r2', 'R2 — a flaky platform', 'npm run build && flock -s /tmp/voicenote-services.lock node --import tsx bench/reliability/r2-flaky-platform.ts', md);
   console.log(`logs in ${cluster.runDir}`);
-} finally {
-  await cluster.stopAll();
-  await telegram.close();
-  await audio.server.close();
-}
+});

@@ -9,7 +9,11 @@ import { execSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { readdirSync } from 'node:fs';
 import { Redis } from 'ioredis';
-import { createAccount, duplicates, freshDatabase, lostMessages, query, sendLoad, sleep, startAudio, startCluster, startFakeTelegram, waitSettled, writeReliabilitySection } from './cluster.js';
+import { createAccount, sleep } from './cluster.js';
+import { duplicates, lostMessages, sendLoad, waitSettled } from './load.js';
+import { query } from './postgres.js';
+import { writeReliabilitySection } from './report.js';
+import { withCluster } from './run.js';
 
 const PG_VERSION = readdirSync('/etc/postgresql')[0]!;
 const REDIS_START =
@@ -42,11 +46,8 @@ async function ensureServices(): Promise<void> {
 }
 
 const run = randomBytes(4).toString('hex');
-await freshDatabase();
-const telegram = await startFakeTelegram();
-const audio = await startAudio();
-const cluster = await startCluster({ telegramApiRoot: telegram.apiRoot });
-try {
+// Whatever happened, PostgreSQL and Redis run again before the processes stop and after.
+await withCluster({ beforeStop: ensureServices, afterStop: ensureServices }, async ({ cluster, telegram, audio }) => {
   for (const [name, kind] of [['api-1', 'api'], ['api-2', 'api'], ['worker-1', 'worker']] as const) await cluster.start(name, kind);
   const { liveKey } = createAccount(cluster);
   const t0 = Date.now();
@@ -108,10 +109,4 @@ Verdict: ${lost.missing === 0 && lost.unsettled === 0 ? '0 accepted lost' : 'ACC
   console.log(md);
   await writeReliabilitySection('r3', 'R3 — PostgreSQL restarted under load, then Redis', 'npm run build && flock -x -w 900 /tmp/voicenote-services.lock node --import tsx bench/reliability/r3-storage-restart.ts', md);
   console.log(`logs in ${cluster.runDir}`);
-} finally {
-  await ensureServices();
-  await cluster.stopAll();
-  await telegram.close();
-  await audio.server.close();
-  await ensureServices();
-}
+});

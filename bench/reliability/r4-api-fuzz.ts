@@ -9,7 +9,9 @@ import { request } from 'node:http';
 import fc from 'fast-check';
 import { fuzzRequest, type FuzzRequest } from '../../test/reliability/api-arbitraries.js';
 import { createResponseChecker } from '../../test/reliability/openapi-check.js';
-import { createAccount, freshDatabase, startAudio, startCluster, startFakeTelegram, writeReliabilitySection } from './cluster.js';
+import { createAccount } from './cluster.js';
+import { writeReliabilitySection } from './report.js';
+import { withCluster } from './run.js';
 
 const REQUESTS = Number(process.env.REL_REQUESTS ?? 10_000);
 
@@ -32,11 +34,7 @@ function send(base: string, req: FuzzRequest): Promise<{ status: number; content
   });
 }
 
-await freshDatabase();
-const telegram = await startFakeTelegram();
-const audio = await startAudio();
-const cluster = await startCluster({ telegramApiRoot: telegram.apiRoot, extraEnv: { SANDBOX_AUTO_SCAN_SECONDS: '1' } });
-try {
+await withCluster({ extraEnv: { SANDBOX_AUTO_SCAN_SECONDS: '1' } }, async ({ cluster, telegram, audio }) => {
   await cluster.start('api-1', 'api');
   const base = cluster.apis()[0]!;
   const { testKey, liveKey } = createAccount(cluster);
@@ -95,8 +93,4 @@ The check flags any 500, and another 5xx only where the operation does not docum
 shedding or storage away, documented for every operation). 429s are the per-key and per-IP limits doing their job.`;
   console.log(md);
   await writeReliabilitySection('r4', 'R4 — generated requests against the served OpenAPI document', 'npm run build && flock -s /tmp/voicenote-services.lock node --import tsx bench/reliability/r4-api-fuzz.ts', md);
-} finally {
-  await cluster.stopAll();
-  await telegram.close();
-  await audio.server.close();
-}
+});

@@ -10,7 +10,9 @@ import { readFile, writeFile } from 'node:fs/promises';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { ssrfTricks, startCanary } from '../../test/reliability/ssrf-corpus.js';
-import { createAccount, freshDatabase, sleep, startCluster, startFakeTelegram, writeReliabilitySection } from './cluster.js';
+import { createAccount, sleep } from './cluster.js';
+import { writeReliabilitySection } from './report.js';
+import { withCluster } from './run.js';
 
 const HOSTS = '/etc/hosts';
 const MARK = '# voicenote r5-ssrf (temporary)';
@@ -40,10 +42,16 @@ const restoreHosts = async () => {
   await writeFile(HOSTS, now.split('\n').filter((l) => !l.includes(MARK)).join('\n'));
 };
 
-await freshDatabase();
-const telegram = await startFakeTelegram();
-const cluster = await startCluster({ telegramApiRoot: telegram.apiRoot, extraEnv: { AUDIO_ALLOW_PRIVATE_URLS: 'false', SANDBOX_LATENCY_MS: '0' } });
-try {
+const options = {
+  extraEnv: { AUDIO_ALLOW_PRIVATE_URLS: 'false', SANDBOX_LATENCY_MS: '0' },
+  beforeStop: restoreHosts,
+  afterStop: async () => {
+    await canary.close();
+    await canary6?.close();
+    redirector.close();
+  },
+};
+await withCluster(options, async ({ cluster }) => {
   await cluster.start('api-1', 'api');
   await cluster.start('worker-1', 'worker');
   const base = cluster.apis()[0]!;
@@ -103,11 +111,4 @@ this machine, which is internal. That every hop of a redirect chain from a publi
 tested in \`test/audio-ssrf.test.ts\` (a stand-in public host and a resolver that lies).`;
   console.log(md);
   await writeReliabilitySection('r5', 'R5 — SSRF corpus', 'npm run build && flock -s /tmp/voicenote-services.lock node --import tsx bench/reliability/r5-ssrf.ts', md);
-} finally {
-  await restoreHosts();
-  await cluster.stopAll();
-  await telegram.close();
-  await canary.close();
-  await canary6?.close();
-  redirector.close();
-}
+});

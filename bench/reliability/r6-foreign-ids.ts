@@ -4,13 +4,11 @@
  *   npm run build && flock -s /tmp/voicenote-services.lock node --import tsx bench/reliability/r6-foreign-ids.ts
  */
 import { callWithForeignIds, type Owned } from '../../test/reliability/cross-tenant.js';
-import { createAccount, freshDatabase, startAudio, startCluster, startFakeTelegram, writeReliabilitySection } from './cluster.js';
+import { createAccount } from './cluster.js';
+import { writeReliabilitySection } from './report.js';
+import { withCluster } from './run.js';
 
-await freshDatabase();
-const telegram = await startFakeTelegram();
-const audio = await startAudio();
-const cluster = await startCluster({ telegramApiRoot: telegram.apiRoot, extraEnv: { SANDBOX_AUTO_SCAN_SECONDS: '0' } });
-try {
+await withCluster({ extraEnv: { SANDBOX_AUTO_SCAN_SECONDS: '0' } }, async ({ cluster, telegram, audio }) => {
   await cluster.start('api-1', 'api');
   const base = cluster.apis()[0]!;
   const caller = {
@@ -81,8 +79,4 @@ try {
 ${[...r1.others, ...r2.others].length ? `Not 404:\n\n${[...r1.others, ...r2.others].map((o) => `- ${o}`).join('\n')}` : 'Every call was a 404.'}`;
   console.log(md);
   await writeReliabilitySection('r6', 'R6 — ids of another account or environment', 'npm run build && flock -s /tmp/voicenote-services.lock node --import tsx bench/reliability/r6-foreign-ids.ts', md);
-} finally {
-  await cluster.stopAll();
-  await telegram.close();
-  await audio.server.close();
-}
+});

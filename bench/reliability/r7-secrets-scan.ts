@@ -13,14 +13,14 @@ import { readdir, readFile, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describeSecret, filesUnder, scanFiles } from '../../test/reliability/secret-scan.js';
-import { createAccount, freshDatabase, PG_DB, query, sleep, startAudio, startCluster, startFakeTelegram, waitSettled, writeReliabilitySection } from './cluster.js';
+import { createAccount, sleep } from './cluster.js';
+import { waitSettled } from './load.js';
+import { PG_DB, query } from './postgres.js';
+import { writeReliabilitySection } from './report.js';
+import { withCluster } from './run.js';
 
 const started = Date.now();
-await freshDatabase();
-const telegram = await startFakeTelegram();
-const audio = await startAudio();
-const cluster = await startCluster({ telegramApiRoot: telegram.apiRoot, extraEnv: { SANDBOX_LATENCY_MS: '0' } });
-try {
+await withCluster({ extraEnv: { SANDBOX_LATENCY_MS: '0' } }, async ({ cluster, telegram, audio }) => {
   await cluster.start('api-1', 'api');
   await cluster.start('worker-1', 'worker');
   const base = cluster.apis()[0]!;
@@ -83,8 +83,4 @@ Not covered here: WhatsApp keys (a live WhatsApp session needs the real WhatsApp
 secrets-in-logs test checks them sealed at rest with a fake socket).`;
   console.log(md);
   await writeReliabilitySection('r7', 'R7 — secrets at rest', 'npm run build && flock -s /tmp/voicenote-services.lock node --import tsx bench/reliability/r7-secrets-scan.ts', md);
-} finally {
-  await cluster.stopAll();
-  await telegram.close();
-  await audio.server.close();
-}
+});

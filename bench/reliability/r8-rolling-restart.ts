@@ -5,15 +5,14 @@
  *   npm run build && flock -s /tmp/voicenote-services.lock node --import tsx bench/reliability/r8-rolling-restart.ts
  */
 import { randomBytes } from 'node:crypto';
-import { createAccount, duplicates, freshDatabase, lostMessages, sendLoad, sleep, startAudio, startCluster, startFakeTelegram, waitSettled, writeReliabilitySection } from './cluster.js';
+import { createAccount, sleep } from './cluster.js';
+import { duplicates, lostMessages, sendLoad, waitSettled } from './load.js';
+import { writeReliabilitySection } from './report.js';
+import { withCluster } from './run.js';
 
 const MESSAGES = Number(process.env.REL_MESSAGES ?? 2_000);
 const run = randomBytes(4).toString('hex');
-await freshDatabase();
-const telegram = await startFakeTelegram();
-const audio = await startAudio();
-const cluster = await startCluster({ telegramApiRoot: telegram.apiRoot });
-try {
+await withCluster({}, async ({ cluster, telegram, audio }) => {
   for (const [name, kind] of [['api-1', 'api'], ['api-2', 'api'], ['worker-1', 'worker'], ['worker-2', 'worker']] as const) await cluster.start(name, kind);
   const { liveKey } = createAccount(cluster);
   const t0 = Date.now();
@@ -61,8 +60,4 @@ Verdict: ${lost.missing === 0 && lost.unsettled === 0 ? '0 lost' : 'MESSAGES LOS
   console.log(md);
   await writeReliabilitySection('r8', 'R8 — rolling restart under load', 'npm run build && flock -s /tmp/voicenote-services.lock node --import tsx bench/reliability/r8-rolling-restart.ts', md);
   console.log(`logs in ${cluster.runDir}`);
-} finally {
-  await cluster.stopAll();
-  await telegram.close();
-  await audio.server.close();
-}
+});

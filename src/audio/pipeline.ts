@@ -4,7 +4,6 @@ import type { LookupFunction } from 'node:net';
 import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
 import { AUDIO_CACHE_DIR, AudioCache, type AudioLogger, type CacheEntry, type SourceFacts } from './cache.js';
-import type { AudioMetrics } from '../metrics/metrics.js';
 import { AudioError } from './errors.js';
 import { FfmpegRunner } from './ffmpeg.js';
 import { createAudioAgent, fetchAudio, type FetchedSource } from './fetch.js';
@@ -12,6 +11,15 @@ import { detectSource, type SourceInfo } from './probe.js';
 import { DEFAULT_MAX_SOURCE_BYTES, type AudioFormat, type AudioProfile, type AudioTarget } from './targets.js';
 import { convertAudio } from './transcode.js';
 import type { AddressPolicy } from './url-check.js';
+
+/**
+ * What the pipeline reports, for metrics: cache lookups and conversions actually run. Declared here,
+ * where it is called; the metrics module implements it and app.ts passes it in.
+ */
+export interface AudioMetrics {
+  cacheLookup(hit: boolean): void;
+  converted(format: string, seconds: number): void;
+}
 
 export interface AudioPipelineOptions {
   dataDir: string;

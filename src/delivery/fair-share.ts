@@ -15,11 +15,8 @@
  * and within one account round-robin across its senders.
  */
 
-/**
- * An account's default hard cap, in percent of a process's slots: a lone bulk sender keeps most of the
- * throughput (32 slots: 24 for it, 8 that any other account finds free at once).
- */
-export const DEFAULT_ACCOUNT_SHARE_PERCENT = 75;
+// The default lives with the configuration (a lower layer), which reads WORKER_ACCOUNT_SHARE.
+export { DEFAULT_ACCOUNT_SHARE_PERCENT } from '../config.js';
 
 /** The most slots of `slots` one account may hold (`sharePercent` of them, at least one). */
 export function accountCap(slots: number, sharePercent: number): number {

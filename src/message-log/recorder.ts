@@ -4,9 +4,9 @@ import type { MessageRow } from '../store/messages.js';
 import type { Db } from '../store/db.js';
 import { outcomeBatchOf } from '../store/outcome-batch.js';
 import { insertAttempt, saveAudio } from '../store/message-log.js';
-import { newRowId } from '../webhooks/ids.js';
+import { newRowId } from '../core/webhook-ids.js';
 import { whatsappMessageId } from '../platforms/whatsapp/adapter.js';
-import { savePlatformMessageId } from './receipts.js';
+import { savePlatformMessageId } from '../store/receipts.js';
 
 /** What an attempt came to, as the message log names it. */
 export type AttemptOutcome = 'delivered' | 'retry' | 'failed' | 'handed_back';

@@ -2,7 +2,7 @@ import { stat } from 'node:fs/promises';
 import type { Kysely } from 'kysely';
 import { cachedAudioFile } from '../audio/cache.js';
 import { profileOfSent, type AudioFormat } from '../audio/targets.js';
-import { messageStatusView } from '../api/views.js';
+import { messageStatusView } from '../core/public-views.js';
 import { findAttempts, findAudio, findReceipts, listMessages, type MessageAudioRow, type Owner } from '../store/message-log.js';
 import { parseLogQuery, type LogQueryInput } from './query.js';
 import { findMessage, type MessageRow } from '../store/messages.js';

@@ -1,19 +1,13 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { Logger } from 'pino';
-import type { AttemptRecorder } from '../delivery/worker.js';
+import type { AudioMetrics } from '../audio/pipeline.js';
+import type { DeliveryMetrics } from '../delivery/attempt-metrics.js';
 import type { Db } from '../store/db.js';
 import { queueSnapshot, whatsappSessionCounts, type QueueSnapshot } from './store-gauges.js';
 
-/** What the delivery worker reports about each attempt (one call per attempt, wherever it ended). */
-export interface DeliveryMetrics {
-  attemptEnded(attempt: { platform: string; env: string; outcome: 'delivered' | 'retry' | 'failed'; code: string | null; seconds: number }): void;
-}
-
-/** What the audio pipeline reports: cache lookups and conversions actually run. */
-export interface AudioMetrics {
-  cacheLookup(hit: boolean): void;
-  converted(format: string, seconds: number): void;
-}
+// The hooks the worker and the audio pipeline call are declared where they are called; this module
+// implements them (from above: it imports their types, never the other way round).
+export type { AudioMetrics, DeliveryMetrics };
 
 /** What the HTTP layer reports once a response has gone out. */
 export interface HttpMetrics {
@@ -163,23 +157,6 @@ export function createMetrics(options: { db: Db; logger: Logger; now?: () => num
     },
     converted(format, seconds) {
       conversionSeconds.observe({ format }, seconds);
-    },
-  };
-}
-
-/** The worker's attempt recorder, with every attempt also counted and timed for Prometheus. */
-export function withAttemptMetrics(recorder: AttemptRecorder, metrics: DeliveryMetrics): AttemptRecorder {
-  return {
-    ...recorder,
-    attemptEnded(message, attempt) {
-      metrics.attemptEnded({
-        platform: message.platform,
-        env: message.env,
-        outcome: attempt.error === null ? 'delivered' : attempt.retryAt !== null ? 'retry' : 'failed',
-        code: attempt.error?.code ?? null,
-        seconds: Math.max(0, attempt.endedAt - attempt.startedAt) / 1000,
-      });
-      return recorder.attemptEnded(message, attempt);
     },
   };
 }

@@ -1,6 +1,11 @@
+import type { Redis } from 'ioredis';
+import type { Logger } from 'pino';
 import type { AudioTarget } from '../audio/targets.js';
-import type { Services } from '../services.js';
+import type { Config } from '../config.js';
+import type { Db } from '../store/db.js';
 import type { Violation } from './rules.js';
+import type { LiveWhatsapp } from './whatsapp/live.js';
+import type { WhatsappSessions } from './whatsapp/sessions.js';
 
 /** Why a delivery failed, as `error.code` on the message (README, "Live delivery"). */
 export type FailureCode =
@@ -106,9 +111,27 @@ export interface AcceptProblem {
   details: Record<string, unknown>;
 }
 
+/**
+ * The part of the process's shared services that platforms use. Declared here, where it is consumed, so
+ * platforms need not know the services of the layers above them; app.ts passes its services, which have
+ * all of these (and more).
+ */
+export interface PlatformServices {
+  config: Config;
+  db: Db;
+  /** The shared Redis, when REDIS_URL is set (pacing that spans processes). */
+  redis: Redis | undefined;
+  /** The key prefix every Redis counter of this app carries. */
+  redisKeyPrefix: string | undefined;
+  logger: Logger;
+  whatsappSessions: WhatsappSessions;
+  /** Live WhatsApp sockets held by this process. */
+  whatsappLive: LiveWhatsapp;
+}
+
 /** What a platform's adapters are built from: the process's shared services, and tests' timings by platform name. */
 export interface PlatformContext {
-  services: Services;
+  services: PlatformServices;
   /** Tests: per-platform timings (the platform reads and checks its own entry). */
   tuning: Readonly<Record<string, unknown>>;
 }
@@ -139,7 +162,7 @@ export interface PlatformDefinition {
    */
   senderKey?(session: PlatformSession): string;
   /** Checks at accept time that need storage (a linked session that must be connected, say). */
-  checkAtAccept?(session: PlatformSession, owner: Owner, services: Services): Promise<AcceptProblem | null>;
+  checkAtAccept?(session: PlatformSession, owner: Owner, services: PlatformServices): Promise<AcceptProblem | null>;
   /**
    * The process-affinity key of a message (a resource whose connection lives in one process): only the
    * process holding it takes the message. Null or absent: any process.

@@ -1,7 +1,7 @@
 import type { Kysely } from 'kysely';
-import { messageStatusView } from '../api/views.js';
-import { enqueueEvent } from '../webhooks/events.js';
-import { dbNow } from './db.js';
+import { messageStatusView } from '../core/public-views.js';
+import { dbNow } from './dialect.js';
+import { enqueueEvent } from './webhook-outbox.js';
 import type { MessageRow } from './messages.js';
 import type { Database } from './schema.js';
 

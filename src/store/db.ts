@@ -1,14 +1,16 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import SqliteDatabase from 'better-sqlite3';
-import { Kysely, Migrator, PostgresAdapter, PostgresDialect, sql, type Migration, type MigrationProvider, type RawBuilder, type SqliteDialectConfig } from 'kysely';
+import { Kysely, Migrator, PostgresDialect, sql, type Migration, type MigrationProvider, type SqliteDialectConfig } from 'kysely';
 import pg from 'pg';
 import type { Database } from './schema.js';
+import type { Dialect } from './dialect.js';
 import { DurableSqliteDialect, WalFlusher, WriteTracker } from './sqlite-durable.js';
 import type { HotPath } from './hot-path.js';
 import { PostgresHotPath } from './hot-path-postgres.js';
 import { SqliteHotPath } from './hot-path-sqlite.js';
 import { WalCheckpointer } from './sqlite-checkpointer.js';
+import { SQLITE_BUSY_TIMEOUT_MS } from './sqlite-lock-wait.js';
 import * as initial from './migrations/001_initial.js';
 import * as whatsappKeys from './migrations/002_whatsapp_keys.js';
 import * as messageRoute from './migrations/003_message_route.js';
@@ -24,7 +26,8 @@ import * as whatsappSentMessages from './migrations/012_whatsapp_sent_messages.j
 import * as sendAtCancel from './migrations/013_send_at_cancel.js';
 import * as sendingRhythm from './migrations/014_sending_rhythm.js';
 
-export type Dialect = 'sqlite' | 'postgres';
+// The dialect and the database's clock live in dialect.ts (queries import it without importing this).
+export { dbNow, type Dialect } from './dialect.js';
 
 export interface Db {
   kysely: Kysely<Database>;
@@ -54,6 +57,11 @@ export interface OpenDbOptions {
   backgroundCheckpoints?: { onError(message: string): void };
   /** PostgreSQL connections this process may open (DATABASE_POOL_SIZE); default 10. */
   poolSize?: number;
+  /**
+   * Benchmarks only: SQLite's busy_timeout, the longest one statement waits for a lock ON the event loop
+   * (default SQLITE_BUSY_TIMEOUT_MS; longer waits happen between tries, off it: sqlite-lock-wait.ts).
+   */
+  sqliteBusyTimeoutMs?: number;
 }
 
 /** The embedded database's file name inside DATA_DIR. */
@@ -129,13 +137,15 @@ export async function openDb(options: OpenDbOptions): Promise<Db> {
   // DurableSqliteDialect, which does it off the event loop, shared by the commits made meanwhile, and
   // still before any write's promise resolves (sqlite-durable.ts). Measured in BENCHMARKS.md.
   database.pragma('synchronous = NORMAL');
-  database.pragma('busy_timeout = 5000');
+  // Waits for another process's write lock block the event loop only this long; longer ones happen
+  // between tries, asynchronously (sqlite-lock-wait.ts).
+  database.pragma(`busy_timeout = ${options.sqliteBusyTimeoutMs ?? SQLITE_BUSY_TIMEOUT_MS}`);
   database.pragma('foreign_keys = ON');
   database.pragma(`cache_size = ${SQLITE_CACHE_SIZE}`);
   const tracker = new WriteTracker();
   const flusher = new WalFlusher(file);
   const statements = withStatementCache(database, tracker);
-  const dialect = new DurableSqliteDialect({ database: statements }, tracker, flusher);
+  const dialect = new DurableSqliteDialect({ database: statements }, tracker, flusher, { inTransaction: () => database.inTransaction });
   const kysely = new Kysely<Database>({ dialect });
   const hotPath = new SqliteHotPath({ kysely, writer: database, prepare: statements.prepare, file });
   const checkpointer = options.backgroundCheckpoints ? new WalCheckpointer({ file, writer: database, onError: options.backgroundCheckpoints.onError }) : undefined;
@@ -202,15 +212,4 @@ async function currentSchema(db: Db): Promise<string | undefined> {
 /** Storage answers at all (readiness). */
 export async function ping(db: Db): Promise<void> {
   await sql`select 1`.execute(db.kysely);
-}
-
-/**
- * The database's clock, in epoch ms, as an SQL expression: leases, claims and due times are computed on
- * it, so processes whose own clocks disagree still agree. (clock_timestamp, not now(): now() is frozen at
- * the start of a transaction.) The dialect is read from the connection, so transactions work alike.
- */
-export function dbNow(db: Kysely<any>): RawBuilder<number> {
-  return db.getExecutor().adapter instanceof PostgresAdapter
-    ? sql<number>`(extract(epoch from clock_timestamp()) * 1000)::bigint`
-    : sql<number>`cast(unixepoch('subsec') * 1000 as integer)`;
 }

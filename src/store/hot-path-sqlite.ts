@@ -4,6 +4,7 @@ import type { Database } from './schema.js';
 import type { MessageRow } from './messages.js';
 import { itemResult, TurnBatch, type ItemResult } from './turn-batch.js';
 import { IDEMPOTENCY_TTL_MS, type IdempotencyRow } from './idempotency.js';
+import { inWriteTransaction as withWriteLock } from './sqlite-lock-wait.js';
 import {
   IDEMPOTENCY_COLUMNS,
   idempotencyValues,
@@ -95,8 +96,10 @@ export class SqliteHotPath implements HotPath {
     };
     this.#sends = new TurnBatch(
       // Holding the connection through Kysely: no Kysely transaction is open meanwhile, and the release
-      // flushes the WAL (sqlite-durable.ts) before this resolves.
-      (sends) => kysely.connection().execute(async () => inWriteTransaction(sends)),
+      // flushes the WAL (sqlite-durable.ts) before this resolves. The batch runs once the write lock is
+      // in hand, waited for off the event loop and without the connection while another process holds
+      // it (sqlite-lock-wait.ts); the transaction functions above run as savepoints of that transaction.
+      (sends) => withWriteLock(writer, (inside) => kysely.connection().execute(inside), () => inWriteTransaction(sends)),
       { maxItems: MAX_BATCH, maxInFlight: SEND_BATCHES_IN_FLIGHT },
     );
     const inReadTransaction = this.#reader.transaction((lookups: StatusLookup[]) => {

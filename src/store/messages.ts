@@ -1,8 +1,8 @@
 import type { AliasableExpression, ExpressionBuilder, Kysely, SelectQueryBuilder } from 'kysely';
-import { dbNow, type Dialect } from './db.js';
+import { dbNow, type Dialect } from './dialect.js';
 import type { Database, MessagesTable } from './schema.js';
 import { recordOutcome } from './usage.js';
-import { recordSettlementEvents } from '../webhooks/events.js';
+import { recordSettlementEvents } from './webhook-outbox.js';
 
 export type MessageRow = MessagesTable;
 

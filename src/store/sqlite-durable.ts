@@ -1,7 +1,9 @@
 import { open, type FileHandle } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import type SqliteDatabase from 'better-sqlite3';
-import { SqliteDialect, SqliteDriver, type Driver, type SqliteDialectConfig } from 'kysely';
+import { CompiledQuery, SqliteDialect, SqliteDriver, type DatabaseConnection, type Driver, type QueryResult, type SqliteDialectConfig } from 'kysely';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { retryWhileBusy } from './sqlite-lock-wait.js';
 
 /**
  * Group commit for SQLite, with the guarantee of `synchronous = FULL` kept.
@@ -109,13 +111,16 @@ export class WalFlusher {
   }
 }
 
+const BEGIN = /^\s*begin\b/i;
+
 /** Notes whether the connection ran a statement that changes the database since it was last asked. */
 export class WriteTracker {
   #wrote = false;
 
   /** Called with each statement as it is prepared (Kysely prepares a statement right before it runs it). */
   note(statement: SqliteDatabase.Statement): void {
-    if (!statement.readonly) this.#wrote = true;
+    // BEGIN IMMEDIATE counts as a write for SQLite (it takes the write lock) but writes nothing itself.
+    if (!statement.readonly && !BEGIN.test(statement.source)) this.#wrote = true;
   }
 
   take(): boolean {
@@ -125,14 +130,69 @@ export class WriteTracker {
   }
 }
 
+/** What the driver needs to know of the connection to wait for locks off the event loop (sqlite-lock-wait.ts). */
+export interface LockWaitOptions {
+  /** The connection is inside a transaction (better-sqlite3's `inTransaction`). */
+  inTransaction(): boolean;
+}
+
+/**
+ * Kysely's one connection, with statements outside a transaction tried again, after a pause without
+ * the connection, when another process holds the write lock (a busy statement of its own did nothing).
+ * Statements inside a transaction are not: the transaction began with the write lock in hand.
+ */
+class LockWaitingConnection implements DatabaseConnection {
+  constructor(
+    readonly inner: DatabaseConnection,
+    readonly inTransaction: () => boolean,
+    readonly pause: (ms: number) => Promise<void>,
+  ) {}
+
+  executeQuery<R>(query: CompiledQuery): Promise<QueryResult<R>> {
+    if (this.inTransaction()) return this.inner.executeQuery<R>(query);
+    return retryWhileBusy(() => this.inner.executeQuery<R>(query), { pause: this.pause });
+  }
+
+  streamQuery<R>(query: CompiledQuery, chunkSize?: number): AsyncIterableIterator<QueryResult<R>> {
+    return this.inner.streamQuery<R>(query, chunkSize);
+  }
+}
+
 class DurableSqliteDriver extends SqliteDriver {
   readonly #tracker: WriteTracker;
   readonly #flusher: WalFlusher;
+  readonly #lockWait: LockWaitOptions | undefined;
 
-  constructor(config: SqliteDialectConfig, tracker: WriteTracker, flusher: WalFlusher) {
+  constructor(config: SqliteDialectConfig, tracker: WriteTracker, flusher: WalFlusher, lockWait?: LockWaitOptions) {
     super(config);
     this.#tracker = tracker;
     this.#flusher = flusher;
+    this.#lockWait = lockWait;
+  }
+
+  override async acquireConnection(): Promise<DatabaseConnection> {
+    const connection = await super.acquireConnection();
+    return this.#lockWait ? new LockWaitingConnection(connection, this.#lockWait.inTransaction, (ms) => this.#pauseWithoutConnection(ms)) : connection;
+  }
+
+  override async beginTransaction(connection: DatabaseConnection): Promise<void> {
+    // The write lock first (IMMEDIATE): a transaction that has it never waits for another writer midway,
+    // and one that cannot have it yet has done nothing, so it simply begins again a little later.
+    const direct = connection instanceof LockWaitingConnection ? connection.inner : connection;
+    await retryWhileBusy(() => direct.executeQuery(CompiledQuery.raw('begin immediate')), { pause: (ms) => this.#pauseWithoutConnection(ms) });
+  }
+
+  /**
+   * Between two tries for the lock: the connection is free meanwhile (nothing of ours is open on it),
+   * so this process's reads, and writes that find the lock free, go on.
+   */
+  async #pauseWithoutConnection(ms: number): Promise<void> {
+    await super.releaseConnection();
+    try {
+      await sleep(ms);
+    } finally {
+      await super.acquireConnection();
+    }
   }
 
   override async releaseConnection(): Promise<void> {
@@ -149,15 +209,17 @@ export class DurableSqliteDialect extends SqliteDialect {
   readonly #config: SqliteDialectConfig;
   readonly #tracker: WriteTracker;
   readonly #flusher: WalFlusher;
+  readonly #lockWait: LockWaitOptions | undefined;
 
-  constructor(config: SqliteDialectConfig, tracker: WriteTracker, flusher: WalFlusher) {
+  constructor(config: SqliteDialectConfig, tracker: WriteTracker, flusher: WalFlusher, lockWait?: LockWaitOptions) {
     super(config);
     this.#config = config;
     this.#tracker = tracker;
     this.#flusher = flusher;
+    this.#lockWait = lockWait;
   }
 
   override createDriver(): Driver {
-    return new DurableSqliteDriver(this.#config, this.#tracker, this.#flusher);
+    return new DurableSqliteDriver(this.#config, this.#tracker, this.#flusher, this.#lockWait);
   }
 }

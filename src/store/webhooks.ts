@@ -1,5 +1,5 @@
 import { sql, type Kysely, type RawBuilder } from 'kysely';
-import type { Dialect } from './db.js';
+import type { Dialect } from './dialect.js';
 import type { Database, WebhookAttemptsTable, WebhookDeliveriesTable, WebhookEndpointsTable, WebhookEventsTable } from './schema.js';
 
 export type WebhookEndpointRow = WebhookEndpointsTable;

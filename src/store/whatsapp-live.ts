@@ -1,6 +1,6 @@
 import type { Kysely } from 'kysely';
 import { claimAffinity, dropAffinity, lockHeldAffinity, releaseAffinity, renewAffinities } from './affinity.js';
-import { recordSessionStatusChange } from '../webhooks/events.js';
+import { recordSessionStatusChange } from './webhook-outbox.js';
 import type { Database } from './schema.js';
 import type { WhatsappSessionRow, WhatsappSessionStatus } from './whatsapp-sessions.js';
 import { forgetSentMessages } from './whatsapp-sent-messages.js';

@@ -1,6 +1,6 @@
 import type { Kysely } from 'kysely';
 import type { Database, WhatsappSessionsTable } from './schema.js';
-import { recordSessionStatusChange } from '../webhooks/events.js';
+import { recordSessionStatusChange } from './webhook-outbox.js';
 
 export type WhatsappSessionRow = WhatsappSessionsTable;
 export type WhatsappSessionStatus = 'qr_pending' | 'connected' | 'disconnected' | 'qr_expired';

@@ -1,5 +1,5 @@
 import { createStoredAuthState } from '../auth-state.js';
-import { recordWhatsappStatusUpdates } from '../../../message-log/receipts.js';
+import { recordWhatsappStatusUpdates } from '../receipts.js';
 import { endLiveSession, releaseLease } from '../../../store/whatsapp-live.js';
 import { transitionWhatsappSession } from '../../../store/whatsapp-sessions.js';
 import { DISCONNECT, disconnectCode, phoneOfJid, type AuthCreds, type ConnectionUpdate, type WhatsappSocket } from '../socket.js';

@@ -1,0 +1,62 @@
+/**
+ * The public shapes of a message and of a WhatsApp session: exactly the fields the API shows. They live
+ * at the bottom of the import order because every layer shows them: the API answers with them, the
+ * store's webhook outbox puts them in event bodies, and the message log builds on them. The inputs are
+ * the columns each shape reads, so any row that has them will do.
+ */
+
+/** Epoch milliseconds as the API writes times: ISO 8601 in UTC. */
+export const iso = (ms: number): string => new Date(Number(ms)).toISOString();
+const isoOrNull = (ms: number | null): string | null => (ms === null ? null : iso(ms));
+
+/** The columns of a message that its status lookup shows. */
+export interface MessageStatusFields {
+  id: string;
+  status: string;
+  platform: string;
+  recipient: string;
+  created_at: number;
+  delivered_at: number | null;
+  error_code: string | null;
+  error_message: string | null;
+}
+
+/** The columns of a WhatsApp session that its views show. */
+export interface WhatsappSessionFields {
+  id: string;
+  status: string;
+  phone_number: string | null;
+  created_at: number;
+  last_connected_at: number | null;
+}
+
+export const sentMessageView = (row: Pick<MessageStatusFields, 'id' | 'status' | 'platform' | 'recipient' | 'created_at'>) => ({
+  id: row.id,
+  status: row.status,
+  platform: row.platform,
+  recipient: row.recipient,
+  created_at: iso(row.created_at),
+});
+
+export const messageStatusView = (row: MessageStatusFields) => ({
+  ...sentMessageView(row),
+  delivered_at: row.status === 'delivered' ? isoOrNull(row.delivered_at) : null,
+  // An error kept from a retried attempt stays internal until the message has failed for good.
+  error: row.status === 'failed' ? { code: row.error_code ?? 'platform_error', message: row.error_message ?? 'delivery failed' } : null,
+});
+
+export const whatsappSessionView = (row: WhatsappSessionFields) => ({
+  session_id: row.id,
+  status: row.status,
+  phone_number: row.phone_number,
+  created_at: iso(row.created_at),
+  last_connected_at: isoOrNull(row.last_connected_at),
+});
+
+export const whatsappSessionListItemView = (row: WhatsappSessionFields) => ({
+  id: row.id,
+  phone_number: row.phone_number,
+  status: row.status,
+  created_at: iso(row.created_at),
+  last_connected_at: isoOrNull(row.last_connected_at),
+});

@@ -1,0 +1,105 @@
+import { sql, type Kysely } from 'kysely';
+import { messageStatusView, whatsappSessionView } from '../core/public-views.js';
+import { newWebhookEventId } from '../core/webhook-ids.js';
+import type { Database, MessagesTable, WhatsappSessionsTable } from './schema.js';
+import { subscribesTo } from './webhooks.js';
+
+/** What an endpoint can subscribe to. */
+export const WEBHOOK_EVENT_TYPES = [
+  'voice_note.delivered',
+  'voice_note.failed',
+  'voice_note.canceled',
+  'voice_note.read',
+  'voice_note.played',
+  'whatsapp_session.updated',
+] as const;
+export type WebhookEventType = (typeof WEBHOOK_EVENT_TYPES)[number];
+export const isWebhookEventType = (value: string): value is WebhookEventType => (WEBHOOK_EVENT_TYPES as readonly string[]).includes(value);
+
+/** The body every delivery of an event sends: `{"type", "timestamp", "data"}`. */
+export function eventBody(type: WebhookEventType, at: number, data: unknown): string {
+  return JSON.stringify({ type, timestamp: new Date(at).toISOString(), data });
+}
+
+export interface NewEvent {
+  accountId: string;
+  env: string;
+  type: WebhookEventType;
+  data: unknown;
+  /** The time the event reports. */
+  at: number;
+  /** Held back until then (default: at once). */
+  availableAt?: number;
+  /** Only to this endpoint (a test event); it must exist. */
+  endpointId?: string;
+}
+
+/**
+ * Puts an event in the outbox, in the caller's transaction, so it is written exactly when what it
+ * reports is. One statement, and no row at all when no endpoint of the account and environment
+ * subscribes to the type: an account without webhooks pays one indexed look-up per event.
+ */
+export async function enqueueEvent(db: Kysely<Database>, event: NewEvent): Promise<void> {
+  const now = Date.now();
+  const id = newWebhookEventId(event.at);
+  const payload = eventBody(event.type, event.at, event.data);
+  const availableAt = event.availableAt ?? now;
+  await sql`
+    insert into webhook_events (id, account_id, env, type, payload, endpoint_id, available_at, created_at)
+    select ${id}, ${event.accountId}, ${event.env}, ${event.type}, ${payload}, ${event.endpointId ?? null},
+           cast(${availableAt} as bigint), cast(${now} as bigint)
+    from webhook_endpoints
+    where account_id = ${event.accountId} and env = ${event.env} and ${subscribesTo(event.type)}
+      ${event.endpointId ? sql`and id = ${event.endpointId}` : sql``}
+    limit 1`.execute(db);
+}
+
+/** The status lookup of a message as it is once settled (the row passed in is the one claimed). */
+function settledView(message: MessagesTable, outcome: MessageSettlement): ReturnType<typeof messageStatusView> {
+  return messageStatusView({
+    ...message,
+    status: outcome.status,
+    delivered_at: outcome.status === 'delivered' ? outcome.at : null,
+    error_code: outcome.status === 'failed' ? outcome.errorCode : null,
+    error_message: outcome.status === 'failed' ? outcome.errorMessage : null,
+  });
+}
+
+export type MessageSettlement = { status: 'delivered'; at: number } | { status: 'failed'; at: number; errorCode: string; errorMessage: string };
+
+/** Sandbox WhatsApp recipients ending in 5 "listen": read, then played, these long after delivery. */
+export const SANDBOX_READ_AFTER_MS = 3_000;
+export const SANDBOX_PLAYED_AFTER_MS = 6_000;
+export const sandboxListens = (message: Pick<MessagesTable, 'env' | 'platform' | 'recipient'>): boolean =>
+  message.env === 'test' && message.platform === 'whatsapp' && message.recipient.endsWith('5');
+
+/**
+ * Called inside the transaction that settles a message: its voice_note.delivered / voice_note.failed
+ * event, and, for a sandbox recipient that "listens", the read and played receipts it will show
+ * (with their events held back until then). Written with the outcome, so none can be lost or doubled.
+ */
+export async function recordSettlementEvents(trx: Kysely<Database>, message: MessagesTable, outcome: MessageSettlement): Promise<void> {
+  const view = settledView(message, outcome);
+  const owner = { accountId: message.account_id, env: message.env };
+  await enqueueEvent(trx, { ...owner, type: outcome.status === 'delivered' ? 'voice_note.delivered' : 'voice_note.failed', data: view, at: outcome.at });
+  if (outcome.status !== 'delivered' || !sandboxListens(message)) return;
+  const plays = [
+    { kind: 'read', type: 'voice_note.read', at: outcome.at + SANDBOX_READ_AFTER_MS },
+    { kind: 'played', type: 'voice_note.played', at: outcome.at + SANDBOX_PLAYED_AFTER_MS },
+  ] as const;
+  for (const play of plays) {
+    await trx.insertInto('message_receipts').values({ message_id: message.id, kind: play.kind, at: play.at, source: 'sandbox' }).onConflict((oc) => oc.doNothing()).execute();
+    await enqueueEvent(trx, { ...owner, type: play.type, data: view, at: play.at, availableAt: play.at });
+  }
+}
+
+/** whatsapp_session.updated, with the session lookup as data; call it where a session's status moved. */
+export async function recordSessionUpdated(db: Kysely<Database>, session: WhatsappSessionsTable, at = Date.now()): Promise<void> {
+  await enqueueEvent(db, { accountId: session.account_id, env: session.env, type: 'whatsapp_session.updated', data: whatsappSessionView(session), at });
+}
+
+/** After a session's status moved: its whatsapp_session.updated event, with the session as it is now. */
+export async function recordSessionStatusChange(db: Kysely<Database>, sessionId: string, at = Date.now()): Promise<void> {
+  const session = await db.selectFrom('whatsapp_sessions').selectAll().where('id', '=', sessionId).executeTakeFirst();
+  if (session) await recordSessionUpdated(db, session, at);
+}
