@@ -5,6 +5,7 @@ import { authenticate, limitByIp } from './api/auth.js';
 import { ApiError, invalidRequest, registerErrorHandling, sendError } from './api/errors.js';
 import { registerHealthRoutes } from './api/health.js';
 import { registerRootRedirect } from './api/root.js';
+import { registerSampleRoute } from './api/samples.js';
 import { registerLoadShedding } from './api/load-shedding.js';
 import { requestIdOf } from './api/request-id.js';
 import { registerNulGuard } from './api/nul-guard.js';
@@ -140,6 +141,7 @@ export async function buildServer(services: Services, options: ServerOptions = {
   app.get(`${API_PREFIX}/openapi.json`, { schema: { hide: true }, onRequest: limitByIp(services) }, async () => app.swagger());
   registerHealthRoutes(app, services, () => draining);
   registerRootRedirect(app);
+  registerSampleRoute(app, limitByIp(services));
   if (services.config.metricsToken !== undefined) registerMetricsRoute(app, services.metrics, services.config.metricsToken);
 
   await app.register(
