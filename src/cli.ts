@@ -12,6 +12,7 @@ import { firstStartBanner } from './cli/first-start.js';
 import { ApiClient, Unreachable } from './cli/http.js';
 import { csvSummary, SendFailure, sendCsv, sendOne, type SendFields } from './cli/send.js';
 import { counted } from './cli/plural.js';
+import { packageVersion } from './package-info.js';
 import { noticeEmptyStorage, sqliteExists } from './cli/storage.js';
 import { migrate, openDb, type Db } from './store/db.js';
 import { checkSecretKey, SecretKeyMismatchError } from './store/key-check.js';
@@ -123,10 +124,6 @@ const accountView = (account: AccountRow) => {
   };
 };
 
-function packageVersion(): string {
-  const manifest = JSON.parse(fs.readFileSync(path.join(PACKAGE_ROOT, 'package.json'), 'utf8')) as { version?: string };
-  return manifest.version ?? '0.0.0';
-}
 
 function parseSeconds(value: string): number {
   if (!/^\d+(\.\d+)?$/.test(value) || Number(value) <= 0) throw new InvalidArgumentError('must be a number of seconds');
