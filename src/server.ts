@@ -6,6 +6,7 @@ import { registerHealthRoutes } from './api/health.js';
 import { registerRootRedirect } from './api/root.js';
 import { registerSampleRoute } from './api/samples.js';
 import { registerDocs, registerFavicon } from './api/docs.js';
+import { describeSendBody } from './api/send-document.js';
 import { packageVersion } from './package-info.js';
 import { registerLoadShedding } from './api/load-shedding.js';
 import { requestIdOf } from './api/request-id.js';
@@ -135,7 +136,8 @@ export async function buildServer(services: Services, options: ServerOptions = {
       security: [{ bearer: [] }],
     },
     refResolver: { buildLocalReference: (json, _baseUri, _fragment, i) => String(json.$id ?? `def-${i}`) },
-    transformObject: (documentObject) => optionalBodies('openapiObject' in documentObject ? documentObject.openapiObject : documentObject.swaggerObject),
+    transformObject: (documentObject) =>
+      describeSendBody(optionalBodies('openapiObject' in documentObject ? documentObject.openapiObject : documentObject.swaggerObject), `${API_PREFIX}/send`),
   });
   await registerDocs(app);
   registerFavicon(app);

@@ -109,6 +109,41 @@ describe(`OpenAPI and docs (${STORAGE_LABEL})`, () => {
     });
   });
 
+  test('POST /send\'s body is documented as a union by platform, while the route still answers as before', async (t) => {
+    const app = await appFor(t);
+    const doc = (await app.request({ method: 'GET', url: '/api/v1/openapi.json' })).json<Json>();
+    const body = doc.paths['/api/v1/send'].post.requestBody.content['application/json'].schema;
+    assert.deepEqual(body, { $ref: '#/components/schemas/SendRequest' });
+    const union = doc.components.schemas.SendRequest;
+    assert.equal(union.discriminator.propertyName, 'platform');
+    const shapes = Object.fromEntries(
+      union.oneOf.map((r: Json) => {
+        const shape = doc.components.schemas[r.$ref.split('/').pop()];
+        return [shape.properties.platform.const, shape];
+      }),
+    );
+    assert.deepEqual(Object.keys(shapes).sort(), ['linkedin', 'telegram', 'whatsapp']);
+    const fields = (platform: string) => Object.keys(shapes[platform].properties).sort();
+    assert.deepEqual(fields('linkedin'), ['audio_url', 'duration', 'platform', 'recipient', 'send_at', 'session']);
+    assert.deepEqual(fields('telegram'), ['audio_url', 'caption', 'duration', 'platform', 'recipient', 'recording_indicator', 'send_at', 'session']);
+    assert.deepEqual(fields('whatsapp'), ['audio_url', 'duration', 'platform', 'recipient', 'recording_indicator', 'send_at', 'session']);
+    for (const shape of Object.values(shapes) as Json[]) assert.equal(shape.additionalProperties, false);
+    const session = (name: string) => doc.components.schemas[name];
+    assert.deepEqual(Object.keys(session('LinkedinSession').properties).sort(), ['cookies', 'csrf_token', 'li_at', 'user_agent']);
+    assert.deepEqual(session('LinkedinSession').required, ['li_at', 'csrf_token']);
+    assert.deepEqual(Object.keys(session('TelegramSession').properties), ['bot_token']);
+    assert.deepEqual(Object.keys(session('WhatsappSession').properties), ['session_id']);
+    // The route itself is unchanged: an unknown platform is still a 400 naming the platforms, a bad session a 422 naming its field.
+    const { testKey } = await app.createAccount();
+    const signal = await app.send(testKey, { ...defaultSendBody('telegram', app.voiceUrl), platform: 'signal' });
+    assert.equal(signal.statusCode, 400, signal.body);
+    assert.equal(signal.json().error.code, 'invalid_request');
+    assert.match(signal.json().error.message, /^platform must be one of /);
+    const badSession = await app.send(testKey, { ...defaultSendBody('telegram', app.voiceUrl), session: { li_at: 'x', csrf_token: 'ajax:1' } });
+    assert.equal(badSession.statusCode, 422, badSession.body);
+    assert.match(badSession.json().error.details.field, /^session\./);
+  });
+
   test('/docs shows our name as its logo, not Fastify\'s; /favicon.ico is an icon, not a 404', async (t) => {
     const app = await appFor(t);
     const init = await app.request({ method: 'GET', url: '/docs/static/swagger-initializer.js' });
