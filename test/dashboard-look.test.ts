@@ -7,6 +7,7 @@ import { closeSharedAudio, connectedSandboxSession, defaultSendBody, startTestAp
 import { BROWSER_SKIP_REASON, launchBrowser, type Browser } from './fixtures/browser.js';
 import { ROOT } from './fixtures/cli-process.js';
 import { createDashboardAccount, type DashboardAccount } from './fixtures/dashboard-harness.js';
+import { updatePlan } from '../src/store/accounts.js';
 
 /*
  * The dashboard's look, as a person sees it: every page in Chromium at a desktop (1280 px) and a
@@ -31,12 +32,19 @@ describe(`the dashboard's look: screenshots and accessibility (${STORAGE_LABEL})
   let browser: Browser;
   let account: DashboardAccount;
   const pages: { name: string; path: string }[] = [];
+  const ids: { delivered: string; failedBeforeAudio: string; hook: string } = { delivered: '', failedBeforeAudio: '', hook: '' };
 
   before(async () => {
     await mkdir(ARTIFACTS, { recursive: true });
     t = await startTestApp({ env: { SANDBOX_AUTO_SCAN_SECONDS: '0' } });
     base = await t.listen();
     account = await createDashboardAccount(t);
+    await updatePlan(t.app.services.db.kysely, account.accountId, { plan: 'starter', quota: 10_000 });
+    t.audio.route('/gone.ogg', { kind: 'status', status: 404 });
+    const gone = await t.send(account.testKey, { ...defaultSendBody('telegram', t.audio.url('/gone.ogg')) });
+    assert.equal(gone.statusCode, 202, gone.body);
+    ids.failedBeforeAudio = gone.json().id;
+    await t.waitForStatus(account.testKey, ids.failedBeforeAudio, ['failed']);
     // Something on every page: a delivered and a failed voice note, a linked WhatsApp session, a webhook endpoint.
     const delivered = await t.send(account.testKey, { ...defaultSendBody('telegram', t.voiceUrl), caption: 'Hello from the look test' });
     const failed = await t.send(account.testKey, { ...defaultSendBody('telegram', t.voiceUrl), recipient: '10000000002' });
@@ -46,6 +54,8 @@ describe(`the dashboard's look: screenshots and accessibility (${STORAGE_LABEL})
     await connectedSandboxSession(t, account.testKey);
     const hook = await t.request({ method: 'POST', url: '/api/v1/webhook_endpoints', key: account.testKey, body: { url: 'https://hooks.example.com/voicenote' } });
     assert.equal(hook.statusCode, 201, hook.body);
+    ids.delivered = delivered.json().id;
+    ids.hook = hook.json().id;
     pages.push(
       { name: 'usage', path: '/dashboard/usage' },
       { name: 'keys', path: '/dashboard/keys' },
@@ -110,6 +120,72 @@ describe(`the dashboard's look: screenshots and accessibility (${STORAGE_LABEL})
       }
     }
     assert.deepEqual(problems, []);
+  });
+
+  it('the details people notice', async () => {
+    const { page } = browser;
+    await page.setViewportSize({ width: 1280, height: 900 });
+    const text = (selector: string) => page.locator(selector).allInnerTexts();
+
+    // Usage: the platforms' own spelling, thousands separators.
+    await page.goto(`${base}/dashboard/usage`);
+    const terms = await text('.card[data-env="test"] dt');
+    assert.ok(terms.includes('LinkedIn') && terms.includes('WhatsApp') && terms.includes('Telegram'), terms.join(', '));
+    assert.equal(await page.locator('.card[data-env="test"] [data-usage="quota"]').innerText(), '10,000');
+
+    // Keys: Roll and Revoke side by side, dates on one line, revoking asks first.
+    await page.goto(`${base}/dashboard/keys`);
+    const row = page.locator('tr[data-key-id]').first();
+    const roll = await row.getByRole('button', { name: /^Roll key/ }).boundingBox();
+    const revoke = await row.getByRole('button', { name: /^Revoke key/ }).boundingBox();
+    assert.ok(roll && revoke && Math.abs(roll.y - revoke.y) < 2, `Roll at ${roll?.y}, Revoke at ${revoke?.y}`);
+    const created = await row.locator('time').first().boundingBox();
+    assert.ok(created && created.height < 30, `a date on one line (${created?.height} px high)`);
+    assert.match((await row.locator('time').first().innerText()), /^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2} UTC$/, 'to the second');
+    assert.match(String(await row.locator('form[action$="/revoke"]').getAttribute('data-confirm')), /^Revoke the key /);
+
+    // Messages: the filters on one line.
+    await page.goto(`${base}/dashboard/messages`);
+    const boxes = await page.locator('form.filters > *').evaluateAll((els) => els.map((e) => (e as unknown as { getBoundingClientRect(): { top: number; bottom: number } }).getBoundingClientRect().bottom));
+    assert.ok(Math.max(...boxes) - Math.min(...boxes) < 20, `one line: bottoms ${boxes.join(', ')}`);
+
+    // A message page: caption, waveform under the converted file, attempts to the millisecond.
+    await page.goto(`${base}/dashboard/messages/${ids.delivered}`);
+    assert.equal(await page.locator('[data-field="caption"]').innerText(), 'Hello from the look test');
+    const converted = page.locator('section[aria-labelledby="audio-converted"]');
+    assert.equal(await converted.locator('svg.waveform').count(), 1, 'the waveform is the converted file\'s');
+    assert.match(await converted.innerText(), /Waveform of the converted file/);
+    assert.match(await page.locator('table time').first().innerText(), /:\d{2}\.\d{3} UTC$/);
+
+    // A message whose only attempt failed before any audio: no "No audio yet".
+    await page.goto(`${base}/dashboard/messages/${ids.failedBeforeAudio}`);
+    const audioText = await page.locator('[data-audio="none"]').innerText();
+    assert.doesNotMatch(audioText, /No audio yet/);
+    assert.match(audioText, /failed before the audio was converted/);
+
+    // Webhooks: a delivery still being tried offers no Resend.
+    await page.goto(`${base}/dashboard/webhooks/${ids.hook}`);
+    await page.getByRole('button', { name: 'Send test event to https://hooks.example.com/voicenote' }).click();
+    await page.locator('tr[data-delivery-id][data-status="pending"]').first().waitFor();
+    assert.equal(await page.locator('tr[data-status="pending"]').getByRole('button', { name: /^Resend/ }).count(), 0);
+
+    // WhatsApp: the sessions table follows a linking to "connected" without a reload.
+    await page.goto(`${base}/dashboard/whatsapp`);
+    await page.getByRole('button', { name: 'Create a session' }).click();
+    const sessionId = String(await page.locator('[data-session]').getAttribute('data-session'));
+    const cell = page.locator(`tr[data-session-id="${sessionId}"] [data-field="status_text"]`);
+    assert.equal(await cell.innerText(), 'waiting to be linked on the phone');
+    const scanned = await t.request({ method: 'POST', url: `/api/v1/whatsapp/sessions/${sessionId}/simulate`, key: account.testKey, body: { event: 'scan' } });
+    assert.equal(scanned.statusCode, 200, scanned.body);
+    await page.locator(`tr[data-session-id="${sessionId}"][data-status="connected"]`).waitFor();
+    assert.equal(await cell.innerText(), 'connected');
+    // A pairing code has nothing to scan.
+    await page.getByLabel(/link by pairing code/).fill('14155550123');
+    await page.getByRole('button', { name: 'Get a pairing code' }).click();
+    const status = await page.locator('.linking [data-field="status_text"]').innerText();
+    assert.doesNotMatch(status, /scan/);
+    const pairingId = String(await page.locator('[data-session]').getAttribute('data-session'));
+    assert.doesNotMatch(await page.locator(`tr[data-session-id="${pairingId}"] [data-field="status_text"]`).innerText(), /scan/);
   });
 
   it('a browser asking for /favicon.ico gets the icon, not a 404', async () => {

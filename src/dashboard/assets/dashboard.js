@@ -47,7 +47,8 @@ for (const panel of document.querySelectorAll('[data-poll]')) {
       return;
     }
     panel.setAttribute('data-status', session.status);
-    statusText.textContent = session.status_text;
+    // While pending, the panel keeps its own words (it knows whether there is a QR to scan or a code to type).
+    if (session.status !== 'qr_pending') statusText.textContent = session.status_text;
     if (phone) phone.textContent = session.phone_number ? ` as +${session.phone_number}` : '';
     if (qr) qr.hidden = session.status !== 'qr_pending';
     if (!FINAL.has(session.status)) setTimeout(tick, 1000);

@@ -23,11 +23,12 @@ const PHONE_NUMBER = /^[0-9]{7,15}$/;
 
 /** A session linked by pairing code has nothing to scan: it waits for the code to be typed on the phone. */
 const PAIRING_PENDING_TEXT = 'waiting for the code to be entered on the phone';
+/** The sessions table does not know how a pending session is being linked (QR or code): words true of both. */
+const LINKING_TEXT = 'waiting to be linked on the phone';
 
 const statusText = (status: string, byPairingCode = false): string =>
   status === 'qr_pending' && byPairingCode ? PAIRING_PENDING_TEXT : (STATUS_TEXT[status] ?? status);
-/** Only a pairing-code session knows its phone number before it is connected. */
-const rowStatusText = (row: WhatsappSessionRow): string => statusText(row.status, row.phone_number !== null);
+const rowStatusText = (row: WhatsappSessionRow): string => (row.status === 'qr_pending' ? LINKING_TEXT : statusText(row.status));
 
 /** What the page's script polls for: the session as the API's lookup shows it. */
 const sessionJson = (row: WhatsappSessionRow) => ({
