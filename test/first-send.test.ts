@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { readFile } from 'node:fs/promises';
 import { after, before, describe, it } from 'node:test';
 import { closeSharedAudio, STORAGE_LABEL, startTestApp, TELEGRAM_TOKEN, type TestAccount, type TestApp } from './fixtures/app-harness.js';
+import { runCli } from './fixtures/cli-process.js';
 
 /**
  * The README's first send on a machine without internet: the service serves its own sample voice
@@ -65,6 +66,17 @@ describe(`the first send: the shipped sample (${STORAGE_LABEL})`, () => {
     assert.equal(res.status, 422, JSON.stringify(body));
     assert.equal(body.error.code, 'invalid_parameter');
     assert.equal(body.error.details.field, 'audio_url');
+  });
+
+  it('the README\'s command as typed: VOICENOTE_KEY, the default --url (127.0.0.1:$PORT), the sample at localhost:$PORT, --wait', async () => {
+    const port = new URL(base).port;
+    const run = await runCli(
+      ['send', '--platform', 'telegram', '--recipient', '123456789', '--bot-token', TELEGRAM_TOKEN, '--audio', `http://localhost:${port}/samples/hello.ogg`, '--wait'],
+      { PORT: port, VOICENOTE_KEY: account.testKey },
+    );
+    assert.equal(run.code, 0, run.stderr);
+    const final = JSON.parse(run.stdout);
+    assert.equal(final.status, 'delivered', run.stdout);
   });
 
   it('a sandbox key gets no exception for other private URLs, nor for a sample on another host', async () => {

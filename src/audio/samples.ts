@@ -44,7 +44,21 @@ function sampleNamedBy(url: URL): string | null {
 export function isOwnSampleUrl(audioUrl: string, requestHost: string | undefined): boolean {
   const url = parse(audioUrl);
   if (!url || requestHost === undefined || sampleNamedBy(url) === null) return false;
-  return url.host.toLowerCase() === requestHost.toLowerCase();
+  const asked = parse(`${url.protocol}//${requestHost}`);
+  if (!asked) return false;
+  return sameMachineName(url.hostname, asked.hostname) && url.port === asked.port;
+}
+
+const LOOPBACK = /^(localhost|.+\.localhost|127\.\d+\.\d+\.\d+|\[::1\])$/i;
+
+/**
+ * The same host, or two loopback names for this machine: the README's `http://localhost:3000/…`
+ * reaches the service that `voicenote send` calls at `http://127.0.0.1:3000`.
+ */
+function sameMachineName(a: string, b: string): boolean {
+  const x = a.toLowerCase().replace(/\.$/, '');
+  const y = b.toLowerCase().replace(/\.$/, '');
+  return x === y || (LOOPBACK.test(x) && LOOPBACK.test(y));
 }
 
 /**
