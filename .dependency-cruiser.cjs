@@ -7,7 +7,7 @@
  * and the higher one implements it (app.ts wires the two). Type-only imports count too.
  */
 const LAYERS = [
-  { name: 'base', what: 'ids, sealing, plans, config, logging', path: '^src/(core/|config\\.ts$|logger\\.ts$|heap\\.ts$|secret-key\\.ts$)' },
+  { name: 'base', what: 'ids, sealing, plans, config, logging', path: '^src/(core/|config\\.ts$|logger\\.ts$|heap\\.ts$|secret-key\\.ts$|package-info\\.ts$)' },
   { name: 'storage-and-audio', what: 'tables, transactions, the webhook outbox; fetching and converting audio', path: '^src/(store|audio)/' },
   { name: 'platforms', what: 'one folder per platform: rules, adapters, live connections', path: '^src/platforms/' },
   { name: 'work', what: 'the delivery worker, the webhook sender, housekeeping, account administration', path: '^src/(delivery|webhooks|housekeeping|admin)/' },

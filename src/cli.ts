@@ -10,8 +10,10 @@ import { findAccount, listAccounts, updatePlan, type AccountRow } from './store/
 import { backupSqlite, BackupFailure } from './cli/backup.js';
 import { firstStartBanner } from './cli/first-start.js';
 import { ApiClient, Unreachable } from './cli/http.js';
-import { SendFailure, sendCsv, sendOne, type SendFields } from './cli/send.js';
+import { csvSummary, SendFailure, sendCsv, sendOne, type SendFields } from './cli/send.js';
 import { registerRhythmCommands } from './cli/rhythm.js';
+import { counted } from './cli/plural.js';
+import { packageVersion } from './package-info.js';
 import { noticeEmptyStorage, sqliteExists } from './cli/storage.js';
 import { migrate, openDb, type Db } from './store/db.js';
 import { checkSecretKey, SecretKeyMismatchError } from './store/key-check.js';
@@ -123,10 +125,6 @@ const accountView = (account: AccountRow) => {
   };
 };
 
-function packageVersion(): string {
-  const manifest = JSON.parse(fs.readFileSync(path.join(PACKAGE_ROOT, 'package.json'), 'utf8')) as { version?: string };
-  return manifest.version ?? '0.0.0';
-}
 
 function parseSeconds(value: string): number {
   if (!/^\d+(\.\d+)?$/.test(value) || Number(value) <= 0) throw new InvalidArgumentError('must be a number of seconds');
@@ -412,7 +410,7 @@ export function buildProgram(): Command {
   program
     .command('send')
     .description('send one voice note (or one per row of --csv FILE) through the HTTP API')
-    .requiredOption('--key <key>', 'API key (sk_test_… or sk_live_…)')
+    .option('--key <key>', 'API key (sk_test_… or sk_live_…); default: the VOICENOTE_KEY environment variable')
     .option('--url <base>', 'API base address (default http://127.0.0.1:$PORT/api/v1)')
     .option('--csv <file>', 'one send per row: platform, recipient, audio_url [, caption, duration, send_at, bot_token, li_at, csrf_token, user_agent, cookies, session_id]')
     .option('--platform <platform>', 'linkedin, telegram or whatsapp')
@@ -432,7 +430,7 @@ export function buildProgram(): Command {
     .option('--json', 'print one JSON object')
     .action(
       async (options: {
-        key: string;
+        key?: string;
         url?: string;
         csv?: string;
         platform?: string;
@@ -451,7 +449,10 @@ export function buildProgram(): Command {
         wait?: boolean;
         json?: boolean;
       }) => {
-        const client = new ApiClient(options.url ?? defaultApiUrl(), options.key);
+        // The README's quick start exports VOICENOTE_KEY: a key on the command line wins over it.
+        const key = options.key ?? (process.env.VOICENOTE_KEY?.trim() || undefined);
+        if (key === undefined) throw new CliError('send needs --key KEY (or VOICENOTE_KEY in the environment)');
+        const client = new ApiClient(options.url ?? defaultApiUrl(), key);
         if (options.csv !== undefined) {
           const single = ['platform', 'recipient', 'audio', 'botToken', 'liAt', 'csrfToken', 'sessionId', 'caption', 'duration', 'sendAt', 'wait'] as const;
           const mixed = single.filter((name) => options[name] !== undefined);
@@ -466,7 +467,7 @@ export function buildProgram(): Command {
           if (options.json) json(result);
           else {
             for (const row of result.rows) if ('error' in row) out(`row ${row.row}: ${row.error.code}: ${row.error.message}`);
-            out(`${result.accepted} accepted, ${result.rejected} rejected, of ${result.rows.length} rows`);
+            out(csvSummary(result));
           }
           if (result.rejected > 0) throw new CliError(`${result.rejected} of ${result.rows.length} rows rejected`);
           return;
@@ -503,7 +504,7 @@ export function buildProgram(): Command {
         json(report);
         return;
       }
-      out(`backed up ${report.database} to ${report.file} (${report.accounts} accounts, ${report.messages} messages, ${report.bytes} bytes)`);
+      out(`backed up ${report.database} to ${report.file} (${counted(report.accounts, 'account')}, ${counted(report.messages, 'message')}, ${counted(report.bytes, 'byte')})`);
       out(
         report.secret_key === 'SECRET_KEY'
           ? 'To read it you also need this environment\'s SECRET_KEY: keep it, apart from the backup.'

@@ -211,7 +211,8 @@ export function loadConfig(env: Env = process.env): Config {
     secretKey,
     telegramApiRoot: httpRoot(env, 'TELEGRAM_API_ROOT', 'https://api.telegram.org'),
     linkedinApiRoot: httpRoot(env, 'LINKEDIN_API_ROOT', 'https://www.linkedin.com'),
-    audioAllowPrivateUrls: boolean(env, 'AUDIO_ALLOW_PRIVATE_URLS', false),
+    // ALLOW_PRIVATE_URLS governs audio and webhook URLs alike; its old name is still read when it is unset.
+    audioAllowPrivateUrls: text(env, 'ALLOW_PRIVATE_URLS') !== undefined ? boolean(env, 'ALLOW_PRIVATE_URLS', false) : boolean(env, 'AUDIO_ALLOW_PRIVATE_URLS', false),
     ffmpegPath: executable(env, 'FFMPEG_PATH'),
     logLevel,
     sandboxLatencyMs: integer(env, 'SANDBOX_LATENCY_MS', 300, 0, 600_000),

@@ -1,10 +1,13 @@
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import swagger from '@fastify/swagger';
-import swaggerUi from '@fastify/swagger-ui';
 import { authenticate, limitByIp } from './api/auth.js';
 import { ApiError, invalidRequest, registerErrorHandling, sendError } from './api/errors.js';
 import { registerHealthRoutes } from './api/health.js';
 import { registerRootRedirect } from './api/root.js';
+import { registerSampleRoute } from './api/samples.js';
+import { registerDocs, registerFavicon } from './api/docs.js';
+import { describeSendBody } from './api/send-document.js';
+import { packageVersion } from './package-info.js';
 import { registerLoadShedding } from './api/load-shedding.js';
 import { requestIdOf } from './api/request-id.js';
 import { registerNulGuard } from './api/nul-guard.js';
@@ -127,20 +130,23 @@ export async function buildServer(services: Services, options: ServerOptions = {
       openapi: '3.1.0',
       info: {
         title: 'voicenote',
-        version: '1.0.0',
+        version: packageVersion(),
         description: 'Deliver pre-recorded audio as native voice notes on LinkedIn, Telegram and WhatsApp.',
       },
       components: { securitySchemes: { bearer: { type: 'http', scheme: 'bearer', description: 'sk_test_… (sandbox) or sk_live_…' } } },
       security: [{ bearer: [] }],
     },
     refResolver: { buildLocalReference: (json, _baseUri, _fragment, i) => String(json.$id ?? `def-${i}`) },
-    transformObject: (documentObject) => optionalBodies('openapiObject' in documentObject ? documentObject.openapiObject : documentObject.swaggerObject),
+    transformObject: (documentObject) =>
+      describeSendBody(optionalBodies('openapiObject' in documentObject ? documentObject.openapiObject : documentObject.swaggerObject), `${API_PREFIX}/send`),
   });
-  await app.register(swaggerUi, { routePrefix: '/docs' });
+  await registerDocs(app);
+  registerFavicon(app);
 
   app.get(`${API_PREFIX}/openapi.json`, { schema: { hide: true }, onRequest: limitByIp(services) }, async () => app.swagger());
   registerHealthRoutes(app, services, () => draining);
   registerRootRedirect(app);
+  registerSampleRoute(app, limitByIp(services));
   if (services.config.metricsToken !== undefined) registerMetricsRoute(app, services.metrics, services.config.metricsToken);
 
   await app.register(

@@ -239,6 +239,22 @@ describe(`voicenote send (${STORAGE_LABEL})`, () => {
     assert.equal(final.error.code, 'recipient_not_found');
   });
 
+  test('--wait without --json prints GET /status\'s body, as the README says', async () => {
+    const run = await runCli(single('123456789', ['--wait']), {});
+    assert.equal(run.code, 0, run.stderr);
+    const final = JSON.parse(run.stdout);
+    assert.deepEqual(Object.keys(final).sort(), ['created_at', 'delivered_at', 'error', 'id', 'platform', 'recipient', 'status']);
+    assert.equal(final.status, 'delivered');
+  });
+
+  test('the key comes from VOICENOTE_KEY when --key is absent; --key wins over it', async () => {
+    const args = ['send', '--url', url, '--platform', 'telegram', '--recipient', '123456789', '--audio', t.voiceUrl, '--bot-token', TELEGRAM_TOKEN, '--json'];
+    const sent = jsonOf(await runCli(args, { VOICENOTE_KEY: key }), 'send with VOICENOTE_KEY');
+    assert.match(sent.id, MSG_ID);
+    assert.match(oneErrorLine(await runCli(['send', '--key', 'sk_test_wrong', ...args.slice(1)], { VOICENOTE_KEY: key })), /401 unauthorized/);
+    assert.match(oneErrorLine(await runCli(args, {})), /--key KEY \(or VOICENOTE_KEY/);
+  });
+
   test('without --json: one line naming the message', async () => {
     const run = await runCli(single('123456789'), {});
     assert.equal(run.code, 0, run.stderr);
@@ -299,7 +315,8 @@ describe(`voicenote send --csv (${STORAGE_LABEL})`, () => {
       const first = await runCli(['send', '--key', key, '--url', url, '--csv', file, '--json'], {});
       assert.match(oneErrorLine(first), /^voicenote: 2 of 4 rows rejected$/, 'a run with rejected rows exits non-zero with one line');
       const result = JSON.parse(first.stdout);
-      assert.deepEqual(Object.keys(result), ['accepted', 'rejected', 'rows']);
+      assert.deepEqual(Object.keys(result), ['accepted', 'rejected', 'replayed', 'rows']);
+      assert.equal(result.replayed, 0);
       assert.equal(result.accepted, 2);
       assert.equal(result.rejected, 2);
       assert.deepEqual(result.rows.map((r: any) => r.row), [1, 2, 3, 4]);
@@ -324,11 +341,12 @@ describe(`voicenote send --csv (${STORAGE_LABEL})`, () => {
       const again = await runCli(['send', '--key', key, '--url', url, '--csv', file, '--json'], {});
       const second = JSON.parse(again.stdout);
       assert.deepEqual(second.rows.slice(0, 2), result.rows.slice(0, 2), 'the same messages, replayed');
+      assert.equal(second.replayed, 2, 'the summary counts the replays');
       assert.deepEqual([...(await countMessages(t)).values()], [1, 1], 'nothing sent twice');
 
       const human = await runCli(['send', '--key', key, '--url', url, '--csv', file], {});
       assert.match(human.stdout, /^row 3: invalid_parameter: /m);
-      assert.match(human.stdout, /^2 accepted, 2 rejected, of 4 rows$/m);
+      assert.match(human.stdout, /^2 accepted \(2 already sent by an earlier run, not sent again\), 2 rejected, of 4 rows$/m);
     } finally {
       await t.close();
     }
@@ -397,10 +415,11 @@ describe(`voicenote send --csv (${STORAGE_LABEL})`, () => {
             child.on('exit', () => reject(new Error(`the command ended before waiting: ${stderr} ${stdout}`)));
           });
           await waiting;
-          const exited = new Promise((resolve) => child.on('exit', resolve));
+          const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
           child.kill('SIGINT');
-          await exited;
+          assert.equal(await exited, 130, 'interrupted: the exit code of a Ctrl-C');
           assert.equal(stdout, '', 'interrupted: no summary');
+          assert.match(stderr, /voicenote: interrupted after 4 of 10 rows; run the same command again to send the rest/, 'says how to resume');
           const counts = await countMessages(t);
           assert.deepEqual([...counts.keys()].sort(), recipients.slice(0, 4), 'the first four rows were sent');
         } finally {
@@ -414,6 +433,7 @@ describe(`voicenote send --csv (${STORAGE_LABEL})`, () => {
           const resumed = jsonOf(await runCli(['send', '--key', key, '--url', url, '--csv', file, '--json'], {}), 'send --csv (resumed)');
           assert.equal(resumed.accepted, 10);
           assert.equal(resumed.rejected, 0);
+          assert.equal(resumed.replayed, 4, 'the four rows of the first run were replays');
           const counts = await countMessages(t);
           assert.deepEqual([...counts.keys()].sort(), recipients, 'every row sent');
           assert.deepEqual([...new Set(counts.values())], [1], 'none of them twice');

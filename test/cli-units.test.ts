@@ -61,3 +61,22 @@ describe('progress line', () => {
     assert.match(formatProgress({ done: 0, failed: 0, total: 5 }, 0, 'waiting 30s (rate limited)'), /~\? left {2}waiting 30s \(rate limited\)$/);
   });
 });
+
+describe('counts in CLI sentences', () => {
+  test('"1 account", "2 accounts", "0 accounts"', async () => {
+    const { counted } = await import('../src/cli/plural.js');
+    assert.equal(counted(1, 'account'), '1 account');
+    assert.equal(counted(2, 'account'), '2 accounts');
+    assert.equal(counted(0, 'message'), '0 messages');
+  });
+
+  test('the CSV summary names the replays of an earlier run, and agrees in number', async () => {
+    const { csvSummary } = await import('../src/cli/send.js');
+    const row = { row: 1, id: 'msg_x' };
+    assert.equal(csvSummary({ accepted: 1, rejected: 0, replayed: 0, rows: [row] }), '1 accepted, 0 rejected, of 1 row');
+    assert.equal(
+      csvSummary({ accepted: 2, rejected: 0, replayed: 2, rows: [row, { ...row, row: 2 }] }),
+      '2 accepted (2 already sent by an earlier run, not sent again), 0 rejected, of 2 rows',
+    );
+  });
+});

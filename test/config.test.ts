@@ -128,6 +128,14 @@ describe('loadConfig: values are read and typed', () => {
   test('AUDIO_ALLOW_PRIVATE_URLS=false is false', () => {
     assert.equal(loadConfig({ AUDIO_ALLOW_PRIVATE_URLS: 'false' }).audioAllowPrivateUrls, false);
   });
+
+  test('ALLOW_PRIVATE_URLS (audio and webhook URLs) is read; its old name AUDIO_ALLOW_PRIVATE_URLS still works; the new name wins', () => {
+    assert.equal(loadConfig({ ALLOW_PRIVATE_URLS: 'true' }).audioAllowPrivateUrls, true);
+    assert.equal(loadConfig({ AUDIO_ALLOW_PRIVATE_URLS: 'true' }).audioAllowPrivateUrls, true);
+    assert.equal(loadConfig({ ALLOW_PRIVATE_URLS: 'false', AUDIO_ALLOW_PRIVATE_URLS: 'true' }).audioAllowPrivateUrls, false);
+    assert.equal(loadConfig({ ALLOW_PRIVATE_URLS: 'true', AUDIO_ALLOW_PRIVATE_URLS: 'false' }).audioAllowPrivateUrls, true);
+    assert.equal(loadConfig({}).audioAllowPrivateUrls, false);
+  });
 });
 
 const BAD_VALUES: Array<{ env: Record<string, string>; variable: string }> = [
@@ -140,6 +148,7 @@ const BAD_VALUES: Array<{ env: Record<string, string>; variable: string }> = [
   { env: { SECRET_KEY: 'short' }, variable: 'SECRET_KEY' },
   { env: { SECRET_KEY: randomBytes(16).toString('hex') }, variable: 'SECRET_KEY' },
   { env: { AUDIO_ALLOW_PRIVATE_URLS: 'maybe' }, variable: 'AUDIO_ALLOW_PRIVATE_URLS' },
+  { env: { ALLOW_PRIVATE_URLS: 'maybe' }, variable: 'ALLOW_PRIVATE_URLS' },
   { env: { SANDBOX_LATENCY_MS: '-1' }, variable: 'SANDBOX_LATENCY_MS' },
   { env: { SANDBOX_LATENCY_MS: '1.5' }, variable: 'SANDBOX_LATENCY_MS' },
   { env: { SANDBOX_AUTO_SCAN_SECONDS: 'soon' }, variable: 'SANDBOX_AUTO_SCAN_SECONDS' },

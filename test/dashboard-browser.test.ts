@@ -111,7 +111,15 @@ describe(`dashboard in a browser (${STORAGE_LABEL})`, { skip: BROWSER_SKIP_REASO
     assert.equal(await page.locator('#new-secret').count(), 0);
     assert.equal((await page.content()).includes(second), false);
 
+    // Revoking asks first: dismissed, nothing happens; accepted, the key stops.
+    page.once('dialog', (dialog) => void dialog.dismiss());
     await page.getByRole('button', { name: `Revoke key ${prefix}` }).click();
+    assert.equal((await api(second, '/usage')).status, 200);
+    await page.waitForTimeout(200);
+    assert.equal(new URL(page.url()).search, '', 'not revoked when the question is dismissed');
+    const asked = new Promise<string>((resolve) => page.once('dialog', (dialog) => (resolve(dialog.message()), void dialog.accept())));
+    await page.getByRole('button', { name: `Revoke key ${prefix}` }).click();
+    assert.match(await asked, /^Revoke the key sk_\w+…\?/);
     await page.getByRole('status').filter({ hasText: 'revoked' }).waitFor();
     assert.equal((await api(first, '/usage')).status, 401);
     assert.equal((await api(second, '/usage')).status, 200);
@@ -232,7 +240,7 @@ describe(`dashboard in a browser (${STORAGE_LABEL})`, { skip: BROWSER_SKIP_REASO
       const secret = (await page.locator('#new-secret').innerText()).trim();
       assert.match(secret, /^whsec_/);
 
-      await page.getByRole('button', { name: `Send a test event to ${receiver.url('/voicenote')}` }).click();
+      await page.getByRole('button', { name: `Send test event to ${receiver.url('/voicenote')}` }).click();
       await page.waitForURL(/\/dashboard\/webhooks\/we_/);
       const [test] = await receiver.waitFor(1, 'voice_note.delivered', 60_000);
       const testEvent = new Webhook(secret).verify(test!.body, test!.headers as Record<string, string>) as any;

@@ -36,9 +36,9 @@ describe(`POST /send with a private audio URL (${STORAGE_LABEL})`, () => {
       const res = await t.send(testKey, { platform: 'telegram', recipient: '123456789', audio_url: 'http://127.0.0.1:8080/a.ogg', session: { bot_token: TELEGRAM_TOKEN } });
       const error = assertErrorEnvelope(res, 422, 'invalid_parameter');
       assert.equal(error.details.field, 'audio_url');
-      assert.match(error.message, /AUDIO_ALLOW_PRIVATE_URLS=true/);
+      assert.match(error.message, /ALLOW_PRIVATE_URLS=true/);
       const bad = await t.send(testKey, { platform: 'telegram', recipient: '123456789', audio_url: 'ftp://example.com/a.ogg', session: { bot_token: TELEGRAM_TOKEN } });
-      assert.doesNotMatch(assertErrorEnvelope(bad, 422, 'invalid_parameter').message, /AUDIO_ALLOW_PRIVATE_URLS/, 'only where it is the way out');
+      assert.doesNotMatch(assertErrorEnvelope(bad, 422, 'invalid_parameter').message, /ALLOW_PRIVATE_URLS/, 'only where it is the way out');
     } finally {
       await t.close();
     }

@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { readFile } from 'node:fs/promises';
 import { after, describe, test } from 'node:test';
 import { closeSharedAudio, defaultSendBody, STORAGE_LABEL, startTestApp, withRestartableStorage, type TestApp } from './fixtures/app-harness.js';
 
@@ -76,6 +77,86 @@ describe(`OpenAPI and docs (${STORAGE_LABEL})`, () => {
     assert.equal(res.statusCode, 200);
     assert.match(String(res.headers['content-type']), /^text\/html/);
     assert.match(res.body, /<html/i);
+    assert.match(res.body, /<title>voicenote API<\/title>/, 'our name, not "Swagger UI"');
+    assert.match(res.body, /theme\/favicon\.ico/, 'our icon');
+  });
+
+  test('one version: the OpenAPI document\'s info.version is package.json\'s', async (t) => {
+    const app = await appFor(t);
+    const { version } = JSON.parse(await readFile(new URL('../package.json', import.meta.url), 'utf8')) as { version: string };
+    const doc = (await app.request({ method: 'GET', url: '/api/v1/openapi.json' })).json<Json>();
+    assert.equal(doc.info.version, version);
+    assert.equal(doc.info.title, 'voicenote');
+  });
+
+  test('/docs is given the document as OpenAPI 3.0 (the UI renders 3.1 seconds slower); the API\'s own stays 3.1', async (t) => {
+    const app = await appFor(t);
+    const ui = (await app.request({ method: 'GET', url: '/docs/json' })).json<Json>();
+    const api = (await app.request({ method: 'GET', url: '/api/v1/openapi.json' })).json<Json>();
+    assert.equal(ui.openapi, '3.0.3');
+    assert.match(api.openapi, /^3\.1\./);
+    assert.deepEqual(Object.keys(ui.paths).sort(), Object.keys(api.paths).sort(), 'the same operations');
+    const text = JSON.stringify(ui);
+    assert.doesNotMatch(text, /"type":"null"/, 'no 3.1-only null type left');
+    assert.doesNotMatch(text, /"const":/, 'no 3.1-only const left');
+    assert.match(text, /"nullable":true/);
+    const { asOpenApi30 } = await import('../src/api/docs-openapi30.js');
+    assert.deepEqual(asOpenApi30({ openapi: '3.1.0', x: { anyOf: [{ type: 'string', maxLength: 3 }, { type: 'null' }] }, y: { type: ['integer', 'null'] }, z: { const: 'a' } }), {
+      openapi: '3.0.3',
+      x: { type: 'string', maxLength: 3, nullable: true },
+      y: { type: 'integer', nullable: true },
+      z: { enum: ['a'] },
+    });
+  });
+
+  test('POST /send\'s body is documented as a union by platform, while the route still answers as before', async (t) => {
+    const app = await appFor(t);
+    const doc = (await app.request({ method: 'GET', url: '/api/v1/openapi.json' })).json<Json>();
+    const body = doc.paths['/api/v1/send'].post.requestBody.content['application/json'].schema;
+    assert.deepEqual(body, { $ref: '#/components/schemas/SendRequest' });
+    const union = doc.components.schemas.SendRequest;
+    assert.equal(union.discriminator.propertyName, 'platform');
+    const shapes = Object.fromEntries(
+      union.oneOf.map((r: Json) => {
+        const shape = doc.components.schemas[r.$ref.split('/').pop()];
+        return [shape.properties.platform.const, shape];
+      }),
+    );
+    assert.deepEqual(Object.keys(shapes).sort(), ['linkedin', 'telegram', 'whatsapp']);
+    const fields = (platform: string) => Object.keys(shapes[platform].properties).sort();
+    assert.deepEqual(fields('linkedin'), ['audio_url', 'duration', 'platform', 'recipient', 'send_at', 'session']);
+    assert.deepEqual(fields('telegram'), ['audio_url', 'caption', 'duration', 'platform', 'recipient', 'recording_indicator', 'send_at', 'session']);
+    assert.deepEqual(fields('whatsapp'), ['audio_url', 'duration', 'platform', 'recipient', 'recording_indicator', 'send_at', 'session']);
+    for (const shape of Object.values(shapes) as Json[]) assert.equal(shape.additionalProperties, false);
+    const session = (name: string) => doc.components.schemas[name];
+    assert.deepEqual(Object.keys(session('LinkedinSession').properties).sort(), ['cookies', 'csrf_token', 'li_at', 'user_agent']);
+    assert.deepEqual(session('LinkedinSession').required, ['li_at', 'csrf_token']);
+    assert.deepEqual(Object.keys(session('TelegramSession').properties), ['bot_token']);
+    assert.deepEqual(Object.keys(session('WhatsappSession').properties), ['session_id']);
+    // The route itself is unchanged: an unknown platform is still a 400 naming the platforms, a bad session a 422 naming its field.
+    const { testKey } = await app.createAccount();
+    const signal = await app.send(testKey, { ...defaultSendBody('telegram', app.voiceUrl), platform: 'signal' });
+    assert.equal(signal.statusCode, 400, signal.body);
+    assert.equal(signal.json().error.code, 'invalid_request');
+    assert.match(signal.json().error.message, /^platform must be one of /);
+    const badSession = await app.send(testKey, { ...defaultSendBody('telegram', app.voiceUrl), session: { li_at: 'x', csrf_token: 'ajax:1' } });
+    assert.equal(badSession.statusCode, 422, badSession.body);
+    assert.match(badSession.json().error.details.field, /^session\./);
+  });
+
+  test('/docs shows our name as its logo, not Fastify\'s; /favicon.ico is an icon, not a 404', async (t) => {
+    const app = await appFor(t);
+    const init = await app.request({ method: 'GET', url: '/docs/static/swagger-initializer.js' });
+    assert.equal(init.statusCode, 200);
+    const logo = /data:image\/svg\+xml;base64,([A-Za-z0-9+/=]+)/.exec(init.body);
+    assert.ok(logo, 'a logo is put in the top bar');
+    const svg = Buffer.from(logo[1]!, 'base64').toString('utf8');
+    assert.match(svg, />voicenote</);
+    assert.doesNotMatch(svg, /fastify/i);
+    const icon = await app.request({ method: 'GET', url: '/favicon.ico' });
+    assert.equal(icon.statusCode, 200);
+    assert.equal(icon.headers['content-type'], 'image/x-icon');
+    assert.deepEqual(Buffer.from(icon.body, 'latin1').subarray(0, 4), Buffer.from([0, 0, 1, 0]), 'an ICO file');
   });
 });
 

@@ -304,6 +304,8 @@ describe(`webhook deliveries (${STORAGE_LABEL})`, () => {
     assert.equal(detail.receipts.supported, true);
     assert.equal(detail.receipts.read_at, verified(secret, read!).timestamp);
     assert.equal(detail.receipts.played_at, verified(secret, played!).timestamp);
+    // A later stage implies the earlier ones: the played note reached the device, at its delivery.
+    assert.equal(detail.receipts.delivered_to_device_at, status.delivered_at);
     await t.request({ method: 'DELETE', url: `${ENDPOINTS}/${id}`, key: account.testKey });
   });
 });

@@ -5,6 +5,9 @@ import { RATE_WINDOW_SECONDS } from '../core/plans.js';
 
 /** Longest a rate-limit command may wait on Redis before the in-memory count stands in. */
 const REDIS_COMMAND_TIMEOUT_MS = 500;
+/** How long the first connection may take to be ready before a failure on the way is worth a warning. */
+export const REDIS_START_GRACE_MS = 5_000;
+const CONNECTION_LOST = 'connection lost';
 
 /**
  * The shared counters' connection. No request ever waits on Redis: with the offline queue off, a
@@ -23,11 +26,25 @@ export async function connectRedis(url: string, logger: Logger): Promise<Redis> 
     lazyConnect: false,
   });
   let state: 'starting' | 'up' | 'down' = 'starting';
+  // While the first connection is being opened (a busy start can make its ready check outlast the
+  // 500 ms command timeout, and ioredis then reconnects at once), a failure is no alarm yet: only a
+  // Redis still not ready after the grace is reported, with the last reason seen.
+  let startProblem: string | undefined;
+  const startGrace = setTimeout(() => {
+    if (state === 'starting') wentAway(startProblem ?? 'no answer yet', true);
+  }, REDIS_START_GRACE_MS);
+  startGrace.unref();
   redis.on('ready', () => {
+    clearTimeout(startGrace);
     if (state === 'down') logger.info('Redis answers again; rate limits are shared across processes again');
     state = 'up';
   });
-  const wentAway = (why: string): void => {
+  const wentAway = (why: string, graceOver = false): void => {
+    if (state === 'starting' && !graceOver) {
+      // A socket's own error says more than the reconnect that follows it.
+      if (why !== CONNECTION_LOST || startProblem === undefined) startProblem = why;
+      return;
+    }
     if (state === 'down') return;
     state = 'down';
     // The reason only: a stack trace per reconnect attempt says nothing new.
@@ -35,7 +52,8 @@ export async function connectRedis(url: string, logger: Logger): Promise<Redis> 
   };
   redis.on('error', (err: Error) => wentAway(err.message));
   // Emitted only when the connection dropped by itself (not at our own disconnect).
-  redis.on('reconnecting', () => wentAway('connection lost'));
+  redis.on('reconnecting', () => wentAway(CONNECTION_LOST));
+  redis.on('end', () => clearTimeout(startGrace));
   return redis;
 }
 

@@ -1,4 +1,6 @@
-import { randomUUID } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
+import { createReadStream, createWriteStream } from 'node:fs';
+import { pipeline } from 'node:stream/promises';
 import { mkdir, readdir, rm, stat } from 'node:fs/promises';
 import type { LookupFunction } from 'node:net';
 import { availableParallelism } from 'node:os';
@@ -80,6 +82,8 @@ export interface PrepareInput {
   durationHint?: number;
   /** Stops this request: its download, and a conversion it started (ffmpeg is killed). */
   signal?: AbortSignal;
+  /** A local file to read instead of downloading `url` (the sandbox's shipped sample, see samples.ts). */
+  localSource?: string;
 }
 
 export interface AudioPipeline {
@@ -141,6 +145,24 @@ function tooLong(seconds: number, max: number): AudioError {
 
 function exceedsDuration(seconds: number | null, target: AudioTarget): boolean {
   return seconds !== null && target.maxDurationSeconds !== null && seconds > target.maxDurationSeconds + DURATION_TOLERANCE_SECONDS;
+}
+
+/** A shipped file taken as if downloaded: copied to the download path, hashed on the way. */
+async function copyLocalSource(from: string, destPath: string, url: string): Promise<FetchedSource> {
+  const hash = createHash('sha256');
+  let sizeBytes = 0;
+  await pipeline(
+    createReadStream(from),
+    async function* (chunks: AsyncIterable<Buffer>) {
+      for await (const chunk of chunks) {
+        hash.update(chunk);
+        sizeBytes += chunk.length;
+        yield chunk;
+      }
+    },
+    createWriteStream(destPath),
+  );
+  return { path: destPath, sizeBytes, sha256: hash.digest('hex'), finalUrl: url };
 }
 
 export function createAudioPipeline(opts: AudioPipelineOptions, internals: AudioPipelineInternals = {}): AudioPipeline {
@@ -318,7 +340,7 @@ export function createAudioPipeline(opts: AudioPipelineOptions, internals: Audio
     const downloadPath = join(tmpDir, `dl-${randomUUID()}`);
     let handedOver = false;
     try {
-      const src = await fetchAudio({
+      const src = input.localSource !== undefined ? await copyLocalSource(input.localSource, downloadPath, input.url) : await fetchAudio({
         url: input.url,
         destPath: downloadPath,
         maxBytes: maxSourceBytes,

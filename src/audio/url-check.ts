@@ -55,5 +55,5 @@ export function checkAudioUrl(url: string, opts: { allowPrivate: boolean }): str
   const verdict = vetAudioUrl(url, { allowPrivate: opts.allowPrivate });
   if (verdict.ok) return null;
   // The usual cause is a developer serving audio from their own machine: say how to allow that.
-  return verdict.blocked ? `${verdict.message}; to allow private addresses in development, set AUDIO_ALLOW_PRIVATE_URLS=true` : verdict.message;
+  return verdict.blocked ? `${verdict.message}; to allow private addresses in development, set ALLOW_PRIVATE_URLS=true` : verdict.message;
 }

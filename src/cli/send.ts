@@ -68,7 +68,7 @@ export async function sendUntilAnswered(
   onWait: Waiting,
   /** Try again when the service cannot be reached (a restart in the middle of a run), rather than stop at once. */
   retryUnreachable = false,
-): Promise<{ ok: true; message: SentMessage } | { ok: false; status: number; error: ApiErrorBody }> {
+): Promise<{ ok: true; message: SentMessage; replayed: boolean } | { ok: false; status: number; error: ApiErrorBody }> {
   let transient = 0;
   for (;;) {
     let answer;
@@ -81,7 +81,7 @@ export async function sendUntilAnswered(
       await sleep(seconds * 1000);
       continue;
     }
-    if (answer.ok) return { ok: true, message: answer.body };
+    if (answer.ok) return { ok: true, message: answer.body, replayed: answer.headers.get('idempotent-replayed') === 'true' };
     if (answer.status === 429) {
       const seconds = retryAfterSeconds(answer.headers, 5);
       onWait(seconds, 'rate limited');
@@ -155,10 +155,8 @@ export async function sendOne(client: ApiClient, options: OneSendOptions, out: (
   } finally {
     spinner.stop();
   }
-  if (options.json) out(JSON.stringify(final));
-  else if (final.status === 'delivered') out(`delivered ${final.id}  ${final.platform} → ${final.recipient}  at ${final.delivered_at ?? ''}`);
-  else if (final.status === 'canceled') out(`canceled ${final.id}  ${final.platform} → ${final.recipient}`);
-  else out(`failed ${final.id}  ${final.platform} → ${final.recipient}  ${final.error?.code ?? ''}: ${final.error?.message ?? ''}`);
+  // GET /status's body, as the README promises: indented for a reader, one line with --json.
+  out(options.json ? JSON.stringify(final) : JSON.stringify(final, null, 2));
   if (final.status === 'failed') throw new SendFailure(`${final.id} failed: ${final.error?.code ?? 'platform_error'}`);
   if (final.status === 'canceled') throw new SendFailure(`${final.id} was canceled before it was sent`);
 }
@@ -168,7 +166,15 @@ export type RowOutcome = { row: number; id: string } | { row: number; error: { c
 export interface BulkResult {
   accepted: number;
   rejected: number;
+  /** Of the accepted rows, those an earlier run had already sent (answered `Idempotent-Replayed`): not sent again. */
+  replayed: number;
   rows: RowOutcome[];
+}
+
+/** The last line of a CSV run: "3 accepted (2 already sent by an earlier run, not sent again), 1 rejected, of 4 rows". */
+export function csvSummary(result: BulkResult): string {
+  const replays = result.replayed > 0 ? ` (${result.replayed} already sent by an earlier run, not sent again)` : '';
+  return `${result.accepted} accepted${replays}, ${result.rejected} rejected, of ${result.rows.length} ${result.rows.length === 1 ? 'row' : 'rows'}`;
 }
 
 interface CsvRow {
@@ -208,10 +214,17 @@ export function readSendCsv(text: string): CsvRow[] {
 /** `voicenote send --csv FILE`: one send per row, in order, through the API and its limits. */
 export async function sendCsv(client: ApiClient, text: string): Promise<BulkResult> {
   const rows = readSendCsv(text);
-  const result: BulkResult = { accepted: 0, rejected: 0, rows: [] };
+  const result: BulkResult = { accepted: 0, rejected: 0, replayed: 0, rows: [] };
   const tty = process.stderr.isTTY === true;
   const bar = startProgressBar();
   const counts = () => ({ done: result.accepted, failed: result.rejected, total: rows.length });
+  // Ctrl-C: no half-drawn bar left behind, and the way to go on (each row's Idempotency-Key makes a rerun safe).
+  const interrupted = (): void => {
+    bar.stop();
+    stderrLine(`interrupted after ${result.rows.length} of ${rows.length} rows; run the same command again to send the rest (rows already sent are not sent twice)`);
+    process.exit(130);
+  };
+  process.once('SIGINT', interrupted);
   bar.update(counts());
   try {
     for (const row of rows) {
@@ -228,6 +241,7 @@ export async function sendCsv(client: ApiClient, text: string): Promise<BulkResu
       );
       if (answer.ok) {
         result.accepted++;
+        if (answer.replayed) result.replayed++;
         result.rows.push({ row: row.row, id: answer.message.id });
       } else {
         result.rejected++;
@@ -237,6 +251,7 @@ export async function sendCsv(client: ApiClient, text: string): Promise<BulkResu
       bar.update(counts());
     }
   } finally {
+    process.removeListener('SIGINT', interrupted);
     bar.stop();
   }
   return result;

@@ -9,11 +9,11 @@ export interface DaySeries {
 const SERIES: (keyof DaySeries)[] = ['sent', 'delivered', 'failed'];
 const DAY_MS = 86_400_000;
 const PLOT_HEIGHT = 120;
-const LEFT = 36;
+const LEFT = 44;
 const BOTTOM = 22;
 const TOP = 8;
-const DAY_WIDTH = 16;
-const BAR_WIDTH = 4;
+const DAY_WIDTH = 24;
+const BAR_WIDTH = 7;
 
 const dayLabel = (ms: number): string => new Date(ms).toISOString().slice(5, 10);
 
@@ -40,7 +40,7 @@ export function dailyBarChart(input: { title: string; periodStart: number; days:
   for (const tick of [0, top / 2, top]) {
     if (tick !== Math.round(tick) && tick !== 0) continue;
     parts.push(`<line class="grid" x1="${LEFT}" x2="${width - 4}" y1="${y(tick)}" y2="${y(tick)}"/>`);
-    parts.push(`<text class="axis" x="${LEFT - 4}" y="${y(tick) + 4}" text-anchor="end">${tick}</text>`);
+    parts.push(`<text class="axis" x="${LEFT - 4}" y="${y(tick) + 4}" text-anchor="end">${tick.toLocaleString('en-US')}</text>`);
   }
   input.days.forEach((day, i) => {
     const x0 = LEFT + i * DAY_WIDTH + 2;

@@ -34,9 +34,12 @@ export const raw = (text: string): Html => new Html(text);
 
 export const isoTime = (ms: number | null | undefined): string => (ms === null || ms === undefined ? '' : new Date(Number(ms)).toISOString());
 
-/** A time for people, in UTC, with the exact ISO instant in a <time> element. */
-export function timeCell(ms: number | null | undefined, empty = '—'): Html {
+/** A time for people, in UTC to the second (`withMs`: to the millisecond), with the exact ISO instant in a <time> element. */
+export function timeCell(ms: number | null | undefined, empty = '—', withMs = false): Html {
   if (ms === null || ms === undefined) return html`${empty}`;
   const iso = isoTime(ms);
-  return html`<time datetime="${iso}">${iso.slice(0, 16).replace('T', ' ')} UTC</time>`;
+  return html`<time datetime="${iso}">${iso.slice(0, withMs ? 23 : 19).replace('T', ' ')} UTC</time>`;
 }
+
+/** A count for people: 10,000 rather than 10000. */
+export const count = (n: number | string | bigint): string => Number(n).toLocaleString('en-US');

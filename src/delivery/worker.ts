@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { AudioTarget } from '../audio/targets.js';
+import { localSampleFor } from '../audio/samples.js';
 import type { SecretBox } from '../core/secret-box.js';
 import type { Kysely } from 'kysely';
 import type { Db } from '../store/db.js';
@@ -31,6 +32,8 @@ export interface AudioSource {
     durationHint?: number;
     /** Stops the download and the conversion of this request. */
     signal?: AbortSignal;
+    /** A shipped sample read instead of downloading `url` (sandbox only). */
+    localSource?: string;
   }): Promise<PreparedVoice>;
 }
 
@@ -588,9 +591,12 @@ export class DeliveryWorker {
     if (!target) throw new DeliveryError('platform_error', `unknown platform ${message.platform}`, false);
     if (message.credentials === null) throw new DeliveryError('invalid_session', 'the session credentials are gone', false);
     const session = openCredentials(secretBox, message.credentials);
+    // A sandbox send of the service's own sample on a private address reads the shipped copy.
+    const sample = message.env === 'live' ? null : localSampleFor(message.audio_url);
     const voice = await audio.prepare({
       url: message.audio_url,
       target,
+      ...(sample !== null ? { localSource: sample } : {}),
       ...(message.duration !== null ? { durationHint: Number(message.duration) } : {}),
       signal,
     });

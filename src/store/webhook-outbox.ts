@@ -83,6 +83,9 @@ export async function recordSettlementEvents(trx: Kysely<Database>, message: Mes
   const owner = { accountId: message.account_id, env: message.env };
   await enqueueEvent(trx, { ...owner, type: outcome.status === 'delivered' ? 'voice_note.delivered' : 'voice_note.failed', data: view, at: outcome.at });
   if (outcome.status !== 'delivered' || !sandboxListens(message)) return;
+  // A later stage implies the earlier ones (README, "Listen receipts"): the note that will be read and
+  // played reached the device when it was delivered (that stage has no webhook of its own).
+  await trx.insertInto('message_receipts').values({ message_id: message.id, kind: 'delivered_to_device', at: outcome.at, source: 'sandbox' }).onConflict((oc) => oc.doNothing()).execute();
   const plays = [
     { kind: 'read', type: 'voice_note.read', at: outcome.at + SANDBOX_READ_AFTER_MS },
     { kind: 'played', type: 'voice_note.played', at: outcome.at + SANDBOX_PLAYED_AFTER_MS },

@@ -30,7 +30,7 @@ import { newWebhookDeliveryId, newWebhookEndpointId, newWebhookEventId, newWebho
 export interface WebhookDeps {
   db: Db;
   secretBox: SecretBox;
-  /** AUDIO_ALLOW_PRIVATE_URLS: the same address rules as audio URLs. */
+  /** ALLOW_PRIVATE_URLS (old name AUDIO_ALLOW_PRIVATE_URLS): the same address rules as audio URLs. */
   allowPrivateUrls: boolean;
 }
 

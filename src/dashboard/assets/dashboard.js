@@ -47,10 +47,49 @@ for (const panel of document.querySelectorAll('[data-poll]')) {
       return;
     }
     panel.setAttribute('data-status', session.status);
-    statusText.textContent = session.status_text;
+    // While pending, the panel keeps its own words (it knows whether there is a QR to scan or a code to type).
+    if (session.status !== 'qr_pending') statusText.textContent = session.status_text;
     if (phone) phone.textContent = session.phone_number ? ` as +${session.phone_number}` : '';
     if (qr) qr.hidden = session.status !== 'qr_pending';
     if (!FINAL.has(session.status)) setTimeout(tick, 1000);
   };
   tick();
 }
+
+// The sessions table: rows still being linked follow their session too, so "connected" shows
+// without a reload (the linking panel above updates the same way).
+for (const row of document.querySelectorAll('tr[data-row-poll]')) {
+  if (FINAL.has(row.getAttribute('data-status'))) continue;
+  const url = row.getAttribute('data-row-poll');
+  const cell = (name) => row.querySelector(`[data-field="${name}"]`);
+  const tick = async () => {
+    let session;
+    try {
+      const res = await fetch(url, { headers: { accept: 'application/json' }, credentials: 'same-origin' });
+      if (res.status === 404) return;
+      if (!res.ok) throw new Error(String(res.status));
+      session = await res.json();
+    } catch {
+      setTimeout(tick, 3000);
+      return;
+    }
+    row.setAttribute('data-status', session.status);
+    cell('status_text').textContent = session.status_text;
+    cell('phone_number').textContent = session.phone_number ? `+${session.phone_number}` : '—';
+    if (session.last_connected_at) {
+      const time = document.createElement('time');
+      time.dateTime = session.last_connected_at;
+      time.textContent = `${session.last_connected_at.slice(0, 19).replace('T', ' ')} UTC`;
+      cell('last_connected_at').replaceChildren(time);
+    }
+    if (!FINAL.has(session.status)) setTimeout(tick, 1000);
+  };
+  tick();
+}
+
+// Forms that undo something ask first: <form data-confirm="…">.
+document.addEventListener('submit', (event) => {
+  const form = event.target instanceof HTMLFormElement ? event.target : null;
+  const question = form && form.getAttribute('data-confirm');
+  if (question && !window.confirm(question)) event.preventDefault();
+});

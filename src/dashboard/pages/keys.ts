@@ -62,7 +62,7 @@ function keysPage(deps: DashboardDeps, ctx: DashboardContext, keys: KeyRow[], no
           )}</select></label>
 <button type="submit" aria-label="Roll key ${key.prefix}">Roll</button>
 </form>
-<form method="post" action="/dashboard/keys/${key.id}/revoke" class="inline">
+<form method="post" action="/dashboard/keys/${key.id}/revoke" class="inline" data-confirm="Revoke the key ${key.prefix}…? Requests with it get 401 at once; this cannot be undone.">
 <input type="hidden" name="_csrf" value="${ctx.csrf}">
 <button type="submit" class="danger" aria-label="Revoke key ${key.prefix}">Revoke</button>
 </form>`
@@ -89,7 +89,7 @@ function keysPage(deps: DashboardDeps, ctx: DashboardContext, keys: KeyRow[], no
 <section aria-labelledby="list-title">
 <h2 id="list-title">Keys of this account</h2>
 <p>Rolling issues a new key and keeps the old one working until the time you choose. Revoking stops a key at once.</p>
-<div class="table-wrap"><table>
+<div class="table-wrap" tabindex="0" role="region" aria-label="API keys"><table>
 <thead><tr><th scope="col">Prefix</th><th scope="col">Environment</th><th scope="col">Created</th><th scope="col">Last used</th><th scope="col">Expires</th><th scope="col">State</th><th scope="col">Actions</th></tr></thead>
 <tbody>${rows}</tbody>
 </table></div>

@@ -141,7 +141,7 @@ ${select('platform', 'Platform', f.platform, PLATFORMS, 'any')}
 ${
   rows.length === 0
     ? html`<p>No messages match.</p>`
-    : html`<div class="table-wrap"><table>
+    : html`<div class="table-wrap" tabindex="0" role="region" aria-label="Messages"><table>
 <thead><tr><th scope="col">Message</th><th scope="col">Created</th><th scope="col">Platform</th><th scope="col">Recipient</th><th scope="col">Status</th><th scope="col">Error</th></tr></thead>
 <tbody>${rows.map(
         (row) => html`<tr data-message-id="${row.id}">
@@ -191,9 +191,10 @@ ${
 <dt>Platform</dt><dd>${row.platform}</dd>
 <dt>Recipient</dt><dd>${row.recipient}</dd>
 <dt>Audio URL</dt><dd><code>${row.audio_url}</code></dd>
+${row.caption !== null || row.platform === 'telegram' ? html`<dt>Caption</dt><dd data-field="caption">${row.caption ?? '—'}</dd>` : ''}
 <dt>Created</dt><dd>${timeCell(row.created_at)}</dd>
 <dt>Scheduled for</dt><dd data-field="send_at">${row.send_at == null ? 'at once' : timeCell(row.send_at)}</dd>
-<dt>Delivered</dt><dd>${row.status === 'delivered' ? timeCell(row.delivered_at) : '—'}</dd>
+<dt>Delivered</dt><dd>${row.status === 'delivered' ? timeCell(row.delivered_at, '—', true) : '—'}</dd>
 ${row.status === 'canceled' ? html`<dt>Canceled</dt><dd data-field="canceled_at">${timeCell(row.canceled_at ?? null, '—')}</dd>` : ''}
 <dt>Attempts</dt><dd>${Number(row.attempts)}</dd>
 ${rhythmFacts(row)}
@@ -212,12 +213,12 @@ ${
 ${
   attempts.length === 0
     ? html`<p>No attempt yet.</p>`
-    : html`<div class="table-wrap"><table>
+    : html`<div class="table-wrap" tabindex="0" role="region" aria-label="Attempts"><table>
 <thead><tr><th scope="col">#</th><th scope="col">Started</th><th scope="col">Took</th><th scope="col">Outcome</th><th scope="col">Error</th><th scope="col">Next attempt</th></tr></thead>
 <tbody>${attempts.map(
         (a) => html`<tr>
 <td>${Number(a.attempt)}</td>
-<td>${timeCell(a.started_at)}</td>
+<td>${timeCell(a.started_at, '—', true)}</td>
 <td>${Math.max(0, Number(a.ended_at) - Number(a.started_at))} ms</td>
 <td>${a.outcome}</td>
 <td>${a.error_code ? html`<code>${a.error_code}</code> ${a.error_message ?? ''}` : '—'}</td>
@@ -235,19 +236,25 @@ ${
 <dt>Duration</dt><dd>${formatSeconds(audio.source_duration)}</dd>
 <dt>Size</dt><dd>${formatSize(audio.source_size === null ? null : Number(audio.source_size))}</dd>
 </dl></section>
-<section class="card" aria-labelledby="audio-converted"><h3 id="audio-converted">As sent</h3><dl class="facts">
+<section class="card" aria-labelledby="audio-converted"><h3 id="audio-converted">As sent (converted)</h3><dl class="facts">
 <dt>Format</dt><dd>${audio.converted_format} (${audio.converted_mime})</dd>
 <dt>Duration</dt><dd>${formatSeconds(Number(audio.converted_duration))}</dd>
 <dt>Size</dt><dd>${formatSize(Number(audio.converted_size))}</dd>
-</dl></section>
-</div>
-${waveform ? waveformSvg(waveform, `Waveform of the voice note, ${waveform.length} bars`) : ''}
+</dl>
+${waveform ? html`<p class="waveform-label" id="waveform-label">Waveform of the converted file</p>${waveformSvg(waveform, `Waveform of the converted file, ${waveform.length} bars`)}` : ''}
 ${
   playable
-    ? html`<p><audio controls preload="metadata" src="/dashboard/messages/${row.id}/audio" aria-label="The voice note as the recipient hears it">Your browser cannot play this audio.</audio></p>`
+    ? html`<p><audio controls preload="metadata" src="/dashboard/messages/${row.id}/audio" aria-label="The converted file, as the recipient hears it">Your browser cannot play this audio.</audio></p>`
     : html`<p>The converted file is no longer in the audio cache, so it cannot be played here.</p>`
-}`
-    : html`<p>No audio yet: it is fetched and converted at the first attempt.</p>`
+}</section>
+</div>`
+    : html`<p data-audio="none">${
+        Number(row.attempts) === 0
+          ? 'No audio yet: it is fetched and converted at the first attempt.'
+          : failed
+            ? 'No audio: the attempt failed before the audio was converted (the error above says why).'
+            : 'No audio recorded for this attempt yet.'
+      }</p>`
 }
 
 <h2>Receipts</h2>

@@ -5,7 +5,11 @@ import { dailyCounts } from '../../store/daily-usage.js';
 import { readUsage, type UsageRow } from '../../store/usage.js';
 import { dailyBarChart, type DaySeries } from '../chart.js';
 import { ctxOf, type DashboardDeps } from '../deps.js';
-import { html, timeCell, type Html } from '../html.js';
+import { count, html, timeCell, type Html } from '../html.js';
+
+/** Platform names as the platforms write them. */
+const PLATFORM_LABEL: Record<string, string> = { linkedin: 'LinkedIn', telegram: 'Telegram', whatsapp: 'WhatsApp' };
+const platformLabel = (name: string): string => PLATFORM_LABEL[name] ?? name;
 import { page, sendPage } from '../layout.js';
 
 const DAY_MS = 86_400_000;
@@ -15,13 +19,13 @@ function envCard(label: string, env: string, usage: UsageRow, quota: number, cur
   const remaining = Math.max(0, quota - sent);
   return html`<section class="card${current ? ' card-current' : ''}" aria-labelledby="usage-${env}" data-env="${env}">
 <h2 id="usage-${env}">${label}</h2>
-<p class="big"><span data-usage="sent">${sent}</span> of <span data-usage="quota">${quota}</span> voice notes</p>
-<meter min="0" max="${quota}" value="${Math.min(sent, quota)}" low="${Math.floor(quota * 0.8)}" high="${Math.floor(quota * 0.95)}" optimum="0" aria-label="${label}: ${sent} of ${quota} used">${sent} of ${quota}</meter>
+<p class="big"><span data-usage="sent">${count(sent)}</span> of <span data-usage="quota">${count(quota)}</span> voice notes</p>
+<meter min="0" max="${quota}" value="${Math.min(sent, quota)}" low="${Math.floor(quota * 0.8)}" high="${Math.floor(quota * 0.95)}" optimum="0" aria-label="${label}: ${count(sent)} of ${count(quota)} used">${count(sent)} of ${count(quota)}</meter>
 <dl class="facts">
-<dt>Remaining</dt><dd data-usage="remaining">${remaining}</dd>
-<dt>Delivered</dt><dd data-usage="delivered">${Number(usage.delivered)}</dd>
-<dt>Failed</dt><dd data-usage="failed">${Number(usage.failed)}</dd>
-${PLATFORMS.map((p) => html`<dt>${p}</dt><dd data-usage="${p}">${usage.byPlatform[p] ?? 0}</dd>`)}
+<dt>Remaining</dt><dd data-usage="remaining">${count(remaining)}</dd>
+<dt>Delivered</dt><dd data-usage="delivered">${count(Number(usage.delivered))}</dd>
+<dt>Failed</dt><dd data-usage="failed">${count(Number(usage.failed))}</dd>
+${PLATFORMS.map((p) => html`<dt>${platformLabel(p)}</dt><dd data-usage="${p}">${count(usage.byPlatform[p] ?? 0)}</dd>`)}
 </dl>
 </section>`;
 }
@@ -60,14 +64,14 @@ export function registerUsagePage(app: FastifyInstance, deps: DashboardDeps): vo
       const days = byPlatform.get(platform)!;
       const activeDays = days.map((d, i) => ({ ...d, i })).filter((d) => d.sent > 0);
       return html`<figure class="chart-figure" data-platform="${platform}">
-<figcaption>${platform}</figcaption>
-${dailyBarChart({ title: `${platform}, ${envLabel}: sent, delivered and failed per day`, periodStart: start, days })}
-<details><summary>${platform} per day as a table</summary>
+<figcaption>${platformLabel(platform)}</figcaption>
+${dailyBarChart({ title: `${platformLabel(platform)}, ${envLabel}: sent, delivered and failed per day`, periodStart: start, days })}
+<details><summary>${platformLabel(platform)} per day as a table</summary>
 ${
   activeDays.length === 0
-    ? html`<p>No voice notes on ${platform} this period.</p>`
+    ? html`<p>No voice notes on ${platformLabel(platform)} this period.</p>`
     : html`<table><thead><tr><th scope="col">Day (UTC)</th><th scope="col">Sent</th><th scope="col">Delivered</th><th scope="col">Failed</th></tr></thead>
-<tbody>${activeDays.map((d) => html`<tr><th scope="row">${new Date(start + d.i * DAY_MS).toISOString().slice(0, 10)}</th><td>${d.sent}</td><td>${d.delivered}</td><td>${d.failed}</td></tr>`)}</tbody></table>`
+<tbody>${activeDays.map((d) => html`<tr><th scope="row">${new Date(start + d.i * DAY_MS).toISOString().slice(0, 10)}</th><td>${count(d.sent)}</td><td>${count(d.delivered)}</td><td>${count(d.failed)}</td></tr>`)}</tbody></table>`
 }
 </details>
 </figure>`;
@@ -78,7 +82,7 @@ ${
       page(
         ctx,
         { sections: deps.sections, section: 'usage', title: 'Usage', path: '/dashboard/usage' },
-        html`<p>Plan <strong>${plan}</strong>, billing period ${timeCell(start)} to ${timeCell(end)}. Sandbox and live voice notes count apart, each against the monthly quota of ${limits.monthlyQuota}; sends are limited to ${limits.sendPerMinute} per minute per key.</p>
+        html`<p>Plan <strong>${plan}</strong>, billing period ${timeCell(start)} to ${timeCell(end)}. Sandbox and live voice notes count apart, each against the monthly quota of ${count(limits.monthlyQuota)}; sends are limited to ${count(limits.sendPerMinute)} per minute per key.</p>
 <div class="cards">
 ${envCard('Test (sandbox)', 'test', test, limits.monthlyQuota, ctx.env === 'test')}
 ${envCard('Live', 'live', live, limits.monthlyQuota, ctx.env === 'live')}

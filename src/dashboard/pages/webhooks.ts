@@ -50,12 +50,12 @@ function endpointActions(ctx: DashboardContext, endpoint: WebhookEndpointView): 
   return html`<form method="post" action="/dashboard/webhooks/${endpoint.id}/test" class="inline">
 <input type="hidden" name="_csrf" value="${ctx.csrf}">
 <label>Test event <select name="type">${WEBHOOK_EVENT_TYPES.map((t) => html`<option value="${t}">${t}</option>`)}</select></label>
-<button type="submit" aria-label="Send a test event to ${endpoint.url}">Send test event</button>
+<button type="submit" aria-label="Send test event to ${endpoint.url}">Send test event</button>
 </form>
 <form method="post" action="/dashboard/webhooks/${endpoint.id}/roll" class="inline">
 <input type="hidden" name="_csrf" value="${ctx.csrf}">
 <label>Old secret <select name="grace">${Object.entries(SECRET_GRACE).map(([v, g]) => html`<option value="${v}">${g.label}</option>`)}</select></label>
-<button type="submit" aria-label="Roll the secret of ${endpoint.url}">Roll secret</button>
+<button type="submit" aria-label="Roll secret of ${endpoint.url}">Roll secret</button>
 </form>
 <form method="post" action="/dashboard/webhooks/${endpoint.id}/delete" class="inline">
 <input type="hidden" name="_csrf" value="${ctx.csrf}">
@@ -65,7 +65,7 @@ function endpointActions(ctx: DashboardContext, endpoint: WebhookEndpointView): 
 
 function deliveriesTable(ctx: DashboardContext, endpointId: string, deliveries: WebhookDeliveryView[]): Html {
   if (deliveries.length === 0) return html`<p>No deliveries yet.</p>`;
-  return html`<div class="table-wrap"><table>
+  return html`<div class="table-wrap" tabindex="0" role="region" aria-label="Deliveries"><table>
 <thead><tr><th scope="col">Created</th><th scope="col">Event</th><th scope="col">Status</th><th scope="col">Answers</th><th scope="col">Actions</th></tr></thead>
 <tbody>${deliveries.map((d) => {
     const last = d.answers[d.answers.length - 1];
@@ -81,10 +81,15 @@ function deliveriesTable(ctx: DashboardContext, endpointId: string, deliveries: 
             (a) => html`<li>${isoCell(a.at)}, ${a.duration_ms} ms: ${a.status_code === null ? `no answer (${a.error ?? 'error'})` : `HTTP ${a.status_code}`}${a.response_excerpt ? html`<pre>${a.response_excerpt}</pre>` : ''}</li>`,
           )}</ol></details>`
     }</td>
-<td><form method="post" action="/dashboard/webhooks/${endpointId}/deliveries/${d.id}/resend" class="inline">
+<td class="actions">${
+      // A pending delivery is still being tried: there is nothing to resend yet.
+      d.status === 'pending'
+        ? html`<span class="hint">being tried</span>`
+        : html`<form method="post" action="/dashboard/webhooks/${endpointId}/deliveries/${d.id}/resend" class="inline">
 <input type="hidden" name="_csrf" value="${ctx.csrf}">
 <button type="submit" aria-label="Resend delivery ${d.id}">Resend</button>
-</form></td>
+</form>`
+    }</td>
 </tr>`;
   })}</tbody></table></div>`;
 }
@@ -122,7 +127,7 @@ ${WEBHOOK_EVENT_TYPES.map(
 ${
   endpoints.length === 0
     ? html`<p>No endpoints in this environment yet.</p>`
-    : html`<div class="table-wrap"><table>
+    : html`<div class="table-wrap" tabindex="0" role="region" aria-label="Endpoints"><table>
 <thead><tr><th scope="col">URL</th><th scope="col">Events</th><th scope="col">Secret</th><th scope="col">Actions</th></tr></thead>
 <tbody>${endpoints.map(
         (e) => html`<tr data-endpoint-id="${e.id}">

@@ -21,13 +21,20 @@ const STATUS_TEXT: Record<string, string> = {
 /** What the API accepts as `phone_number` for a pairing code. */
 const PHONE_NUMBER = /^[0-9]{7,15}$/;
 
-const statusText = (status: string): string => STATUS_TEXT[status] ?? status;
+/** A session linked by pairing code has nothing to scan: it waits for the code to be typed on the phone. */
+const PAIRING_PENDING_TEXT = 'waiting for the code to be entered on the phone';
+/** The sessions table does not know how a pending session is being linked (QR or code): words true of both. */
+const LINKING_TEXT = 'waiting to be linked on the phone';
+
+const statusText = (status: string, byPairingCode = false): string =>
+  status === 'qr_pending' && byPairingCode ? PAIRING_PENDING_TEXT : (STATUS_TEXT[status] ?? status);
+const rowStatusText = (row: WhatsappSessionRow): string => (row.status === 'qr_pending' ? LINKING_TEXT : statusText(row.status));
 
 /** What the page's script polls for: the session as the API's lookup shows it. */
 const sessionJson = (row: WhatsappSessionRow) => ({
   session_id: row.id,
   status: row.status,
-  status_text: statusText(row.status),
+  status_text: rowStatusText(row),
   phone_number: row.phone_number,
   created_at: isoTime(row.created_at),
   last_connected_at: row.last_connected_at === null ? null : isoTime(row.last_connected_at),
@@ -35,15 +42,15 @@ const sessionJson = (row: WhatsappSessionRow) => ({
 
 function sessionRows(ctx: DashboardContext, rows: WhatsappSessionRow[]): Html {
   if (rows.length === 0) return html`<p>No WhatsApp sessions in this environment yet.</p>`;
-  return html`<div class="table-wrap"><table>
+  return html`<div class="table-wrap" tabindex="0" role="region" aria-label="WhatsApp sessions"><table>
 <thead><tr><th scope="col">Session</th><th scope="col">Status</th><th scope="col">Phone number</th><th scope="col">Created</th><th scope="col">Last connected</th><th scope="col">Actions</th></tr></thead>
 <tbody>${rows.map(
-    (row) => html`<tr data-session-id="${row.id}">
+    (row) => html`<tr data-session-id="${row.id}" data-status="${row.status}" data-row-poll="/dashboard/whatsapp/${row.id}/status">
 <td><code>${row.id}</code></td>
-<td>${statusText(row.status)}</td>
-<td>${row.phone_number ? `+${row.phone_number}` : '—'}</td>
+<td data-field="status_text">${rowStatusText(row)}</td>
+<td data-field="phone_number">${row.phone_number ? `+${row.phone_number}` : '—'}</td>
 <td>${timeCell(row.created_at)}</td>
-<td>${timeCell(row.last_connected_at, 'never')}</td>
+<td data-field="last_connected_at">${timeCell(row.last_connected_at, 'never')}</td>
 <td><form method="post" action="/dashboard/whatsapp/${row.id}/delete" class="inline">
 <input type="hidden" name="_csrf" value="${ctx.csrf}">
 <button type="submit" class="danger" aria-label="Delete session ${row.id}">Delete</button>
@@ -65,7 +72,7 @@ function linkingPanel(created: CreatedSession): Html {
 <div class="qr-box" data-when="qr_pending">
 ${how}
 </div>
-<p class="session-status" aria-live="polite">Status: <strong data-field="status_text">${statusText(row.status)}</strong><span data-field="phone"></span></p>
+<p class="session-status" aria-live="polite">Status: <strong data-field="status_text">${statusText(row.status, created.pairingCode !== undefined)}</strong><span data-field="phone"></span></p>
 </section>`;
 }
 

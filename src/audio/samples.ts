@@ -1,0 +1,77 @@
+import { existsSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { vetAudioUrl } from './url-check.js';
+
+/**
+ * The sample voice notes the service ships (assets/samples/) and serves at /samples/NAME, so a first
+ * sandbox send succeeds on a machine without internet. Only these names are served or recognised.
+ */
+export const SAMPLE_PATH_PREFIX = '/samples/';
+export const SAMPLE_NAMES = ['hello.ogg'] as const;
+export const SAMPLE_CONTENT_TYPE = 'audio/ogg';
+
+/** assets/ sits two folders above this file both in src/audio/ and in dist/audio/. */
+const SAMPLES_DIR = new URL('../../assets/samples/', import.meta.url);
+
+/** The file of a shipped sample by its name, or null for any other name. */
+export function sampleFile(name: string): string | null {
+  if (!(SAMPLE_NAMES as readonly string[]).includes(name)) return null;
+  const path = fileURLToPath(new URL(name, SAMPLES_DIR));
+  return existsSync(path) ? path : null;
+}
+
+function parse(url: string): URL | null {
+  try {
+    return new URL(url);
+  } catch {
+    return null;
+  }
+}
+
+/** The local file a URL of the form `http(s)://HOST/samples/NAME` names, whatever HOST; else null. */
+function sampleNamedBy(url: URL): string | null {
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') return null;
+  if (!url.pathname.startsWith(SAMPLE_PATH_PREFIX) || url.search !== '') return null;
+  return sampleFile(url.pathname.slice(SAMPLE_PATH_PREFIX.length));
+}
+
+/**
+ * POST /send with a sandbox key: the service's own sample, on the very origin the request came to
+ * (its Host header), may be named even when private addresses are refused — that is how the
+ * quick start's `http://localhost:3000/samples/hello.ogg` works out of the box. Live keys never get
+ * this exception: for them a private address stays refused.
+ */
+export function isOwnSampleUrl(audioUrl: string, requestHost: string | undefined): boolean {
+  const url = parse(audioUrl);
+  if (!url || requestHost === undefined || sampleNamedBy(url) === null) return false;
+  const asked = parse(`${url.protocol}//${requestHost}`);
+  if (!asked) return false;
+  return sameMachineName(url.hostname, asked.hostname) && url.port === asked.port;
+}
+
+const LOOPBACK = /^(localhost|.+\.localhost|127\.\d+\.\d+\.\d+|\[::1\])$/i;
+
+/**
+ * The same host, or two loopback names for this machine: the README's `http://localhost:3000/…`
+ * reaches the service that `voicenote send` calls at `http://127.0.0.1:3000`.
+ */
+function sameMachineName(a: string, b: string): boolean {
+  const x = a.toLowerCase().replace(/\.$/, '');
+  const y = b.toLowerCase().replace(/\.$/, '');
+  return x === y || (LOOPBACK.test(x) && LOOPBACK.test(y));
+}
+
+/**
+ * The worker, for a sandbox message: the shipped file to read instead of fetching, when the URL
+ * names a sample on an address the fetcher would refuse (the API let it through as the service's
+ * own sample). A worker in another process or on another machine reads its own identical copy, so
+ * this works in split mode too. Public URLs are fetched as usual.
+ */
+export function localSampleFor(audioUrl: string): string | null {
+  const url = parse(audioUrl);
+  if (!url) return null;
+  const file = sampleNamedBy(url);
+  if (file === null) return null;
+  const verdict = vetAudioUrl(url, { allowPrivate: false });
+  return !verdict.ok && verdict.blocked ? file : null;
+}

@@ -1,0 +1,90 @@
+import assert from 'node:assert/strict';
+import { readFile } from 'node:fs/promises';
+import { after, before, describe, it } from 'node:test';
+import { closeSharedAudio, STORAGE_LABEL, startTestApp, TELEGRAM_TOKEN, type TestAccount, type TestApp } from './fixtures/app-harness.js';
+import { runCli } from './fixtures/cli-process.js';
+
+/**
+ * The README's first send on a machine without internet: the service serves its own sample voice
+ * note at /samples/hello.ogg, and a sandbox key may name it on the service's own (private) origin
+ * while private addresses are otherwise refused. Live keys get no such exception.
+ */
+
+const SAMPLE = new URL('../assets/samples/hello.ogg', import.meta.url);
+
+after(async () => {
+  await closeSharedAudio();
+});
+
+describe(`the first send: the shipped sample (${STORAGE_LABEL})`, () => {
+  let t: TestApp;
+  let account: TestAccount;
+  let base: string;
+
+  const send = (key: string, audioUrl: string, origin = base) =>
+    fetch(`${origin}/api/v1/send`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ platform: 'telegram', recipient: '123456789', audio_url: audioUrl, session: { bot_token: TELEGRAM_TOKEN } }),
+    });
+
+  before(async () => {
+    t = await startTestApp({ env: { AUDIO_ALLOW_PRIVATE_URLS: 'false' } });
+    account = await t.createAccount();
+    base = await t.listen();
+  });
+  after(async () => {
+    await t?.close();
+  });
+
+  it('serves the sample without a key', async () => {
+    const res = await fetch(`${base}/samples/hello.ogg`);
+    assert.equal(res.status, 200);
+    assert.equal(res.headers.get('content-type'), 'audio/ogg');
+    const bytes = Buffer.from(await res.arrayBuffer());
+    assert.deepEqual(bytes, await readFile(SAMPLE));
+    assert.ok(bytes.length < 100 * 1024, `the sample is ${bytes.length} bytes`);
+    const missing = await fetch(`${base}/samples/secret.key`);
+    assert.equal(missing.status, 404);
+    assert.equal(((await missing.json()) as any).error.code, 'not_found');
+  });
+
+  it('a sandbox send of the service’s own sample is delivered, with private URLs refused', async () => {
+    const res = await send(account.testKey, `${base}/samples/hello.ogg`);
+    const body = (await res.json()) as any;
+    assert.equal(res.status, 202, JSON.stringify(body));
+    const done = await t.waitForStatus(account.testKey, body.id, ['delivered', 'failed']);
+    assert.equal(done.status, 'delivered', JSON.stringify(done));
+    // The sandbox really converted it: the message log holds the audio's facts.
+    const log = await t.request({ method: 'GET', url: `/api/v1/messages/${body.id}`, key: account.testKey });
+    assert.equal(log.statusCode, 200, log.body);
+  });
+
+  it('the same URL with a live key is refused (private address)', async () => {
+    const res = await send(account.liveKey, `${base}/samples/hello.ogg`);
+    const body = (await res.json()) as any;
+    assert.equal(res.status, 422, JSON.stringify(body));
+    assert.equal(body.error.code, 'invalid_parameter');
+    assert.equal(body.error.details.field, 'audio_url');
+  });
+
+  it('the README\'s command as typed: VOICENOTE_KEY, the default --url (127.0.0.1:$PORT), the sample at localhost:$PORT, --wait', async () => {
+    const port = new URL(base).port;
+    const run = await runCli(
+      ['send', '--platform', 'telegram', '--recipient', '123456789', '--bot-token', TELEGRAM_TOKEN, '--audio', `http://localhost:${port}/samples/hello.ogg`, '--wait'],
+      { PORT: port, VOICENOTE_KEY: account.testKey },
+    );
+    assert.equal(run.code, 0, run.stderr);
+    const final = JSON.parse(run.stdout);
+    assert.equal(final.status, 'delivered', run.stdout);
+  });
+
+  it('a sandbox key gets no exception for other private URLs, nor for a sample on another host', async () => {
+    for (const url of [t.voiceUrl, `${base}/samples/other.ogg`, 'http://10.0.0.7/samples/hello.ogg', `${base}/api/v1/usage`]) {
+      const res = await send(account.testKey, url);
+      const body = (await res.json()) as any;
+      assert.equal(res.status, 422, `${url}: ${JSON.stringify(body)}`);
+      assert.equal(body.error.details.field, 'audio_url');
+    }
+  });
+});
