@@ -8,6 +8,7 @@ import { registerRootRedirect } from './api/root.js';
 import { registerLoadShedding } from './api/load-shedding.js';
 import { requestIdOf } from './api/request-id.js';
 import { registerNulGuard } from './api/nul-guard.js';
+import { clientErrorHandler, httpServerOptions, maxConnectionsFor, registerClientErrorHooks } from './api/http-limits.js';
 import { registerHttpMetrics, registerMetricsRoute } from './metrics/exposure.js';
 import { ErrorEnvelope, OPTIONAL_BODY } from './api/schemas.js';
 import { ping } from './store/db.js';
@@ -60,6 +61,10 @@ export async function buildServer(services: Services, options: ServerOptions = {
   const app = Fastify({
     loggerInstance: services.logger as FastifyBaseLogger,
     bodyLimit: BODY_LIMIT_BYTES,
+    // Timeouts and keep-alive limits: a slow or idle client cannot hold a socket for ever (README, "Configuration").
+    ...httpServerOptions(services.config.http),
+    // Requests Node's parser refuses (or that time out) get the error envelope too.
+    clientErrorHandler: clientErrorHandler(services.logger as FastifyBaseLogger),
     // Behind a reverse proxy, the client address (per-IP bucket, logs) comes from X-Forwarded-For of trusted hops only.
     trustProxy: fastifyTrustProxy(services.config.trustProxy),
     return503OnClosing: false,
@@ -77,6 +82,9 @@ export async function buildServer(services: Services, options: ServerOptions = {
     // A mistyped field is the caller's error to see, not something to guess around.
     ajv: { customOptions: { coerceTypes: false, removeAdditional: true, allErrors: false } },
   });
+  // Over the cap, a new connection is closed at once: the process keeps descriptors for its own work.
+  app.server.maxConnections = maxConnectionsFor(services.config.http);
+  registerClientErrorHooks(app);
   app.decorateRequest('caller', null);
   app.addSchema(ErrorEnvelope);
   registerErrorHandling(app, () =>

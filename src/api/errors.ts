@@ -6,11 +6,14 @@ export type ErrorCode =
   | 'unauthorized'
   | 'quota_exceeded'
   | 'not_found'
+  | 'method_not_allowed'
+  | 'request_timeout'
   | 'idempotency_conflict'
   | 'payload_too_large'
   | 'unsupported_media_type'
   | 'invalid_parameter'
   | 'session_not_connected'
+  | 'headers_too_large'
   | 'rate_limited'
   | 'internal_error'
   | 'platform_error'
@@ -21,12 +24,15 @@ const STATUS_OF: Record<ErrorCode, number> = {
   unauthorized: 401,
   quota_exceeded: 402,
   not_found: 404,
+  method_not_allowed: 405,
+  request_timeout: 408,
   idempotency_conflict: 409,
   payload_too_large: 413,
   unsupported_media_type: 415,
   invalid_parameter: 422,
   session_not_connected: 422,
   rate_limited: 429,
+  headers_too_large: 431,
   internal_error: 500,
   platform_error: 502,
   service_unavailable: 503,
