@@ -63,8 +63,10 @@ export interface HttpLimits {
   keepAliveTimeoutMs: number;
   /** A keep-alive connection is closed after this many requests. */
   maxRequestsPerSocket: number;
-  /** Open client connections at most; undefined: the default (see defaultMaxConnections). */
+  /** Open client connections at most; undefined: the default (see maxConnectionsFor). */
   maxConnections: number | undefined;
+  /** Open connections from one client address at most; 0: no such cap; undefined: the default (see maxPerAddressFor). */
+  maxConnectionsPerAddress: number | undefined;
 }
 
 /** A bad configuration value: its message is one line that names the variable. */
@@ -259,5 +261,7 @@ function httpLimits(env: Env): HttpLimits {
     keepAliveTimeoutMs: integer(env, 'HTTP_KEEP_ALIVE_TIMEOUT_MS', 5_000, 100, 600_000),
     maxRequestsPerSocket: integer(env, 'HTTP_MAX_REQUESTS_PER_SOCKET', 1_000, 1, 1_000_000),
     maxConnections: text(env, 'HTTP_MAX_CONNECTIONS') === undefined ? undefined : integer(env, 'HTTP_MAX_CONNECTIONS', 0, 1, 1_000_000),
+    maxConnectionsPerAddress:
+      text(env, 'HTTP_MAX_CONNECTIONS_PER_ADDRESS') === undefined ? undefined : integer(env, 'HTTP_MAX_CONNECTIONS_PER_ADDRESS', 0, 0, 1_000_000),
   };
 }

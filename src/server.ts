@@ -8,7 +8,7 @@ import { registerRootRedirect } from './api/root.js';
 import { registerLoadShedding } from './api/load-shedding.js';
 import { requestIdOf } from './api/request-id.js';
 import { registerNulGuard } from './api/nul-guard.js';
-import { clientErrorHandler, httpServerOptions, maxConnectionsFor, registerClientErrorHooks } from './api/http-limits.js';
+import { capConnections, clientErrorHandler, httpServerOptions, maxConnectionsFor, maxPerAddressFor, registerClientErrorHooks } from './api/http-limits.js';
 import { registerHttpMetrics, registerMetricsRoute } from './metrics/exposure.js';
 import { ErrorEnvelope, OPTIONAL_BODY } from './api/schemas.js';
 import { ping } from './store/db.js';
@@ -82,8 +82,10 @@ export async function buildServer(services: Services, options: ServerOptions = {
     // A mistyped field is the caller's error to see, not something to guess around.
     ajv: { customOptions: { coerceTypes: false, removeAdditional: true, allErrors: false } },
   });
-  // Over the cap, a new connection is closed at once: the process keeps descriptors for its own work.
-  app.server.maxConnections = maxConnectionsFor(services.config.http);
+  // Over the caps, a new connection is closed at once: the process keeps descriptors for its own work,
+  // and one client address cannot take every place.
+  const maxConnections = maxConnectionsFor(services.config.http);
+  capConnections(app.server, maxConnections, maxPerAddressFor(services.config.http, maxConnections, services.config.trustProxy !== false));
   registerClientErrorHooks(app);
   app.decorateRequest('caller', null);
   app.addSchema(ErrorEnvelope);

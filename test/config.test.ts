@@ -38,7 +38,7 @@ describe('loadConfig: the documented defaults', () => {
       metricsPort: undefined,
       metricsToken: undefined,
       maxEventLoopDelayMs: 1000,
-      http: { headersTimeoutMs: 10_000, requestTimeoutMs: 30_000, keepAliveTimeoutMs: 5_000, maxRequestsPerSocket: 1_000, maxConnections: undefined },
+      http: { headersTimeoutMs: 10_000, requestTimeoutMs: 30_000, keepAliveTimeoutMs: 5_000, maxRequestsPerSocket: 1_000, maxConnections: undefined, maxConnectionsPerAddress: undefined },
       ownerEmail: undefined,
     });
   });
@@ -74,6 +74,7 @@ describe('loadConfig: values are read and typed', () => {
       HTTP_KEEP_ALIVE_TIMEOUT_MS: '65000',
       HTTP_MAX_REQUESTS_PER_SOCKET: '50',
       HTTP_MAX_CONNECTIONS: '300',
+      HTTP_MAX_CONNECTIONS_PER_ADDRESS: '0',
       OWNER_EMAIL: 'Me@Example.com',
     });
     assert.equal(config.port, 8080);
@@ -93,7 +94,7 @@ describe('loadConfig: values are read and typed', () => {
     assert.equal(config.databasePoolSize, 25);
     assert.equal(config.shutdownGraceMs, 2500);
     assert.equal(config.shutdownMarginMs, 4000);
-    assert.deepEqual(config.http, { headersTimeoutMs: 2000, requestTimeoutMs: 7000, keepAliveTimeoutMs: 65_000, maxRequestsPerSocket: 50, maxConnections: 300 });
+    assert.deepEqual(config.http, { headersTimeoutMs: 2000, requestTimeoutMs: 7000, keepAliveTimeoutMs: 65_000, maxRequestsPerSocket: 50, maxConnections: 300, maxConnectionsPerAddress: 0 });
     assert.equal(config.ownerEmail, 'Me@Example.com');
   });
 

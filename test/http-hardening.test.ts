@@ -11,7 +11,7 @@ import net from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, describe, test } from 'node:test';
-import { maxConnectionsFor } from '../src/api/http-limits.js';
+import { maxConnectionsFor, maxPerAddressFor } from '../src/api/http-limits.js';
 import { closeSharedAudio, STORAGE_LABEL, startTestApp, type TestApp } from './fixtures/app-harness.js';
 import { BIN, childEnv, ROOT } from './fixtures/cli-process.js';
 
@@ -107,7 +107,7 @@ describe(`slow clients are closed after the timeouts (${STORAGE_LABEL})`, () => 
 
 describe(`the connection cap (${STORAGE_LABEL})`, () => {
   test('at HTTP_MAX_CONNECTIONS further connections are closed unanswered, while requests that fit are answered', async (t) => {
-    const app = await startTestApp({ worker: false, env: { HTTP_MAX_CONNECTIONS: '4', HTTP_HEADERS_TIMEOUT_MS: '60000', HTTP_REQUEST_TIMEOUT_MS: '60000' } });
+    const app = await startTestApp({ worker: false, env: { HTTP_MAX_CONNECTIONS: '4', HTTP_MAX_CONNECTIONS_PER_ADDRESS: '0', HTTP_HEADERS_TIMEOUT_MS: '60000', HTTP_REQUEST_TIMEOUT_MS: '60000' } });
     // Slow clients first: closing waits for requests in flight.
     const slow: net.Socket[] = [];
     t.after(async () => {
@@ -152,11 +152,42 @@ describe(`the connection cap (${STORAGE_LABEL})`, () => {
   });
 
   test('by default: 1,000, or three quarters of the descriptor limit when that is lower', () => {
-    const limits = { headersTimeoutMs: 1, requestTimeoutMs: 1, keepAliveTimeoutMs: 1, maxRequestsPerSocket: 1, maxConnections: undefined };
+    const limits = { headersTimeoutMs: 1, requestTimeoutMs: 1, keepAliveTimeoutMs: 1, maxRequestsPerSocket: 1, maxConnections: undefined, maxConnectionsPerAddress: undefined };
     assert.equal(maxConnectionsFor(limits, 1_048_576), 1_000);
     assert.equal(maxConnectionsFor(limits, 256), 192);
     assert.equal(maxConnectionsFor(limits, undefined), 1_000);
     assert.equal(maxConnectionsFor({ ...limits, maxConnections: 5_000 }, 256), 5_000, 'HTTP_MAX_CONNECTIONS when set');
+    assert.equal(maxPerAddressFor(limits, 192, false), 96, 'one address: half the places');
+    assert.equal(maxPerAddressFor(limits, 192, true), 0, 'behind a trusted proxy every client shares its address: no cap per address');
+    assert.equal(maxPerAddressFor({ ...limits, maxConnectionsPerAddress: 7 }, 192, true), 7);
+  });
+
+  test('one address holding its share of the places is refused more, while another address is answered', async (t) => {
+    const app = await startTestApp({ worker: false, env: { HTTP_MAX_CONNECTIONS: '6', HTTP_HEADERS_TIMEOUT_MS: '60000', HTTP_REQUEST_TIMEOUT_MS: '60000' } });
+    const slow: net.Socket[] = [];
+    t.after(async () => {
+      slow.forEach((s) => s.destroy());
+      await app.close();
+    });
+    const port = await portOf(app);
+    for (let i = 0; i < 3; i++) {
+      const socket = net.connect({ port, host: '127.0.0.1', localAddress: '127.0.0.1' });
+      socket.on('error', () => undefined);
+      await new Promise((resolve) => socket.once('connect', resolve));
+      socket.write('GET /healthz HTTP/1.1\r\nHost: x\r\n');
+      slow.push(socket);
+    }
+    for (let i = 0; i < 100 && (await connectionCount(app)) < 3; i++) await new Promise((r) => setTimeout(r, 20));
+    const refused = await rawExchange(port, 'GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n');
+    assert.equal(refused.received, '', 'a fourth connection from 127.0.0.1 is closed unanswered');
+    const other = await new Promise<RawExchange>((resolve) => {
+      const socket = net.connect({ port, host: '127.0.0.1', localAddress: '127.0.0.2' }, () => socket.write('GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n'));
+      let received = '';
+      socket.setEncoding('utf8').on('data', (c: string) => (received += c));
+      socket.on('error', () => undefined);
+      socket.on('close', () => resolve({ received, closed: true }));
+    });
+    assert.match(other.received, /^HTTP\/1\.1 200 /, 'another address is answered');
   });
 });
 

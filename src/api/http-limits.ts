@@ -1,4 +1,5 @@
 import fs from 'node:fs';
+import type { Server } from 'node:http';
 import type { Socket } from 'node:net';
 import type { FastifyBaseLogger, FastifyInstance, FastifyServerOptions } from 'fastify';
 import type { HttpLimits } from '../config.js';
@@ -25,6 +26,39 @@ export function openFileLimit(): number | undefined {
 export function maxConnectionsFor(limits: HttpLimits, fileLimit = openFileLimit()): number {
   if (limits.maxConnections !== undefined) return limits.maxConnections;
   return fileLimit === undefined ? DEFAULT_MAX_CONNECTIONS : Math.max(1, Math.min(DEFAULT_MAX_CONNECTIONS, Math.floor(fileLimit * SHARE_FOR_CLIENTS)));
+}
+
+/**
+ * HTTP_MAX_CONNECTIONS_PER_ADDRESS when set (0: none); else half the connection cap, so one client
+ * address cannot take every place, except behind a trusted proxy, whose one address is everyone's.
+ */
+export function maxPerAddressFor(limits: HttpLimits, maxConnections: number, behindProxy: boolean): number {
+  if (limits.maxConnectionsPerAddress !== undefined) return limits.maxConnectionsPerAddress;
+  return behindProxy ? 0 : Math.max(1, Math.ceil(maxConnections / 2));
+}
+
+/**
+ * The connection caps on the listening server: over the total (Node's maxConnections) or over one
+ * address's share, a new connection is closed at once, before anything is read from it.
+ */
+export function capConnections(server: Server, maxConnections: number, perAddress: number): void {
+  server.maxConnections = maxConnections;
+  if (perAddress <= 0) return;
+  const open = new Map<string, number>();
+  server.on('connection', (socket: Socket) => {
+    const address = socket.remoteAddress ?? '';
+    const count = (open.get(address) ?? 0) + 1;
+    if (count > perAddress) {
+      socket.destroy();
+      return;
+    }
+    open.set(address, count);
+    socket.once('close', () => {
+      const left = (open.get(address) ?? 1) - 1;
+      if (left <= 0) open.delete(address);
+      else open.set(address, left);
+    });
+  });
 }
 
 /** The Fastify (and Node http.Server) options that bound what one slow or idle client can hold. */
