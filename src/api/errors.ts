@@ -1,4 +1,5 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { isDiskFull, noteDiskFull } from '../store/disk-full.js';
 
 /** Every non-2xx answer of the API, by code (README, "Errors"). */
 export type ErrorCode =
@@ -125,6 +126,10 @@ export function sendError(reply: FastifyReply, error: ApiError): FastifyReply {
 export const storageUnavailable = (): ApiError =>
   new ApiError('service_unavailable', 'storage is not reachable; retry shortly', null, { 'Retry-After': '5' });
 
+/** Storage answers but cannot write: the disk is full (an operator must free space). */
+export const storageFull = (): ApiError =>
+  new ApiError('service_unavailable', 'storage is full (disk full): it cannot take writes until space is freed; retry later', null, { 'Retry-After': '30' });
+
 const STORAGE_FAULT_CODES = /^(SQLITE_(BUSY|LOCKED|READONLY|IOERR|FULL|CANTOPEN|PROTOCOL)|ECONNREFUSED|ECONNRESET|ETIMEDOUT|EPIPE|57P0[1-3]|08\d{3}|53300)/;
 const STORAGE_FAULT_MESSAGES = /Connection terminated|Query read timeout|timeout exceeded when trying to connect|Client has encountered a connection error/;
 
@@ -145,7 +150,11 @@ export function isStorageFault(error: unknown): boolean {
 export function registerErrorHandling(app: FastifyInstance, storageAnswers: () => Promise<boolean>): void {
   app.setErrorHandler(async (error: FastifyError, request: FastifyRequest, reply: FastifyReply) => {
     let apiError = error instanceof ApiError ? error : fromFastifyError(error);
-    if (apiError.code === 'internal_error') {
+    if (apiError.code === 'internal_error' && isDiskFull(error)) {
+      noteDiskFull();
+      request.log.warn({ err: error }, 'storage is full (disk full)');
+      apiError = storageFull();
+    } else if (apiError.code === 'internal_error') {
       if (!isStorageFault(error) && (await storageAnswers())) request.log.error({ err: error }, 'unhandled error');
       else {
         request.log.warn({ err: error }, 'storage is not reachable');
