@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { mkdir, readdir, rm, stat } from 'node:fs/promises';
+import { PRIVATE_DIR_MODE } from '../store/private-files.js';
 import type { LookupFunction } from 'node:net';
 import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
@@ -155,7 +156,7 @@ export function createAudioPipeline(opts: AudioPipelineOptions, internals: Audio
   let closed = false;
 
   const ready = (async () => {
-    await mkdir(tmpDir, { recursive: true });
+    await mkdir(tmpDir, { recursive: true, mode: PRIVATE_DIR_MODE });
     const now = Date.now();
     for (const name of await readdir(tmpDir)) {
       const path = join(tmpDir, name);
