@@ -46,6 +46,8 @@ export interface TelegramCall {
   duration: string | undefined;
   voice: TelegramVoicePart | undefined;
   reply: { status: number; body: string };
+  /** When the request arrived (epoch ms, its headers in): how far apart the retries came. */
+  receivedAt: number;
 }
 
 interface FailureRule {
@@ -294,12 +296,13 @@ export async function startTelegramApi(options: TelegramFakeOptions = {}): Promi
         return;
       }
       const [, token = '', method = ''] = path;
+      const receivedAt = Date.now();
       if (hooks.beforeReadingBody) {
         await hooks.beforeReadingBody(token);
         // The client hung up while the request waited to be read: like a server that reads a request
         // only once it gets to it, nothing is processed (and the call is recorded as never answered).
         if (req.socket.destroyed) {
-          calls.push({ httpMethod: req.method ?? '', method, token, fields: {}, chatId: undefined, caption: undefined, duration: undefined, voice: undefined, reply: { status: 0, body: '' } });
+          calls.push({ httpMethod: req.method ?? '', method, token, fields: {}, chatId: undefined, caption: undefined, duration: undefined, voice: undefined, reply: { status: 0, body: '' }, receivedAt });
           for (const wake of [...waiters]) wake();
           return;
         }
@@ -316,6 +319,7 @@ export async function startTelegramApi(options: TelegramFakeOptions = {}): Promi
         duration: form.fields.duration,
         voice: form.files.voice,
         reply: 'stall' in reply ? { status: 0, body: '' } : { status: reply.status, body: reply.body },
+        receivedAt,
       };
       calls.push(call);
       if ('stall' in reply) {
