@@ -180,8 +180,9 @@ ${allUp ? 'The process stayed up in every run and answered after each attack.' :
 With one attacking address the cap per address keeps places free for everyone else. Attackers on
 many addresses can fill every place: the process then stays up and closes the excess at once, and
 other clients get in as the timeouts free places; per-client limits in front of the service (a
-reverse proxy) are what keep them answered then. Before this change the third run ended the
-process within a second of the first descriptor shortage (exit 70: the load-shedding check read
-the process's memory, which opens a file, and threw EMFILE).`,
+reverse proxy) are what keep them answered then. Before the load-shedding check stopped reading
+the process's memory (which opens a file in /proc), a process out of descriptors ended at its next
+sample with exit 70 (EMFILE); \`test/http-hardening.test.ts\` keeps that case (\`ulimit -n 256\`,
+400 slow sockets, the cap above the limit).`,
 );
 process.stdout.write(`${rows.join('\n')}\n`);
