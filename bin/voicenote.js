@@ -8,6 +8,9 @@ if (!existsSync(fileURLToPath(compiled))) {
   process.stderr.write('voicenote: dist/ is missing; run `npm run build` (npm install does it) first\n');
   process.exit(1);
 }
+// Everything the service creates (DATA_DIR, the database and its WAL, the audio cache, backups,
+// ffmpeg's output) is for its own user only: 0700 folders, 0600 files (README, "Operations").
+process.umask(0o077);
 // Before anything else: V8 collects garbage sooner than it would by itself (src/heap.ts says why).
 const { applyHeapSettings } = await import(new URL('../dist/heap.js', import.meta.url).href);
 applyHeapSettings();

@@ -216,7 +216,7 @@ export function buildProgram(): Command {
         throw new CliError(`PORT/HOST: cannot listen on ${cfg.host}:${cfg.port}: ${messageOf(error)}`);
       }
       // Only once the service is up: a start that failed leaves no owner behind whose keys were never shown.
-      const owner = await bootstrapOwner(app.services.db.kysely);
+      const owner = await bootstrapOwner(app.services.db.kysely, cfg.ownerEmail);
       if (owner) process.stderr.write(firstStartBanner(owner, cfg));
       logger.info({ address, worker: options.worker, storage: app.services.db.dialect }, 'voicenote is listening');
     });

@@ -56,6 +56,25 @@ export interface Config {
   metricsToken: string | undefined;
   /** Mean event-loop delay (ms) over which requests are shed with 503; 0 turns shedding off. */
   maxEventLoopDelayMs: number;
+  /** The owner account's dashboard email, used once: when the first start creates the owner. */
+  ownerEmail: string | undefined;
+  /** Sockets and their timeouts (src/api/http-limits.ts): what one slow or idle client may hold. */
+  http: HttpLimits;
+}
+
+export interface HttpLimits {
+  /** The request line and headers must have arrived within this (ms). */
+  headersTimeoutMs: number;
+  /** The whole request, body included, must have arrived within this (ms). */
+  requestTimeoutMs: number;
+  /** An idle keep-alive connection is closed after this (ms). */
+  keepAliveTimeoutMs: number;
+  /** A keep-alive connection is closed after this many requests. */
+  maxRequestsPerSocket: number;
+  /** Open client connections at most; undefined: the default (see maxConnectionsFor). */
+  maxConnections: number | undefined;
+  /** Open connections from one client address at most; 0: no such cap; undefined: the default (see maxPerAddressFor). */
+  maxConnectionsPerAddress: number | undefined;
 }
 
 /** A bad configuration value: its message is one line that names the variable. */
@@ -227,5 +246,32 @@ export function loadConfig(env: Env = process.env): Config {
     metricsPort: text(env, 'METRICS_PORT') === undefined ? undefined : integer(env, 'METRICS_PORT', 0, 1, 65535),
     metricsToken: metricsToken(env),
     maxEventLoopDelayMs: integer(env, 'MAX_EVENT_LOOP_DELAY_MS', 1000, 0, 60_000),
+    ownerEmail: ownerEmail(env),
+    http: httpLimits(env),
+  };
+}
+
+function ownerEmail(env: Env): string | undefined {
+  const raw = text(env, 'OWNER_EMAIL');
+  if (raw === undefined) return undefined;
+  if (raw.length > 320 || !/^[^\s@]+@[^\s@]+$/.test(raw)) throw new ConfigError('OWNER_EMAIL', `must be an email address, got "${raw}"`);
+  return raw;
+}
+
+function httpLimits(env: Env): HttpLimits {
+  const headersTimeoutMs = integer(env, 'HTTP_HEADERS_TIMEOUT_MS', 10_000, 100, 600_000);
+  const requestTimeoutMs = integer(env, 'HTTP_REQUEST_TIMEOUT_MS', 30_000, 100, 600_000);
+  // Node refuses a headers timeout longer than the request's: say so in the configuration's words.
+  if (headersTimeoutMs > requestTimeoutMs) {
+    throw new ConfigError('HTTP_HEADERS_TIMEOUT_MS', `must not be longer than HTTP_REQUEST_TIMEOUT_MS (${requestTimeoutMs}), got ${headersTimeoutMs}`);
+  }
+  return {
+    headersTimeoutMs,
+    requestTimeoutMs,
+    keepAliveTimeoutMs: integer(env, 'HTTP_KEEP_ALIVE_TIMEOUT_MS', 5_000, 100, 600_000),
+    maxRequestsPerSocket: integer(env, 'HTTP_MAX_REQUESTS_PER_SOCKET', 1_000, 1, 1_000_000),
+    maxConnections: text(env, 'HTTP_MAX_CONNECTIONS') === undefined ? undefined : integer(env, 'HTTP_MAX_CONNECTIONS', 0, 1, 1_000_000),
+    maxConnectionsPerAddress:
+      text(env, 'HTTP_MAX_CONNECTIONS_PER_ADDRESS') === undefined ? undefined : integer(env, 'HTTP_MAX_CONNECTIONS_PER_ADDRESS', 0, 0, 1_000_000),
   };
 }

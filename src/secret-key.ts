@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { parseSecretKey } from './config.js';
+import { PRIVATE_DIR_MODE } from './core/private-files.js';
 
 /**
  * The key that seals credentials at rest: SECRET_KEY when set, else one generated once into
@@ -10,7 +11,7 @@ import { parseSecretKey } from './config.js';
 export function loadOrCreateSecretKey(dataDir: string, fromConfig: Buffer | undefined): Buffer {
   if (fromConfig) return fromConfig;
   const file = path.join(dataDir, 'secret.key');
-  fs.mkdirSync(dataDir, { recursive: true });
+  fs.mkdirSync(dataDir, { recursive: true, mode: PRIVATE_DIR_MODE });
   try {
     fs.writeFileSync(file, `${randomBytes(32).toString('base64')}\n`, { flag: 'wx', mode: 0o600 });
   } catch (error) {

@@ -11,6 +11,7 @@ import { packageVersion } from './package-info.js';
 import { registerLoadShedding } from './api/load-shedding.js';
 import { requestIdOf } from './api/request-id.js';
 import { registerNulGuard } from './api/nul-guard.js';
+import { capConnections, clientErrorHandler, httpServerOptions, maxConnectionsFor, maxPerAddressFor, registerClientErrorHooks } from './api/http-limits.js';
 import { registerHttpMetrics, registerMetricsRoute } from './metrics/exposure.js';
 import { ErrorEnvelope, OPTIONAL_BODY } from './api/schemas.js';
 import { ping } from './store/db.js';
@@ -64,6 +65,10 @@ export async function buildServer(services: Services, options: ServerOptions = {
   const app = Fastify({
     loggerInstance: services.logger as FastifyBaseLogger,
     bodyLimit: BODY_LIMIT_BYTES,
+    // Timeouts and keep-alive limits: a slow or idle client cannot hold a socket for ever (README, "Configuration").
+    ...httpServerOptions(services.config.http),
+    // Requests Node's parser refuses (or that time out) get the error envelope too.
+    clientErrorHandler: clientErrorHandler(services.logger as FastifyBaseLogger),
     // Behind a reverse proxy, the client address (per-IP bucket, logs) comes from X-Forwarded-For of trusted hops only.
     trustProxy: fastifyTrustProxy(services.config.trustProxy),
     return503OnClosing: false,
@@ -81,6 +86,11 @@ export async function buildServer(services: Services, options: ServerOptions = {
     // A mistyped field is the caller's error to see, not something to guess around.
     ajv: { customOptions: { coerceTypes: false, removeAdditional: true, allErrors: false } },
   });
+  // Over the caps, a new connection is closed at once: the process keeps descriptors for its own work,
+  // and one client address cannot take every place.
+  const maxConnections = maxConnectionsFor(services.config.http);
+  capConnections(app.server, maxConnections, maxPerAddressFor(services.config.http, maxConnections, services.config.trustProxy !== false));
+  registerClientErrorHooks(app);
   app.decorateRequest('caller', null);
   app.addSchema(ErrorEnvelope);
   registerErrorHandling(app, () =>

@@ -190,3 +190,56 @@ describe('SSRF: private addresses forbidden', () => {
     }
   });
 });
+
+// One address inside each refused range (not its first address: a range cut short would still
+// refuse that one), and public addresses just outside some of them.
+const REFUSED_BY_RANGE: Record<string, string> = {
+  '0.0.0.0/8': '0.1.2.3',
+  '10.0.0.0/8': '10.200.3.4',
+  '100.64.0.0/10': '100.127.255.254',
+  '127.0.0.0/8': '127.5.6.7',
+  '169.254.0.0/16': '169.254.169.254',
+  '172.16.0.0/12': '172.31.255.1',
+  '192.0.0.0/24': '192.0.0.170',
+  '192.0.2.0/24': '192.0.2.55',
+  '192.88.99.0/24': '192.88.99.1',
+  '192.168.0.0/16': '192.168.44.2',
+  '198.18.0.0/15': '198.19.200.1',
+  '198.51.100.0/24': '198.51.100.77',
+  '203.0.113.0/24': '203.0.113.200',
+  '224.0.0.0/4': '239.255.255.250',
+  '240.0.0.0/4': '255.255.255.255',
+  '::/96': '::1',
+  '64:ff9b:1::/48': '64:ff9b:1:abcd::1',
+  '100::/64': '100::dead:beef',
+  '2001::/32': '2001:0:4136:e378:8000:63bf:3fff:fdd2',
+  '2001:db8::/32': '2001:db8:85a3::8a2e:370:7334',
+  '2001:2::/48': '2001:2:0:1::1',
+  '3fff::/20': '3fff:fff::1',
+  'fc00::/7': 'fd12:3456:789a::1',
+  'fe80::/10': 'febf::1',
+  'fec0::/10': 'feff::1',
+  'ff00::/8': 'ff02::1',
+};
+
+describe('SSRF: one refused address in every refused range', () => {
+  it('each of the ranges has a test address inside it, and that address is refused', async () => {
+    const { BlockList } = await import('node:net');
+    const { FORBIDDEN_RANGES } = await import('../src/audio/ip-ranges.js');
+    assert.deepEqual([...FORBIDDEN_RANGES].sort(), Object.keys(REFUSED_BY_RANGE).sort(), 'a test address for every range, and a range for every test address');
+    for (const [range, address] of Object.entries(REFUSED_BY_RANGE)) {
+      const [network, prefix] = range.split('/') as [string, string];
+      const family = network.includes(':') ? 'ipv6' : 'ipv4';
+      const only = new BlockList();
+      only.addSubnet(network, Number(prefix), family);
+      assert.ok(only.check(address, family), `${address} lies in ${range}`);
+      assert.notEqual(forbiddenAddressReason(address), null, `${address} (${range}) is refused`);
+    }
+  });
+
+  it('public addresses just outside some of them are not', () => {
+    for (const address of ['8.8.8.8', '100.128.0.1', '172.32.0.1', '198.20.0.1', '223.255.255.254', '2001:1::1', '2001:db9::1', '64:ff9b:2::1', '2001:4860:4860::8888', '4000::1']) {
+      assert.equal(forbiddenAddressReason(address), null, address);
+    }
+  });
+});

@@ -39,6 +39,8 @@ describe('loadConfig: the documented defaults', () => {
       metricsPort: undefined,
       metricsToken: undefined,
       maxEventLoopDelayMs: 1000,
+      http: { headersTimeoutMs: 10_000, requestTimeoutMs: 30_000, keepAliveTimeoutMs: 5_000, maxRequestsPerSocket: 1_000, maxConnections: undefined, maxConnectionsPerAddress: undefined },
+      ownerEmail: undefined,
     });
   });
 
@@ -68,6 +70,13 @@ describe('loadConfig: values are read and typed', () => {
       DATABASE_POOL_SIZE: '25',
       SHUTDOWN_GRACE_MS: '2500',
       SHUTDOWN_MARGIN_MS: '4000',
+      HTTP_HEADERS_TIMEOUT_MS: '2000',
+      HTTP_REQUEST_TIMEOUT_MS: '7000',
+      HTTP_KEEP_ALIVE_TIMEOUT_MS: '65000',
+      HTTP_MAX_REQUESTS_PER_SOCKET: '50',
+      HTTP_MAX_CONNECTIONS: '300',
+      HTTP_MAX_CONNECTIONS_PER_ADDRESS: '0',
+      OWNER_EMAIL: 'Me@Example.com',
     });
     assert.equal(config.port, 8080);
     assert.equal(config.host, '127.0.0.1');
@@ -86,6 +95,14 @@ describe('loadConfig: values are read and typed', () => {
     assert.equal(config.databasePoolSize, 25);
     assert.equal(config.shutdownGraceMs, 2500);
     assert.equal(config.shutdownMarginMs, 4000);
+    assert.deepEqual(config.http, { headersTimeoutMs: 2000, requestTimeoutMs: 7000, keepAliveTimeoutMs: 65_000, maxRequestsPerSocket: 50, maxConnections: 300, maxConnectionsPerAddress: 0 });
+    assert.equal(config.ownerEmail, 'Me@Example.com');
+  });
+
+  test('HTTP timeouts: the headers must not be given longer than the whole request; an email must look like one', () => {
+    assert.throws(() => loadConfig({ HTTP_HEADERS_TIMEOUT_MS: '20000', HTTP_REQUEST_TIMEOUT_MS: '10000' }), /^ConfigError: HTTP_HEADERS_TIMEOUT_MS: must not be longer than HTTP_REQUEST_TIMEOUT_MS/);
+    assert.throws(() => loadConfig({ HTTP_MAX_CONNECTIONS: '0' }), /HTTP_MAX_CONNECTIONS: must be between 1/);
+    assert.throws(() => loadConfig({ OWNER_EMAIL: 'not an email' }), /OWNER_EMAIL: /);
   });
 
   test('SECRET_KEY is accepted as 64 hex characters or as base64 of 32 bytes', () => {

@@ -160,20 +160,26 @@ describe(`dashboard sign-in, cookies and CSRF (${STORAGE_LABEL})`, () => {
     assert.equal(cookieValue(res, 'vn_session'), undefined);
   });
 
-  it('limits sign-in attempts per email and per client address', async () => {
+  it('limits sign-in attempts per client address and email, with growing waits; wrong passwords from elsewhere never lock the owner out', async () => {
     const target = await createDashboardAccount(t);
-    // Ten attempts per email in 15 minutes, from anywhere.
-    for (let i = 0; i < 10; i += 1) {
-      const res = await new FormClient(t, `10.2.0.${i + 1}`).signIn(target.email, `guess ${i}`);
-      assert.equal(res.statusCode, 401, `attempt ${i + 1}`);
-    }
-    const limited = await new FormClient(t, '10.2.0.99').signIn(target.email, target.password);
+    // One address, one email: after three wrong passwords each further attempt waits (1 s, then doubling).
+    const guesser = new FormClient(t, '10.2.0.1');
+    for (let i = 0; i < 3; i += 1) assert.equal((await guesser.signIn(target.email, `guess ${i}`)).statusCode, 401, `attempt ${i + 1}`);
+    const limited = await guesser.signIn(target.email, target.password);
     assert.equal(limited.statusCode, 429, 'even the right password waits');
-    assert.match(limited.body, /Too many sign-in attempts/);
-    assert.ok(Number(limited.headers['retry-after']) > 0);
+    assert.match(limited.body, /Too many sign-in attempts. Try again in 1 second/);
+    assert.ok(Number(limited.headers['retry-after']) >= 1);
     assert.equal(cookieValue(limited, 'vn_session'), undefined);
-    // Other emails are not affected.
-    assert.equal((await new FormClient(t, '10.2.0.99').signIn(account.email, account.password)).statusCode, 303);
+    // The same address may still try other emails.
+    assert.equal((await guesser.signIn(account.email, account.password)).statusCode, 303);
+
+    // Many wrong passwords for the email from many other addresses (more than ten, the old lock per email)…
+    for (let i = 0; i < 12; i += 1) {
+      const res = await new FormClient(t, `10.2.1.${i + 1}`).signIn(target.email, `guess ${i}`);
+      assert.equal(res.statusCode, 401, `address ${i + 1}`);
+    }
+    // …and the owner, from their own address, signs in at once.
+    assert.equal((await new FormClient(t, '10.2.0.99').signIn(target.email, target.password)).statusCode, 303);
 
     // Thirty attempts per client address, whatever the emails.
     const client = new FormClient(t, '10.3.0.1');

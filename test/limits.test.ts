@@ -328,16 +328,20 @@ describe('rate-limit windows counted in the process (no Redis)', () => {
   it('refuses past the limit within a window, tells when it resets, and starts a new window once it has', async () => {
     const { RateLimiter } = await import('../src/api/rate-limiter.js');
     const limiter = new RateLimiter();
-    const start = 1_700_000_000_000;
+    // Mid-second on purpose: the window ends at …060.4 s, so the reset (whole seconds) is …061, never
+    // …060, which would tell a client to come back while its window still runs.
+    const start = 1_700_000_000_400;
     const first = await limiter.consume('read', 'key_a', 2, start);
-    assert.deepEqual(first, { allowed: true, limit: 2, remaining: 1, resetAt: Math.ceil((start + 60_000) / 1000), retryAfter: 60 });
+    assert.deepEqual(first, { allowed: true, limit: 2, remaining: 1, resetAt: 1_700_000_061, retryAfter: 60 });
     await limiter.consume('read', 'key_a', 2, start + 1_000);
     const third = await limiter.consume('read', 'key_a', 2, start + 30_000);
-    assert.deepEqual(third, { allowed: false, limit: 2, remaining: 0, resetAt: Math.ceil((start + 60_000) / 1000), retryAfter: 30 });
+    assert.deepEqual(third, { allowed: false, limit: 2, remaining: 0, resetAt: 1_700_000_061, retryAfter: 30 });
+    // 100 ms later the wait is 29.9 s: Retry-After rounds up too.
+    assert.equal((await limiter.consume('read', 'key_a', 2, start + 30_100)).retryAfter, 30);
     // Another key and another bucket have windows of their own.
     assert.equal((await limiter.consume('read', 'key_b', 2, start + 30_000)).remaining, 1);
     assert.equal((await limiter.consume('send', 'key_a', 2, start + 30_000)).remaining, 1);
     const next = await limiter.consume('read', 'key_a', 2, start + 60_000);
-    assert.deepEqual(next, { allowed: true, limit: 2, remaining: 1, resetAt: Math.ceil((start + 120_000) / 1000), retryAfter: 60 });
+    assert.deepEqual(next, { allowed: true, limit: 2, remaining: 1, resetAt: 1_700_000_121, retryAfter: 60 });
   });
 });

@@ -40,7 +40,7 @@ export async function writeReliabilitySection(name: string, title: string, comma
   const sections = from !== -1 && to !== -1 ? current.slice(0, from) + block + current.slice(to + end.length) : `${current.trimEnd()}\n\n${block}\n`;
   // Sections in R-number order, whichever ran last.
   const parts = [...sections.matchAll(/<!-- reliability:([a-z0-9-]+):start -->[\s\S]*?<!-- reliability:\1:end -->/g)].map((m) => ({ name: m[1]!, text: m[0] }));
-  parts.sort((a, b) => a.name.localeCompare(b.name));
+  parts.sort((a, b) => a.name.localeCompare(b.name, undefined, { numeric: true }));
   const next = `${HEADER}\n${parts.map((p) => p.text).join('\n\n')}\n`;
   const tmp = `${RELIABILITY_FILE}.${process.pid}.tmp`;
   await writeFile(tmp, next);

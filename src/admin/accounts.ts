@@ -26,12 +26,18 @@ export async function createAccountWithKeys(
   });
 }
 
-/** On an empty database, the owner account with generated keys and dashboard password; undefined otherwise. */
-export async function bootstrapOwner(db: Kysely<Database>): Promise<CreatedAccount | undefined> {
+/** The owner's dashboard email when OWNER_EMAIL was not set at the first start. */
+export const DEFAULT_OWNER_EMAIL = 'owner@localhost';
+
+/**
+ * On an empty database, the owner account with generated keys and dashboard password (its email
+ * `email`, OWNER_EMAIL at the first start, else owner@localhost); undefined otherwise.
+ */
+export async function bootstrapOwner(db: Kysely<Database>, email: string = DEFAULT_OWNER_EMAIL): Promise<CreatedAccount | undefined> {
   if ((await countAccounts(db)) > 0) return undefined;
   const password = randomBytes(12).toString('base64url');
   try {
-    const created = await createAccountWithKeys(db, { name: 'owner', email: 'owner@localhost', plan: 'scale', password, isOwner: true });
+    const created = await createAccountWithKeys(db, { name: 'owner', email, plan: 'scale', password, isOwner: true });
     return { ...created, generatedPassword: password };
   } catch (error) {
     // Another process created the owner between our count and our insert (the one-owner index said no).

@@ -42,16 +42,24 @@ function rateLimited(decision: RateDecision): ApiError {
   );
 }
 
-/** One request without a valid key, from the caller IP's bucket (a brute-force guard): headers set, the 429 when spent. */
-async function drawFromIpBucket(services: Services, request: FastifyRequest, reply: FastifyReply, now: number): Promise<FastifyReply | undefined> {
+/**
+ * One request without a valid key, from the caller IP's bucket (a brute-force guard): headers set, the
+ * 429 sent when spent. Says whether it answered. (Never resolves to the reply itself: a reply is
+ * thenable, so awaiting it waits for the response to finish and gives undefined, which read as "not
+ * refused" and sent a 401 after the 429.)
+ */
+async function drawFromIpBucket(services: Services, request: FastifyRequest, reply: FastifyReply, now: number): Promise<boolean> {
   const decision = await services.rateLimiter.consume('ip', request.ip, UNAUTHENTICATED_REQUESTS_PER_MINUTE, now);
   reply.headers(rateHeaders(decision));
-  return decision.allowed ? undefined : sendError(reply, rateLimited(decision));
+  if (decision.allowed) return false;
+  sendError(reply, rateLimited(decision));
+  return true;
 }
 
 /** For /api/v1 routes that need no key (the OpenAPI document): limited and labelled like any keyless request. */
 export function limitByIp(services: Services) {
-  return (request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply | undefined> => drawFromIpBucket(services, request, reply, Date.now());
+  return async (request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply | undefined> =>
+    (await drawFromIpBucket(services, request, reply, Date.now())) ? reply : undefined;
 }
 
 /**
@@ -88,8 +96,7 @@ export function authenticate(services: Services) {
 
   /** No valid key: the caller IP's bucket, then 401. */
   async function refuse(request: FastifyRequest, reply: FastifyReply, keyGiven: boolean, now: number): Promise<FastifyReply> {
-    const limited = await drawFromIpBucket(services, request, reply, now);
-    if (limited) return limited;
+    if (await drawFromIpBucket(services, request, reply, now)) return reply;
     const message = keyGiven ? 'invalid, revoked or expired API key' : 'missing API key: send Authorization: Bearer <API_KEY>';
     return sendError(reply, new ApiError('unauthorized', message));
   }

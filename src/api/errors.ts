@@ -1,4 +1,5 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { isDiskFull, noteDiskFull } from '../store/disk-full.js';
 
 /** Every non-2xx answer of the API, by code (README, "Errors"). */
 export type ErrorCode =
@@ -6,12 +7,15 @@ export type ErrorCode =
   | 'unauthorized'
   | 'quota_exceeded'
   | 'not_found'
+  | 'method_not_allowed'
+  | 'request_timeout'
   | 'idempotency_conflict'
   | 'not_cancelable'
   | 'payload_too_large'
   | 'unsupported_media_type'
   | 'invalid_parameter'
   | 'session_not_connected'
+  | 'headers_too_large'
   | 'rate_limited'
   | 'internal_error'
   | 'platform_error'
@@ -22,6 +26,8 @@ const STATUS_OF: Record<ErrorCode, number> = {
   unauthorized: 401,
   quota_exceeded: 402,
   not_found: 404,
+  method_not_allowed: 405,
+  request_timeout: 408,
   idempotency_conflict: 409,
   not_cancelable: 409,
   payload_too_large: 413,
@@ -29,6 +35,7 @@ const STATUS_OF: Record<ErrorCode, number> = {
   invalid_parameter: 422,
   session_not_connected: 422,
   rate_limited: 429,
+  headers_too_large: 431,
   internal_error: 500,
   platform_error: 502,
   service_unavailable: 503,
@@ -121,6 +128,10 @@ export function sendError(reply: FastifyReply, error: ApiError): FastifyReply {
 export const storageUnavailable = (): ApiError =>
   new ApiError('service_unavailable', 'storage is not reachable; retry shortly', null, { 'Retry-After': '5' });
 
+/** Storage answers but cannot write: the disk is full (an operator must free space). */
+export const storageFull = (): ApiError =>
+  new ApiError('service_unavailable', 'storage is full (disk full): it cannot take writes until space is freed; retry later', null, { 'Retry-After': '30' });
+
 const STORAGE_FAULT_CODES = /^(SQLITE_(BUSY|LOCKED|READONLY|IOERR|FULL|CANTOPEN|PROTOCOL)|ECONNREFUSED|ECONNRESET|ETIMEDOUT|EPIPE|57P0[1-3]|08\d{3}|53300)/;
 const STORAGE_FAULT_MESSAGES = /Connection terminated|Query read timeout|timeout exceeded when trying to connect|Client has encountered a connection error/;
 
@@ -141,7 +152,11 @@ export function isStorageFault(error: unknown): boolean {
 export function registerErrorHandling(app: FastifyInstance, storageAnswers: () => Promise<boolean>): void {
   app.setErrorHandler(async (error: FastifyError, request: FastifyRequest, reply: FastifyReply) => {
     let apiError = error instanceof ApiError ? error : fromFastifyError(error);
-    if (apiError.code === 'internal_error') {
+    if (apiError.code === 'internal_error' && isDiskFull(error)) {
+      noteDiskFull();
+      request.log.warn({ err: error }, 'storage is full (disk full)');
+      apiError = storageFull();
+    } else if (apiError.code === 'internal_error') {
       if (!isStorageFault(error) && (await storageAnswers())) request.log.error({ err: error }, 'unhandled error');
       else {
         request.log.warn({ err: error }, 'storage is not reachable');

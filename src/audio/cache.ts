@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { copyFile, mkdir, readdir, readFile, rename, rm, stat, utimes, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import { PRIVATE_DIR_MODE } from '../core/private-files.js';
 import { AUDIO_PROFILES, formatOfProfile, type AudioFormat, type AudioProfile } from './targets.js';
 import { WAVEFORM_BARS } from './waveform.js';
 
@@ -147,7 +148,7 @@ export class AudioCache {
   }
 
   async init(): Promise<void> {
-    await mkdir(this.dir, { recursive: true });
+    await mkdir(this.dir, { recursive: true, mode: PRIVATE_DIR_MODE });
     const names = await readdir(this.dir);
     const now = Date.now();
     const found: CacheEntry[] = [];

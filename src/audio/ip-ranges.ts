@@ -39,6 +39,9 @@ const V6_FORBIDDEN: readonly V6Range[] = [
   ['ff00::', 8, 'multicast'],
 ];
 
+/** Every refused range, as `address/prefix` (tests hold one refused address for each). */
+export const FORBIDDEN_RANGES: readonly string[] = [...V4_FORBIDDEN, ...V6_FORBIDDEN].map(([address, prefix]) => `${address}/${prefix}`);
+
 function hex16(a: number, b: number): string {
   return ((a << 8) | b).toString(16);
 }

@@ -2,6 +2,7 @@ import { createHash, randomUUID } from 'node:crypto';
 import { createReadStream, createWriteStream } from 'node:fs';
 import { pipeline } from 'node:stream/promises';
 import { mkdir, readdir, rm, stat } from 'node:fs/promises';
+import { PRIVATE_DIR_MODE } from '../core/private-files.js';
 import type { LookupFunction } from 'node:net';
 import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
@@ -185,7 +186,7 @@ export function createAudioPipeline(opts: AudioPipelineOptions, internals: Audio
   let closed = false;
 
   const ready = (async () => {
-    await mkdir(tmpDir, { recursive: true });
+    await mkdir(tmpDir, { recursive: true, mode: PRIVATE_DIR_MODE });
     const now = Date.now();
     for (const name of await readdir(tmpDir)) {
       const path = join(tmpDir, name);

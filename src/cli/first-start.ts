@@ -21,6 +21,7 @@ export function firstStartBanner(owner: CreatedAccount, config: Config): string 
     `sandbox key      ${owner.testKey.row.id}  ${owner.testKey.secret}`,
     `live key         ${owner.liveKey.row.id}  ${owner.liveKey.secret}`,
     `dashboard login  ${owner.account.email ?? ''}  password ${owner.generatedPassword ?? ''}`,
+    ...(config.ownerEmail === undefined ? ['                 (OWNER_EMAIL, set before a first start, chooses this email)'] : []),
     `data             ${describeStorage(config)}`,
     '',
     keyAdvice,

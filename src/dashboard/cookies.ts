@@ -9,7 +9,9 @@ export function readCookies(request: FastifyRequest): Map<string, string> {
     const name = part.slice(0, eq).trim();
     if (cookies.has(name)) continue;
     try {
-      cookies.set(name, decodeURIComponent(part.slice(eq + 1).trim()));
+      const value = decodeURIComponent(part.slice(eq + 1).trim());
+      // None of ours holds a NUL (and PostgreSQL text cannot): such a cookie is nobody's session.
+      if (!value.includes('\u0000')) cookies.set(name, value);
     } catch {
       // A cookie that is not valid percent-encoding is nobody's cookie of ours.
     }

@@ -1,25 +1,15 @@
-import { randomBytes, scryptSync, timingSafeEqual } from 'node:crypto';
 import type { Kysely } from 'kysely';
 import { newAccountId } from '../core/ids.js';
 import type { PlanName } from '../core/plans.js';
 import { announceAuthChange, markAuthChanged } from './auth-changes.js';
+import { hashPasswordSync, verifyPasswordSync } from './password-hash.js';
 import type { AccountsTable, Database } from './schema.js';
 
 export type AccountRow = AccountsTable;
 
-export function hashPassword(password: string): string {
-  const salt = randomBytes(16);
-  const hash = scryptSync(password, salt, 32);
-  return `scrypt$${salt.toString('base64url')}$${hash.toString('base64url')}`;
-}
-
-export function verifyPassword(password: string, stored: string): boolean {
-  const [scheme, salt, hash] = stored.split('$');
-  if (scheme !== 'scrypt' || !salt || !hash) return false;
-  const expected = Buffer.from(hash, 'base64url');
-  const actual = scryptSync(password, Buffer.from(salt, 'base64url'), expected.length);
-  return timingSafeEqual(actual, expected);
-}
+/** Parameters and format: src/store/password-hash.ts. */
+export const hashPassword = hashPasswordSync;
+export const verifyPassword = verifyPasswordSync;
 
 export interface NewAccount {
   name: string;

@@ -5,6 +5,7 @@ import { Kysely, Migrator, PostgresDialect, sql, type Migration, type MigrationP
 import pg from 'pg';
 import type { Database } from './schema.js';
 import type { Dialect } from './dialect.js';
+import { PRIVATE_DIR_MODE, PRIVATE_FILE_MODE } from '../core/private-files.js';
 import { DurableSqliteDialect, WalFlusher, WriteTracker } from './sqlite-durable.js';
 import type { HotPath } from './hot-path.js';
 import { PostgresHotPath } from './hot-path-postgres.js';
@@ -128,9 +129,13 @@ export async function openDb(options: OpenDbOptions): Promise<Db> {
     if (schema) await sql`create schema if not exists ${sql.id(schema)}`.execute(kysely);
     return { kysely, dialect: 'postgres', hotPath: new PostgresHotPath(pool), close: () => kysely.destroy() };
   }
-  fs.mkdirSync(options.dataDir, { recursive: true });
+  fs.mkdirSync(options.dataDir, { recursive: true, mode: PRIVATE_DIR_MODE });
   const file = path.join(options.dataDir, options.sqliteFile ?? SQLITE_FILE);
+  const created = !fs.existsSync(file);
   const database = new SqliteDatabase(file);
+  // For the service's user only, whatever the umask; the WAL and shared-memory files SQLite creates
+  // next take the database file's mode.
+  if (created) fs.chmodSync(file, PRIVATE_FILE_MODE);
   database.pragma('journal_mode = WAL');
   // A 202 is a promise: a commit is on disk before the answer goes out, even across a power cut. SQLite
   // would flush the WAL at every commit with FULL, on the event loop; NORMAL leaves the flush to

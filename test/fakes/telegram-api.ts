@@ -56,6 +56,8 @@ export interface TelegramCall {
   reply: { status: number; body: string };
   /** When the request's body was read (Date.now()). */
   at: number;
+  /** When the request arrived (epoch ms, its headers in): how far apart the retries came. */
+  receivedAt: number;
 }
 
 interface FailureRule {
@@ -363,12 +365,13 @@ export async function startTelegramApi(options: TelegramFakeOptions = {}): Promi
         return;
       }
       const [, token = '', method = ''] = path;
+      const receivedAt = Date.now();
       if (hooks.beforeReadingBody) {
         await hooks.beforeReadingBody(token);
         // The client hung up while the request waited to be read: like a server that reads a request
         // only once it gets to it, nothing is processed (and the call is recorded as never answered).
         if (req.socket.destroyed) {
-          calls.push({ httpMethod: req.method ?? '', method, token, fields: {}, chatId: undefined, caption: undefined, duration: undefined, voice: undefined, reply: { status: 0, body: '' }, at: Date.now() });
+          calls.push({ httpMethod: req.method ?? '', method, token, fields: {}, chatId: undefined, caption: undefined, duration: undefined, voice: undefined, reply: { status: 0, body: '' }, at: Date.now(), receivedAt });
           for (const wake of [...waiters]) wake();
           return;
         }
@@ -386,6 +389,7 @@ export async function startTelegramApi(options: TelegramFakeOptions = {}): Promi
         voice: form.files.voice,
         reply: 'stall' in reply ? { status: 0, body: '' } : { status: reply.status, body: reply.body },
         at: Date.now(),
+        receivedAt,
       };
       calls.push(call);
       if ('stall' in reply) {

@@ -1,12 +1,12 @@
 import { randomBytes } from 'node:crypto';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { accountsByEmail, deleteDashboardSession, insertDashboardSession } from '../../store/dashboard-sessions.js';
+import { accountsByEmail, deleteDashboardSession, insertDashboardSession, setPasswordHash } from '../../store/dashboard-sessions.js';
 import { readCookies, overTls, serializeCookie } from '../cookies.js';
 import { loadContext, sameToken, SESSION_COOKIE, SESSION_TTL_MS, SIGN_IN_COOKIE, crossOrigin } from '../context.js';
 import { field, redirectTo, type DashboardDeps } from '../deps.js';
 import { html } from '../html.js';
 import { barePage, sendPage, type Notice } from '../layout.js';
-import { MAX_PASSWORD_LENGTH, verifyPasswordAsync } from '../passwords.js';
+import { hashPasswordAsync, MAX_PASSWORD_LENGTH, needsRehash, verifyPasswordAsync } from '../passwords.js';
 import { SignInLimiter } from '../sign-in-limiter.js';
 
 const SIGN_IN_FORM_TTL_SECONDS = 60 * 60;
@@ -25,6 +25,12 @@ function signInForm(formToken: string, email: string, notice?: Notice) {
 <p class="hint">The owner login is printed once at the first start. Other accounts get theirs from <code>voicenote accounts create --email … --password …</code>.</p>`,
     notice,
   );
+}
+
+function waitText(seconds: number): string {
+  if (seconds < 60) return `${seconds} second${seconds === 1 ? '' : 's'}`;
+  const minutes = Math.ceil(seconds / 60);
+  return `${minutes} minute${minutes === 1 ? '' : 's'}`;
 }
 
 /** Shows the form with a fresh form token (the pre-sign-in CSRF token) in a cookie of its own. */
@@ -54,8 +60,7 @@ export function registerSignInPages(app: FastifyInstance, deps: DashboardDeps): 
     const decision = await limiter.attempt(request.ip, email);
     if (!decision.allowed) {
       reply.header('Retry-After', String(decision.retryAfter));
-      const minutes = Math.ceil(decision.retryAfter / 60);
-      return showForm(request, reply, 429, email, { kind: 'error', text: `Too many sign-in attempts. Try again in ${minutes} minute${minutes === 1 ? '' : 's'}.` });
+      return showForm(request, reply, 429, email, { kind: 'error', text: `Too many sign-in attempts. Try again in ${waitText(decision.retryAfter)}.` });
     }
     let account;
     if (email !== '' && password !== '' && password.length <= MAX_PASSWORD_LENGTH) {
@@ -69,10 +74,16 @@ export function registerSignInPages(app: FastifyInstance, deps: DashboardDeps): 
       }
     }
     if (!account) {
+      await limiter.failed(request.ip, email);
       request.log.info({ event: 'dashboard_sign_in_failed' }, 'dashboard sign-in refused');
       return showForm(request, reply, 401, email, { kind: 'error', text: 'Wrong email or password.' });
     }
-    await limiter.succeeded(email);
+    await limiter.succeeded(request.ip, email);
+    // A hash made with older scrypt parameters is replaced now that the password is known (sessions stay).
+    if (needsRehash(account.password_hash)) {
+      await setPasswordHash(db, account.id, await hashPasswordAsync(password));
+      request.log.info({ event: 'dashboard_password_rehashed', account_id: account.id }, 'password hash upgraded to the current scrypt parameters');
+    }
     const token = randomBytes(32).toString('base64url');
     await insertDashboardSession(db, { token, accountId: account.id, env: 'test', now: Date.now(), ttlMs: SESSION_TTL_MS });
     const secure = overTls(request);

@@ -1,0 +1,89 @@
+import { randomBytes, scrypt, scryptSync, timingSafeEqual, type ScryptOptions } from 'node:crypto';
+
+/**
+ * Dashboard passwords, hashed with scrypt at OWASP's current parameters (Password Storage Cheat
+ * Sheet: N=2^17, r=8, p=1), the parameters stored with the hash:
+ *   scrypt$ln=17,r=8,p=1$<salt>$<hash>        (base64url, 16-byte salt, 32-byte hash)
+ * Hashes from before have no parameters, `scrypt$<salt>$<hash>`, and were made with N=2^14: they are
+ * still checked, and replaced at the next sign-in (needsRehash).
+ */
+export interface ScryptParameters {
+  /** log2 of N, the CPU and memory cost. */
+  ln: number;
+  r: number;
+  p: number;
+}
+
+export const CURRENT_PARAMETERS: ScryptParameters = { ln: 17, r: 8, p: 1 };
+const LEGACY_PARAMETERS: ScryptParameters = { ln: 14, r: 8, p: 1 };
+const KEY_LENGTH = 32;
+// Bounds for parameters read back from storage: a stored hash must not make a check cost a fortune.
+const MAX_LN = 20;
+
+/** scrypt needs 128 × N × r bytes; Node refuses anything over 32 MiB unless told (N=2^17, r=8: 128 MiB). */
+function options(params: ScryptParameters): ScryptOptions {
+  const N = 2 ** params.ln;
+  return { N, r: params.r, p: params.p, maxmem: 128 * N * params.r * params.p + 16 * 1024 * 1024 };
+}
+
+const format = (params: ScryptParameters): string => `ln=${params.ln},r=${params.r},p=${params.p}`;
+
+interface Parsed {
+  params: ScryptParameters;
+  salt: Buffer;
+  hash: Buffer;
+}
+
+function parse(stored: string | null): Parsed | null {
+  const parts = (stored ?? '').split('$');
+  if (parts[0] !== 'scrypt') return null;
+  if (parts.length === 3 && parts[1] && parts[2]) return { params: LEGACY_PARAMETERS, salt: Buffer.from(parts[1], 'base64url'), hash: Buffer.from(parts[2], 'base64url') };
+  if (parts.length !== 4 || !parts[2] || !parts[3]) return null;
+  const match = /^ln=(\d{1,2}),r=(\d{1,2}),p=(\d{1,2})$/.exec(parts[1] ?? '');
+  if (!match) return null;
+  const params = { ln: Number(match[1]), r: Number(match[2]), p: Number(match[3]) };
+  if (params.ln < 10 || params.ln > MAX_LN || params.r < 1 || params.p < 1) return null;
+  return { params, salt: Buffer.from(parts[2], 'base64url'), hash: Buffer.from(parts[3], 'base64url') };
+}
+
+const derive = (password: string, salt: Buffer, length: number, params: ScryptParameters): Promise<Buffer> =>
+  new Promise((resolve, reject) => scrypt(password, salt, length, options(params), (err, key) => (err ? reject(err) : resolve(key))));
+
+const encode = (params: ScryptParameters, salt: Buffer, hash: Buffer): string => `scrypt$${format(params)}$${salt.toString('base64url')}$${hash.toString('base64url')}`;
+
+/** Off the event loop (libuv's thread pool): a sign-in must not stall other requests. */
+export async function hashPasswordAsync(password: string, params: ScryptParameters = CURRENT_PARAMETERS): Promise<string> {
+  const salt = randomBytes(16);
+  return encode(params, salt, await derive(password, salt, KEY_LENGTH, params));
+}
+
+/** For the CLI (creating an account), where nothing else waits. */
+export function hashPasswordSync(password: string): string {
+  const salt = randomBytes(16);
+  return encode(CURRENT_PARAMETERS, salt, scryptSync(password, salt, KEY_LENGTH, options(CURRENT_PARAMETERS)));
+}
+
+export async function verifyPasswordAsync(password: string, stored: string | null): Promise<boolean> {
+  const parsed = parse(stored);
+  if (!parsed) {
+    // Same work as a real check, so a wrong email takes as long as a wrong password.
+    await derive(password, Buffer.alloc(16), KEY_LENGTH, CURRENT_PARAMETERS);
+    return false;
+  }
+  const actual = await derive(password, parsed.salt, parsed.hash.length, parsed.params);
+  return timingSafeEqual(actual, parsed.hash);
+}
+
+export function verifyPasswordSync(password: string, stored: string): boolean {
+  const parsed = parse(stored);
+  if (!parsed) return false;
+  return timingSafeEqual(scryptSync(password, parsed.salt, parsed.hash.length, options(parsed.params)), parsed.hash);
+}
+
+/** A stored hash made with other parameters than today's: replace it once the password is known (at sign-in). */
+export function needsRehash(stored: string | null): boolean {
+  const parsed = parse(stored);
+  if (!parsed) return false;
+  const { ln, r, p } = parsed.params;
+  return ln !== CURRENT_PARAMETERS.ln || r !== CURRENT_PARAMETERS.r || p !== CURRENT_PARAMETERS.p;
+}
