@@ -132,7 +132,9 @@ describe('send slots: a line too long to wait in goes back to the queue, spread 
     try {
       // Two slots: with notes allowed to wait up to 10 s for their chat, the busy chat's notes held both
       // asleep and the other chat's note went out only after about six of them.
-      const app = await startTestApp({ env: { TELEGRAM_API_ROOT: fake.apiRoot, WORKER_CONCURRENCY: '2' } });
+      // Both slots may go to this one account (WORKER_ACCOUNT_SHARE=100): what is tested is the pacing's
+      // hand-back, not the share of slots between accounts (test/fairness.test.ts).
+      const app = await startTestApp({ env: { TELEGRAM_API_ROOT: fake.apiRoot, WORKER_CONCURRENCY: '2', WORKER_ACCOUNT_SHARE: '100' } });
       try {
         const account = await app.createAccount({ plan: 'growth' });
         const ids: string[] = [];
