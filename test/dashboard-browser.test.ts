@@ -234,8 +234,8 @@ describe(`dashboard in a browser (${STORAGE_LABEL})`, { skip: BROWSER_SKIP_REASO
       await page.waitForURL(`${base}/dashboard/webhooks`);
       await page.getByLabel('URL').fill(receiver.url('/voicenote'));
       await page.getByLabel('Description (optional)').fill('browser test');
-      // Every event is ticked by default.
-      assert.equal(await page.getByRole('checkbox', { checked: true }).count(), 5);
+      // Every event is ticked by default (delivered, failed, canceled, read, played, whatsapp_session.updated).
+      assert.equal(await page.getByRole('checkbox', { checked: true }).count(), 6);
       await page.getByRole('button', { name: 'Add endpoint' }).click();
       const secret = (await page.locator('#new-secret').innerText()).trim();
       assert.match(secret, /^whsec_/);
