@@ -66,6 +66,7 @@ describe(`the dashboard's look: screenshots and accessibility (${STORAGE_LABEL})
       { name: 'webhooks', path: '/dashboard/webhooks' },
       { name: 'webhook', path: `/dashboard/webhooks/${hook.json().id}` },
       { name: 'account', path: '/dashboard/account' },
+      { name: 'rhythm', path: '/dashboard/rhythm' },
     );
     browser = await launchBrowser();
   });

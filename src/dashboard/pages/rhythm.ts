@@ -6,6 +6,7 @@ import { applyRhythmChange, rhythmView, type RhythmChange, type RhythmView } fro
 import type { DashboardContext } from '../context.js';
 import { ctxOf, field, redirectTo, type DashboardDeps } from '../deps.js';
 import { html } from '../html.js';
+import { platformLabel } from '../labels.js';
 import { page, sendPage, type Notice } from '../layout.js';
 
 const NOTICES: Record<string, Notice> = {
@@ -16,13 +17,13 @@ function platformSection(ctx: DashboardContext, view: RhythmView) {
   const p = view.platform;
   const capped = view.daily_cap !== null;
   return html`<section class="card" aria-labelledby="rhythm-${p}" data-platform="${p}">
-<h2 id="rhythm-${p}">${p}</h2>
+<h2 id="rhythm-${p}">${platformLabel(p)}</h2>
 <p data-field="summary">${capped ? `At most ${view.daily_cap} notes per sender and UTC day` : 'No daily cap'}${
     view.warmup ? `, a new sender starting at ${view.warmup.start} a day, rising to the cap over ${view.warmup.days} days` : ''
   } (${view.source === 'default' ? 'the default' : 'set for this account'}).</p>
 ${
   view.senders.length === 0
-    ? html`<p class="hint">No live sender on ${p} yet.</p>`
+    ? html`<p class="hint">No live sender on ${platformLabel(p)} yet.</p>`
     : html`<ul>${view.senders.map(
         (s) => html`<li><code>${s.sender}</code>: ${s.sent_today} today${s.allowed_today === null ? '' : ` of ${s.allowed_today}`} (first seen ${s.first_day})</li>`,
       )}</ul>`

@@ -6,10 +6,7 @@ import { readUsage, type UsageRow } from '../../store/usage.js';
 import { dailyBarChart, type DaySeries } from '../chart.js';
 import { ctxOf, type DashboardDeps } from '../deps.js';
 import { count, html, timeCell, type Html } from '../html.js';
-
-/** Platform names as the platforms write them. */
-const PLATFORM_LABEL: Record<string, string> = { linkedin: 'LinkedIn', telegram: 'Telegram', whatsapp: 'WhatsApp' };
-const platformLabel = (name: string): string => PLATFORM_LABEL[name] ?? name;
+import { platformLabel } from '../labels.js';
 import { page, sendPage } from '../layout.js';
 
 const DAY_MS = 86_400_000;
