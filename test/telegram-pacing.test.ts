@@ -14,6 +14,8 @@ import {
 } from './fixtures/app-harness.js';
 import { startTelegramApi } from './fakes/telegram-api.js';
 import { createMemorySlotPacer, createRedisSlotPacer, type SlotPacer } from '../src/platforms/pacing.js';
+import { createTelegramAdapter } from '../src/platforms/telegram/adapter.js';
+import { DeliveryError, type DeliveryJob } from '../src/platforms/platform.js';
 
 after(async () => {
   await closeSharedAudio();
@@ -158,6 +160,47 @@ describe('send slots: a line too long to wait in goes back to the queue, spread 
       } finally {
         await app.close();
       }
+    } finally {
+      await fake.close();
+    }
+  });
+
+  it('a wait for a slot ends at once when the attempt is aborted (a shutdown, a lost lease): nothing is sent, the message goes back as not attempted', { timeout: 20_000 }, async () => {
+    const fake = await startTelegramApi();
+    try {
+      // A slot a minute away that the adapter may wait for: only the abort can end the wait within the test's time.
+      let asked!: () => void;
+      const reserved = new Promise<void>((resolve) => (asked = resolve));
+      const pacer: SlotPacer = {
+        async reserve() {
+          asked();
+          return 60_000;
+        },
+      };
+      const adapter = createTelegramAdapter({ apiRoot: fake.apiRoot, pacer, maxPaceWaitMs: 120_000 });
+      const controller = new AbortController();
+      const job: DeliveryJob = {
+        messageId: 'msg_abort_while_paced',
+        accountId: 'acct_1',
+        env: 'live',
+        platform: 'telegram',
+        recipient: '330000001',
+        session: { platform: 'telegram', bot_token: TELEGRAM_TOKEN } as unknown as DeliveryJob['session'],
+        caption: null,
+        audio: { path: '/nonexistent/voice.ogg', mimeType: 'audio/ogg', fileName: 'voice.ogg', sizeBytes: 1, durationSeconds: 1, waveform: new Uint8Array(64) },
+        attempt: 1,
+        signal: controller.signal,
+      };
+      const delivery = adapter.deliver(job);
+      await reserved;
+      controller.abort(new Error('shutting down'));
+      await assert.rejects(delivery, (error: unknown) => {
+        assert.ok(error instanceof DeliveryError, String(error));
+        assert.equal(error.notAttempted, true);
+        assert.equal(error.transient, true);
+        return true;
+      });
+      assert.equal(fake.calls.length, 0, 'nothing reached Telegram');
     } finally {
       await fake.close();
     }

@@ -572,11 +572,13 @@ describe(`WhatsApp live sessions: restarts and takeover (${STORAGE_LABEL})`, () 
         }
         for (const [instance, acquisitions] of seen) {
           const own = [...holderOf].find(([, holder]) => holder === instance)![0];
-          assert.deepEqual(
-            acquisitions,
-            accepted.filter((m) => m.sessionId === own).map(() => ({ sessionId: own, outcome: 'held' })),
-            `instance ${instance} took only the messages of its own session, each once`,
+          // A message that finds its session sending or in its pacing gap goes back to the queue (not an
+          // attempt: `attempts` stays 1 above) and is taken again, by the same holder, at its turn.
+          assert.ok(
+            acquisitions.every((a) => a.sessionId === own && a.outcome === 'held'),
+            `instance ${instance} took only the messages of its own session: ${JSON.stringify(acquisitions)}`,
           );
+          assert.ok(acquisitions.length >= accepted.filter((m) => m.sessionId === own).length, `instance ${instance} took each of its session's messages`);
         }
         assert.ok(
           world.calls.every((c) => c.instance === holderOf.get(c.sessionId)),

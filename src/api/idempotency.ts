@@ -1,9 +1,20 @@
 import { createHash } from 'node:crypto';
-import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyRequest } from 'fastify';
 import { findIdempotent, storeIdempotent, type IdempotencyRow } from '../store/idempotency.js';
 import type { Services } from '../services.js';
 import type { Caller } from './caller.js';
 import { ApiError, invalidRequest } from './errors.js';
+
+/**
+ * What a replay needs of a reply: a header, and a status with a body sent as stored. Any route's reply
+ * is one, whatever status codes and bodies its schema types (its `code` takes only those codes, its
+ * `send` only those bodies; a stored answer is one of them by construction, but its type is the
+ * database's): methods, so a route's narrower reply fits without a cast.
+ */
+export interface ReplayReply {
+  header(key: string, value: string): unknown;
+  code(statusCode: number): { send(payload: unknown): unknown };
+}
 
 export interface Outcome {
   statusCode: number;
@@ -26,7 +37,7 @@ function canonicalJson(value: unknown): string {
 }
 
 /** The stored answer to a repeated request (409 when the key was used with another body or endpoint). */
-export function replayStored(reply: FastifyReply, stored: IdempotencyRow, requestHash: string): Outcome {
+export function replayStored(reply: ReplayReply, stored: IdempotencyRow, requestHash: string): Outcome {
   if (stored.request_hash !== requestHash) {
     throw new ApiError('idempotency_conflict', 'this Idempotency-Key was already used with a different request body or endpoint');
   }
@@ -57,7 +68,7 @@ export function idempotencyScope(request: FastifyRequest, caller: Caller): Idemp
  * its body differs). Routes call it before validating, so a retry gets the first answer even when
  * something the first request relied on (a WhatsApp session, the quota) has changed since.
  */
-export async function findReplay(services: Services, request: FastifyRequest, reply: FastifyReply, caller: Caller): Promise<Outcome | undefined> {
+export async function findReplay(services: Services, request: FastifyRequest, reply: ReplayReply, caller: Caller): Promise<Outcome | undefined> {
   const scope = idempotencyScope(request, caller);
   if (!scope) return undefined;
   const existing = await findIdempotent(services.db.kysely, scope.owner);
@@ -75,7 +86,7 @@ export async function findReplay(services: Services, request: FastifyRequest, re
 export async function runIdempotent(
   services: Services,
   request: FastifyRequest,
-  reply: FastifyReply,
+  reply: ReplayReply,
   caller: Caller,
   work: () => Promise<Outcome>,
   undo: (outcome: Outcome) => Promise<void>,
@@ -111,6 +122,8 @@ export function idempotentAnswer(idempotency: IdempotencyScope, outcome: Outcome
 }
 
 /** Sends an outcome, first-time or replayed (its body was already shaped by the route). */
-export function sendOutcome(reply: FastifyReply, outcome: Outcome): FastifyReply {
-  return reply.code(outcome.statusCode).send(outcome.body);
+/** Sends `outcome` on `reply`, and returns the reply (what an async handler returns once it has sent). */
+export function sendOutcome<R extends ReplayReply>(reply: R, outcome: Outcome): R {
+  reply.code(outcome.statusCode).send(outcome.body);
+  return reply;
 }

@@ -1,4 +1,4 @@
-import type { FastifyInstance, FastifyReply } from 'fastify';
+import type { FastifyInstance } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { checkAudioUrl } from '../audio/index.js';
 import { isOwnSampleUrl } from '../audio/samples.js';
@@ -46,8 +46,8 @@ export function registerSendRoute(app: FastifyInstance, services: Services): voi
       const caller = request.caller!;
       const body = request.body;
       rejectUnknownFields(body, SEND_FIELDS);
-      const replayed = await findReplay(services, request, reply as unknown as FastifyReply, caller);
-      if (replayed) return sendOutcome(reply as unknown as FastifyReply, replayed);
+      const replayed = await findReplay(services, request, reply, caller);
+      if (replayed) return sendOutcome(reply, replayed);
 
       const platform = services.platforms.get(body.platform);
       // A platform we do not know is a mistyped field, not a bad value for a known field.
@@ -114,7 +114,7 @@ export function registerSendRoute(app: FastifyInstance, services: Services): voi
         ...(idempotency ? { idempotency: idempotentAnswer(idempotency, { statusCode: 202, body: answer }, now) } : {}),
       });
       // A concurrent request with the same key was accepted first: answer as it was (nothing spent here).
-      if (accepted.kind === 'replay') return sendOutcome(reply as unknown as FastifyReply, replayStored(reply as unknown as FastifyReply, accepted.stored, idempotency!.requestHash));
+      if (accepted.kind === 'replay') return sendOutcome(reply, replayStored(reply, accepted.stored, idempotency!.requestHash));
       if (accepted.kind === 'quota_exceeded') {
         throw new ApiError(
           'quota_exceeded',

@@ -1,4 +1,4 @@
-import type { FastifyInstance, FastifyReply } from 'fastify';
+import type { FastifyInstance } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { Services } from '../services.js';
 import { SessionStateError, SIMULATED_EVENTS, WhatsappUnavailableError, type SimulatedEvent } from '../platforms/whatsapp/sessions.js';
@@ -75,7 +75,7 @@ export function registerWhatsappSessionRoutes(app: FastifyInstance, services: Se
         // Creating waits on a QR code (a phone socket when live): it runs outside any transaction.
         async (created) => void (await sessions.remove(owner, (created.body as { session_id: string }).session_id)),
       );
-      return sendOutcome(reply as unknown as FastifyReply, outcome);
+      return sendOutcome(reply, outcome);
     },
   );
 

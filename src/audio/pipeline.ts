@@ -1,6 +1,4 @@
-import { createHash, randomUUID } from 'node:crypto';
-import { createReadStream, createWriteStream } from 'node:fs';
-import { pipeline } from 'node:stream/promises';
+import { randomUUID } from 'node:crypto';
 import { mkdir, readdir, rm, stat } from 'node:fs/promises';
 import { PRIVATE_DIR_MODE } from '../core/private-files.js';
 import type { LookupFunction } from 'node:net';
@@ -12,6 +10,7 @@ import { FfmpegRunner } from './ffmpeg.js';
 import { createAudioAgent, fetchAudio, type FetchedSource } from './fetch.js';
 import { detectSource, type SourceInfo } from './probe.js';
 import { DEFAULT_MAX_SOURCE_BYTES, type AudioFormat, type AudioProfile, type AudioTarget } from './targets.js';
+import { abortable, copyLocalSource, exceedsDuration, lengthOf, tooLong } from './pipeline-steps.js';
 import { convertAudio } from './transcode.js';
 import type { AddressPolicy } from './url-check.js';
 
@@ -95,8 +94,6 @@ export interface AudioPipeline {
 const GiB = 1024 * 1024 * 1024;
 const DEFAULT_FETCH_TIMEOUT_MS = 30_000;
 const DEFAULT_FFMPEG_TIMEOUT_MS = 10 * 60_000;
-// Encoders pad a few frames; a 60.0 s recording must not fail a 60 s limit over 20 ms of padding.
-const DURATION_TOLERANCE_SECONDS = 0.1;
 const STALE_DOWNLOAD_MS = 15 * 60_000;
 const DEFAULT_URL_FRESH_MS = 60_000;
 const MAX_KNOWN_URLS = 10_000;
@@ -114,57 +111,6 @@ interface Flight {
 }
 
 const noop = (): void => undefined;
-
-/** `promise`, or the signal's reason as soon as it is aborted. */
-function abortable<T>(promise: Promise<T>, signal: AbortSignal | undefined): Promise<T> {
-  if (!signal) return promise;
-  if (signal.aborted) return Promise.reject(signal.reason as Error);
-  return new Promise<T>((resolve, reject) => {
-    const onAbort = (): void => reject(signal.reason as Error);
-    signal.addEventListener('abort', onAbort, { once: true });
-    promise.then(
-      (value) => {
-        signal.removeEventListener('abort', onAbort);
-        resolve(value);
-      },
-      (err: unknown) => {
-        signal.removeEventListener('abort', onAbort);
-        reject(err as Error);
-      },
-    );
-  });
-}
-
-/** The length the limits apply to and platforms are told: the file's own, else the caller's word for it. */
-function lengthOf(measured: number | null, hint: number | null): number | null {
-  return measured !== null && Number.isFinite(measured) && measured > 0 ? measured : hint;
-}
-
-function tooLong(seconds: number, max: number): AudioError {
-  return new AudioError('audio_too_long', `audio is ${seconds.toFixed(1)} s long; the platform allows at most ${max} s`);
-}
-
-function exceedsDuration(seconds: number | null, target: AudioTarget): boolean {
-  return seconds !== null && target.maxDurationSeconds !== null && seconds > target.maxDurationSeconds + DURATION_TOLERANCE_SECONDS;
-}
-
-/** A shipped file taken as if downloaded: copied to the download path, hashed on the way. */
-async function copyLocalSource(from: string, destPath: string, url: string): Promise<FetchedSource> {
-  const hash = createHash('sha256');
-  let sizeBytes = 0;
-  await pipeline(
-    createReadStream(from),
-    async function* (chunks: AsyncIterable<Buffer>) {
-      for await (const chunk of chunks) {
-        hash.update(chunk);
-        sizeBytes += chunk.length;
-        yield chunk;
-      }
-    },
-    createWriteStream(destPath),
-  );
-  return { path: destPath, sizeBytes, sha256: hash.digest('hex'), finalUrl: url };
-}
 
 export function createAudioPipeline(opts: AudioPipelineOptions, internals: AudioPipelineInternals = {}): AudioPipeline {
   const log = opts.logger;

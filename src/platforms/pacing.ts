@@ -1,50 +1,79 @@
 /** Pacing shared by the platforms: how sends of one account, bot or session are spread out in time. */
 
-/** More sends of one key are lined up in this process than may wait here. */
-export class PacingBacklog extends Error {
-  constructor(readonly ahead: number) {
-    super(`${ahead} sends of this key are already in line`);
-    this.name = 'PacingBacklog';
+import { setTimeout as sleep } from 'node:timers/promises';
+
+/** Sleeps `ms` (the wait for a booked slot); false, at once, when `signal` aborts first. */
+export async function waitForSlot(ms: number, signal?: AbortSignal): Promise<boolean> {
+  if (signal?.aborted) return false;
+  if (ms <= 0) return true;
+  try {
+    await sleep(ms, undefined, signal ? { signal } : {});
+    return true;
+  } catch (error) {
+    if (signal?.aborted) return false;
+    throw error;
+  }
+}
+
+/** The key is sending or in its gap: come back in `retryAfterMs` (this send's place in the key's line). */
+export class PacingBusy extends Error {
+  constructor(readonly retryAfterMs: number) {
+    super(`this key's turn is ${retryAfterMs} ms away`);
+    this.name = 'PacingBusy';
   }
 }
 
 /**
  * One piece of work at a time per key (an account, a session), each followed by a gap, so one key never
- * sends in bursts; other keys are not held up. In-process only. At most `maxWaiting` pieces wait for
- * their turn; more are refused with PacingBacklog, so one busy key cannot fill every worker slot.
+ * sends in bursts; other keys are not held up. In-process only.
+ *
+ * Nothing waits here: work that finds its key busy (running, or within its gap) is refused with
+ * PacingBusy, which says when to come back, so the caller gives its worker slot back (the message returns
+ * to the queue with that due time) instead of sleeping in it while other keys' notes wait. Refused work
+ * is told to come back one gap apart, in the order it was refused: told only "when the key is next free",
+ * all of a key's notes would come back together, one would run and the rest be refused again.
  */
 export class KeyedPacer {
-  readonly #tails = new Map<string, Promise<void>>();
-  /** Pieces of work per key that hold the turn (running or in their gap) or wait for it. */
-  readonly #lined = new Map<string, number>();
+  readonly #keys = new Map<string, { running: boolean; freeAt: number; comeBack: number }>();
+  /**
+   * @param gapMs the gap after each piece of work, drawn anew each time
+   * @param lineGapMs how far apart refused work is told to come back (the longest gap: never too early)
+   */
   constructor(
     private readonly gapMs: () => number,
-    private readonly maxWaiting = Number.POSITIVE_INFINITY,
+    private readonly lineGapMs: number,
+    private readonly now: () => number = Date.now,
   ) {}
 
   async run<T>(key: string, work: () => Promise<T>): Promise<T> {
-    const ahead = this.#lined.get(key) ?? 0;
-    if (ahead > this.maxWaiting) throw new PacingBacklog(ahead);
-    this.#lined.set(key, ahead + 1);
-    const previous = this.#tails.get(key) ?? Promise.resolve();
-    let release = (): void => undefined;
-    const done = new Promise<void>((resolve) => {
-      release = resolve;
-    });
-    const tail = previous.then(() => done);
-    this.#tails.set(key, tail);
-    await previous;
+    const at = this.now();
+    let state = this.#keys.get(key);
+    if (state && (state.running || state.freeAt > at)) {
+      // While the work runs its end is unknown: about one gap after now is the first moment worth asking.
+      const free = state.running ? at + this.lineGapMs : state.freeAt;
+      const back = Math.max(free, state.comeBack);
+      state.comeBack = back + this.lineGapMs;
+      if (!state.running) this.#forgetLater(key, state);
+      throw new PacingBusy(Math.max(1, Math.ceil(back - at)));
+    }
+    if (!state) this.#keys.set(key, (state = { running: true, freeAt: at, comeBack: 0 }));
+    state.running = true;
     try {
       return await work();
     } finally {
-      setTimeout(() => {
-        if (this.#tails.get(key) === tail) this.#tails.delete(key);
-        const left = (this.#lined.get(key) ?? 1) - 1;
-        if (left > 0) this.#lined.set(key, left);
-        else this.#lined.delete(key);
-        release();
-      }, this.gapMs());
+      state.running = false;
+      state.freeAt = this.now() + this.gapMs();
+      this.#forgetLater(key, state);
     }
+  }
+
+  /** Forgets the key once its gap and its line are over, so the map does not grow with every key ever paced. */
+  #forgetLater(key: string, state: { running: boolean; freeAt: number; comeBack: number }): void {
+    const timer = setTimeout(() => {
+      const now = this.now();
+      if (this.#keys.get(key) === state && !state.running && state.freeAt <= now && state.comeBack <= now) this.#keys.delete(key);
+    }, Math.max(state.freeAt, state.comeBack) - this.now() + 1);
+    timer.unref();
   }
 }
 

@@ -7,6 +7,7 @@ import type { AddressPolicy } from '../audio/url-check.js';
 import { vetAudioUrl } from '../audio/url-check.js';
 import type { SecretBox } from '../core/secret-box.js';
 import type { Db } from '../store/db.js';
+import { DueLoop, untilNextDue, type NextTurn } from '../delivery/due-loop.js';
 import { accountCap, atCap, DEFAULT_ACCOUNT_SHARE_PERCENT, pickFairly } from '../delivery/fair-share.js';
 import {
   claimDueDeliveriesFairly,
@@ -84,7 +85,8 @@ export class WebhookSender {
   readonly #opts: Required<Pick<WebhookSenderOptions, 'retryDelaysMs' | 'timeoutMs' | 'pollMs' | 'concurrency' | 'endpointConcurrency' | 'accountSharePercent'>> &
     WebhookSenderOptions;
   readonly #agent: Agent;
-  readonly #inFlight = new Map<string, Promise<void>>();
+  /** Claim what is due, sleep until the next due time, wake on notice, back off while storage is away (due-loop.ts). */
+  readonly #loop: DueLoop;
   /** Deliveries in flight per account and per endpoint: what the fair claim weighs (delivery/fair-share.ts). */
   readonly #accountInHand = new Map<string, number>();
   readonly #endpointInHand = new Map<string, number>();
@@ -97,13 +99,11 @@ export class WebhookSender {
   #capped: { free: number } | undefined;
   #newWork = false;
   readonly #stopping = new AbortController();
-  #running = false;
-  #loop: Promise<void> | undefined;
-  #wake: (() => void) | undefined;
-  #wakeRequested = false;
   #lastPurge = 0;
   /** A poll interval passed while capped: look again whatever else happened. */
   #pollDue = false;
+  /** The last sleep was the capped one (its end by time, not by a notice, makes a poll due). */
+  #cappedSleep = false;
 
   constructor(options: WebhookSenderOptions) {
     this.#opts = {
@@ -118,136 +118,103 @@ export class WebhookSender {
     this.#breakers = new EndpointBreakers(options.breaker);
     // The audio fetcher's agent: every resolved and connected address is checked the same way.
     this.#agent = createAudioAgent({ allowPrivate: options.allowPrivateUrls, addressPolicy: options.addressPolicy, lookup: options.lookup });
+    this.#loop = new DueLoop({
+      pollMs: this.#opts.pollMs,
+      turn: (context) => this.#turn(context),
+      onError: (err) => this.#opts.logger.warn({ err }, 'webhook outbox could not be read; retrying'),
+    });
   }
 
   start(): void {
-    if (this.#running) return;
-    this.#running = true;
-    this.#loop = this.#run();
+    this.#loop.start();
   }
 
   /** Something was just written to the outbox in this process: look now rather than at the next poll. */
   wake(): void {
     this.#newWork = true;
-    this.#nudge();
-  }
-
-  /** Lets the loop look again (a slot freed). */
-  #nudge(): void {
-    this.#wakeRequested = true;
-    this.#wake?.();
+    this.#loop.nudge();
   }
 
   /** Stops looking, gives deliveries in flight a moment, and hands back the leases of the rest. */
   async stop(graceMs = 2_000): Promise<void> {
-    if (!this.#running) return;
-    this.#running = false;
-    this.#wake?.();
-    await this.#loop;
-    let timer: NodeJS.Timeout | undefined;
-    await Promise.race([Promise.allSettled([...this.#inFlight.values()]), new Promise((resolve) => (timer = setTimeout(resolve, graceMs)))]);
-    clearTimeout(timer);
+    if (!this.#loop.running) return;
+    await this.#loop.stop(graceMs);
     this.#stopping.abort();
-    await Promise.allSettled([...this.#inFlight.values()]);
-    await releaseDeliveryLeases(this.#opts.db.kysely, this.id, [...this.#inFlight.keys()]).catch(() => undefined);
+    await Promise.allSettled([...this.#loop.inFlight.values()]);
+    await releaseDeliveryLeases(this.#opts.db.kysely, this.id, [...this.#loop.inFlight.keys()]).catch(() => undefined);
     await this.#agent.close().catch(() => undefined);
   }
 
-  async #run(): Promise<void> {
+  /** One turn of the loop: the outbox's new events fanned out, what is due claimed and started. */
+  async #turn({ woken }: { woken: boolean }): Promise<NextTurn> {
     const { db, logger, concurrency, timeoutMs, endpointConcurrency, accountSharePercent, pollMs } = this.#opts;
     const hardCap = accountCap(concurrency, accountSharePercent);
-    while (this.#running) {
-      this.#wakeRequested = false;
-      const now = Date.now();
-      try {
-        for (const event of await pendingEvents(db.kysely, now, 100)) {
-          await fanOutEvent(db.kysely, event, now, () => newWebhookDeliveryId(now));
-        }
-        const free = concurrency - this.#inFlight.size;
-        const capped = this.#capped;
-        if (free > 0 && (capped === undefined || this.#newWork || free > capped.free || this.#pollDue)) {
-          this.#newWork = false;
-          this.#pollDue = false;
-          // Probing endpoints (past their cool-down, not yet answered) get one try at a time.
-          const probing = this.#breakers.probing(now);
-          const endpointFull = [...atCap(this.#endpointInHand, endpointConcurrency), ...probing.filter((id) => (this.#endpointInHand.get(id) ?? 0) >= 1)];
-          const excludeEndpoints = [...new Set([...endpointFull, ...this.#breakers.open(now)])];
-          const excludeAccounts = atCap(this.#accountInHand, hardCap);
-          const endpointCaps = new Set(probing);
-          // The lease outlasts a try (timeout plus recording), so only a dead process loses one.
-          const { claimed, leftBehind } = await claimDueDeliveriesFairly(db.kysely, db.dialect, this.id, {
-            limit: free,
-            leaseMs: timeoutMs + 30_000,
-            now,
-            window: Math.max(CLAIM_WINDOW, free * 4),
-            excludeAccounts,
-            excludeEndpoints,
-            pick: (candidates) =>
-              pickFairly(
-                candidates.map((c) => ({ id: c.id, account: c.account_id, sender: c.endpoint_id })),
-                {
-                  limit: free,
-                  slots: concurrency,
-                  hardCap,
-                  inHand: this.#accountInHand,
-                  // A probing endpoint's one slot: the pick sees it as full after one.
-                  senderCap: endpointConcurrency,
-                  senderInHand: new Map([...this.#endpointInHand, ...[...endpointCaps].map((id) => [id, endpointConcurrency - 1] as const)]),
-                },
-              ),
+    if (this.#cappedSleep && !woken) this.#pollDue = true;
+    this.#cappedSleep = false;
+    const now = Date.now();
+    for (const event of await pendingEvents(db.kysely, now, 100)) {
+      await fanOutEvent(db.kysely, event, now, () => newWebhookDeliveryId(now));
+    }
+    const free = concurrency - this.#loop.inFlight.size;
+    const capped = this.#capped;
+    if (free > 0 && (capped === undefined || this.#newWork || free > capped.free || this.#pollDue)) {
+      this.#newWork = false;
+      this.#pollDue = false;
+      // Probing endpoints (past their cool-down, not yet answered) get one try at a time.
+      const probing = this.#breakers.probing(now);
+      const endpointFull = [...atCap(this.#endpointInHand, endpointConcurrency), ...probing.filter((id) => (this.#endpointInHand.get(id) ?? 0) >= 1)];
+      const excludeEndpoints = [...new Set([...endpointFull, ...this.#breakers.open(now)])];
+      const excludeAccounts = atCap(this.#accountInHand, hardCap);
+      const endpointCaps = new Set(probing);
+      // The lease outlasts a try (timeout plus recording), so only a dead process loses one.
+      const { claimed, leftBehind } = await claimDueDeliveriesFairly(db.kysely, db.dialect, this.id, {
+        limit: free,
+        leaseMs: timeoutMs + 30_000,
+        now,
+        window: Math.max(CLAIM_WINDOW, free * 4),
+        excludeAccounts,
+        excludeEndpoints,
+        pick: (candidates) =>
+          pickFairly(
+            candidates.map((c) => ({ id: c.id, account: c.account_id, sender: c.endpoint_id })),
+            {
+              limit: free,
+              slots: concurrency,
+              hardCap,
+              inHand: this.#accountInHand,
+              // A probing endpoint's one slot: the pick sees it as full after one.
+              senderCap: endpointConcurrency,
+              senderInHand: new Map([...this.#endpointInHand, ...[...endpointCaps].map((id) => [id, endpointConcurrency - 1] as const)]),
+            },
+          ),
+      });
+      this.#capped = claimed.length < free && (leftBehind || excludeAccounts.length > 0 || excludeEndpoints.length > 0) ? { free: free - claimed.length } : undefined;
+      for (const delivery of claimed) {
+        count(this.#accountInHand, delivery.account_id, 1);
+        count(this.#endpointInHand, delivery.endpoint_id, 1);
+        const job = this.#deliver(delivery)
+          .catch((err: unknown) => logger.warn({ err, delivery_id: delivery.id }, 'webhook delivery could not be recorded'))
+          .finally(() => {
+            count(this.#accountInHand, delivery.account_id, -1);
+            count(this.#endpointInHand, delivery.endpoint_id, -1);
           });
-          this.#capped = claimed.length < free && (leftBehind || excludeAccounts.length > 0 || excludeEndpoints.length > 0) ? { free: free - claimed.length } : undefined;
-          for (const delivery of claimed) {
-            count(this.#accountInHand, delivery.account_id, 1);
-            count(this.#endpointInHand, delivery.endpoint_id, 1);
-            const job = this.#deliver(delivery)
-              .catch((err: unknown) => logger.warn({ err, delivery_id: delivery.id }, 'webhook delivery could not be recorded'))
-              .finally(() => {
-                this.#inFlight.delete(delivery.id);
-                count(this.#accountInHand, delivery.account_id, -1);
-                count(this.#endpointInHand, delivery.endpoint_id, -1);
-                this.#nudge();
-              });
-            this.#inFlight.set(delivery.id, job);
-          }
-        }
-        if (now - this.#lastPurge > PURGE_EVERY_MS) {
-          this.#lastPurge = now;
-          await purgeWebhookHistory(db.kysely, now - WEBHOOK_HISTORY_MS);
-        }
-      } catch (err) {
-        logger.warn({ err }, 'webhook outbox could not be read; retrying');
-      }
-      if (this.#capped) {
-        // Due deliveries wait behind a cap or an open circuit: the end of a try, a wake() or the poll ends this.
-        await this.#sleep(pollMs);
-        if (!this.#wakeRequested) this.#pollDue = true;
-      } else {
-        await this.#sleep(await this.#untilNextDue());
+        this.#loop.track(delivery.id, job);
       }
     }
-  }
-
-  async #untilNextDue(): Promise<number> {
-    const { pollMs } = this.#opts;
-    try {
-      const due = await nextWebhookDueAt(this.#opts.db.kysely);
-      return due === undefined ? pollMs : Math.min(pollMs, Math.max(due - Date.now(), 5));
-    } catch {
-      return pollMs;
+    if (now - this.#lastPurge > PURGE_EVERY_MS) {
+      this.#lastPurge = now;
+      await purgeWebhookHistory(db.kysely, now - WEBHOOK_HISTORY_MS);
     }
-  }
-
-  #sleep(ms: number): Promise<void> {
-    if (this.#wakeRequested || !this.#running) return Promise.resolve();
-    return new Promise((resolve) => {
-      const timer = setTimeout(done, ms);
-      function done(): void {
-        clearTimeout(timer);
-        resolve();
-      }
-      this.#wake = done;
-    });
+    if (this.#capped) {
+      // Due deliveries wait behind a cap or an open circuit: the end of a try, a wake() or the poll ends this.
+      this.#cappedSleep = true;
+      return { next: 'sleep', ms: pollMs };
+    }
+    const ms = await untilNextDue(async () => {
+      const due = await nextWebhookDueAt(db.kysely);
+      return due === undefined ? undefined : due - Date.now();
+    }, pollMs);
+    return { next: 'sleep', ms };
   }
 
   async #deliver(delivery: WebhookDeliveryRow): Promise<void> {

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { Agent, request, type Dispatcher } from 'undici';
-import { PacingBacklog, KeyedPacer } from '../pacing.js';
+import { PacingBusy, KeyedPacer } from '../pacing.js';
 import { DeliveryError, type DeliveryJob, type PlatformAdapter } from '../platform.js';
 import { browserIdentity, type BrowserIdentity } from './browser.js';
 import { DeliveryCookies } from './cookies.js';
@@ -197,8 +197,8 @@ export function createLinkedinAdapter(options: LinkedinAdapterOptions): Platform
   const random = options.random ?? Math.random;
   const rest = options.rest ?? createMemoryRest();
   const dispatcher = options.dispatcher ?? new Agent({ connectTimeout: timeoutMs, keepAliveTimeout: 4_000 });
-  // One delivery waits behind the running one at most: more go back to the queue (PacingBacklog).
-  const pacer = new KeyedPacer(() => pace.minMs + Math.max(pace.maxMs - pace.minMs, 0) * random(), 1);
+  // A delivery that finds its account busy or in its gap goes back to the queue until its turn (PacingBusy).
+  const pacer = new KeyedPacer(() => pace.minMs + Math.max(pace.maxMs - pace.minMs, 0) * random(), Math.max(pace.minMs, pace.maxMs));
 
   /** Cookies LinkedIn set, a deleted li_at, a 999: what every answer is read for before its status. */
   async function takeAnswer(step: FlowStep, delivery: Delivery, url: string | URL, res: Dispatcher.ResponseData): Promise<void> {
@@ -378,21 +378,19 @@ export function createLinkedinAdapter(options: LinkedinAdapterOptions): Platform
       const account = linkedinAccountKey(session.li_at);
       await holdIfResting(account);
       try {
-        // A job aborted while it waited for its turn must not start its calls afterwards.
         await pacer.run(account, async () => {
           job.signal.throwIfAborted();
-          // A 999 may have come while this one waited for its turn.
-          await holdIfResting(account);
           return deliverOnce(job, session, account);
         });
       } catch (error) {
-        if (!(error instanceof PacingBacklog)) throw error;
-        // Back to the queue, to come back about when the deliveries ahead of it are done.
+        if (!(error instanceof PacingBusy)) throw error;
+        // Back to the queue, to come back at its turn: no worker slot sleeps while the account's gap runs.
         throw new DeliveryError(
           'platform_rate_limited',
-          'more voice notes are queued for this LinkedIn account than it can send at a pace LinkedIn tolerates',
+          'another voice note of this LinkedIn account is being sent or was sent moments ago; it waits its turn in the queue, at a pace LinkedIn tolerates',
           true,
-          error.ahead * (pace.maxMs + 1_000),
+          error.retryAfterMs,
+          { notAttempted: true },
         );
       }
     },

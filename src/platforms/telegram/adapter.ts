@@ -1,9 +1,8 @@
 import { createHash, randomBytes } from 'node:crypto';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { open, type FileHandle } from 'node:fs/promises';
 import { Readable } from 'node:stream';
 import { Agent, request, type Dispatcher } from 'undici';
-import { createMemorySlotPacer, type SlotPacer } from '../pacing.js';
+import { createMemorySlotPacer, waitForSlot, type SlotPacer } from '../pacing.js';
 import { DeliveryError, type DeliveryJob, type PlatformAdapter } from '../platform.js';
 import { VoiceBytes } from '../voice-bytes.js';
 import type { TelegramSession } from './rules.js';
@@ -210,8 +209,7 @@ export function createTelegramAdapter(options: TelegramAdapterOptions): Platform
   /** One sendChatAction `record_voice` in its pacing slot; false when the slot is too far off (that repetition is skipped). */
   async function chatAction(token: string, chatId: string, signal: AbortSignal | undefined, scrub: (text: string) => string): Promise<boolean> {
     const wait = await pacer.reserve(telegramPaceRules(token, chatId), maxPaceWaitMs);
-    if (wait < 0) return false;
-    if (wait > 0) await sleep(wait);
+    if (wait < 0 || !(await waitForSlot(wait, signal))) return false;
     const timeout = AbortSignal.timeout(timeouts.connectMs + timeouts.headersMs);
     let status: number;
     let text: string | undefined;
@@ -302,7 +300,10 @@ export function createTelegramAdapter(options: TelegramAdapterOptions): Platform
           { notAttempted: true },
         );
       }
-      if (wait > 0) await sleep(wait);
+      // A shutdown or a lost lease stops the wait at once: nothing was sent, the message goes back untouched.
+      if (!(await waitForSlot(wait, job.signal))) {
+        throw new DeliveryError('platform_error', 'the attempt was stopped while it waited for its pacing slot; not attempted', true, undefined, { notAttempted: true });
+      }
 
       const fields: Array<[string, string]> = [['chat_id', job.recipient]];
       if (job.caption !== null && job.caption !== '') fields.push(['caption', job.caption]);

@@ -3,6 +3,7 @@ import { readFile } from 'node:fs/promises';
 import type { Kysely } from 'kysely';
 import type { Database } from '../../store/schema.js';
 import { findWhatsappSession } from '../../store/whatsapp-sessions.js';
+import { PacingBusy } from '../pacing.js';
 import { DeliveryError, type DeliveryJob, type PlatformAdapter } from '../platform.js';
 import { SessionNotOpenError, type LiveWhatsapp } from './live.js';
 import type { WhatsappSessionRef } from './rules.js';
@@ -25,6 +26,17 @@ const handoverRetryMs = (): number => 250 + Math.round(Math.random() * 500);
  */
 export function whatsappMessageId(messageId: string): string {
   return `3EB0${createHash('sha256').update(`voicenote:${messageId}`).digest('hex').toUpperCase().slice(0, 18)}`;
+}
+
+/** The session's socket is gone, or its pacing says "not now" (back to the queue at its turn, no worker slot held meanwhile). */
+function asDeliveryFailure(error: unknown): unknown {
+  if (error instanceof SessionNotOpenError) return new DeliveryError('session_not_connected', error.message, true);
+  if (error instanceof PacingBusy) {
+    return new DeliveryError('platform_rate_limited', 'another voice note of this WhatsApp session is being sent or was sent moments ago; it waits its turn in the queue', true, error.retryAfterMs, {
+      notAttempted: true,
+    });
+  }
+  return error;
 }
 
 const transient = (message: string): DeliveryError => new DeliveryError('platform_error', message, true);
@@ -84,16 +96,20 @@ export function createWhatsappAdapter(deps: { db: Kysely<Database>; live: LiveWh
   return {
     async showRecording(job: DeliveryJob): Promise<void> {
       const held = await heldSession(job);
-      try {
-        // Paced with the session's sends. WhatsApp keeps "recording audio…" up until `paused` (sent after the note).
-        await held.paced(async (socket) => {
+      // Paced with the session's sends. WhatsApp keeps "recording audio…" up until `paused` (sent after the note).
+      const show = () =>
+        held.paced(async (socket) => {
           const jid = await recipientJid(socket, job.recipient);
-          job.signal.throwIfAborted();
           await socket.sendPresenceUpdate('recording', jid);
         });
+      try {
+        job.signal.throwIfAborted();
+        await show();
       } catch (error) {
-        if (error instanceof SessionNotOpenError) throw new DeliveryError('session_not_connected', error.message, true);
-        throw error;
+        if (!(error instanceof PacingBusy)) throw asDeliveryFailure(error);
+        // The session's turn is later: shown then by a timer, not a wait (the worker's slot is free meanwhile);
+        // refused again, it is skipped (the indicator is a courtesy).
+        setTimeout(() => void show().catch(() => undefined), error.retryAfterMs).unref();
       }
     },
 
@@ -124,8 +140,7 @@ export function createWhatsappAdapter(deps: { db: Kysely<Database>; live: LiveWh
           if (job.recordingIndicator) await socket.sendPresenceUpdate('paused', jid).catch(() => undefined);
         });
       } catch (error) {
-        if (error instanceof SessionNotOpenError) throw new DeliveryError('session_not_connected', error.message, true);
-        throw error;
+        throw asDeliveryFailure(error);
       }
     },
   };

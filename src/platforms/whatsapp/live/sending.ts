@@ -12,7 +12,8 @@ import { SessionNotOpenError, type Acquired, type HeldSession, type LiveContext,
 export function createSending(ctx: LiveContext, connections: Connections, restore: (id: string) => Promise<Link | undefined>) {
   const { db, tuning, links, holderId, state } = ctx;
   const { waitOpen } = connections;
-  const sendPacer = new KeyedPacer(() => tuning.sendGapMs + Math.random() * tuning.sendJitterMs);
+  // A send that finds its session busy or in its gap is refused (PacingBusy) and goes back to the queue.
+  const sendPacer = new KeyedPacer(() => tuning.sendGapMs + Math.random() * tuning.sendJitterMs, tuning.sendGapMs + tuning.sendJitterMs);
 
   function heldSession(link: Link): HeldSession {
     return {

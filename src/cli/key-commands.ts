@@ -1,0 +1,82 @@
+import { Command, Option } from 'commander';
+import { findAccount } from '../store/accounts.js';
+import { findKey, issueKey, listKeys, revokeKey, rollKey } from '../store/keys.js';
+import { iso } from '../api/views.js';
+import { CliError, out, json, withDb, parseDuration, keyView, config } from './common.js';
+
+/** `keys create|list|roll|revoke`. */
+export function registerKeyCommands(program: Command): void {
+  const keys = program.command('keys').description('manage API keys');
+  keys
+    .command('create')
+    .description('issue a new key')
+    .requiredOption('--account <id>', 'account id')
+    .addOption(
+      new Option('--env <env>', 'test (sandbox) or live').choices(['test', 'live']).makeOptionMandatory(),
+    )
+    .option('--json', 'print one JSON object')
+    .action(async (options: { account: string; env: 'test' | 'live'; json?: boolean }) => {
+      const issued = await withDb(config(), async (db) => {
+        if (!(await findAccount(db.kysely, options.account))) throw new CliError(`no account ${options.account}`);
+        return issueKey(db.kysely, options.account, options.env);
+      });
+      if (options.json) json({ id: issued.row.id, env: issued.row.env, secret: issued.secret });
+      else out(`${issued.row.id}  ${issued.secret}  (shown once)`);
+    });
+  keys
+    .command('list')
+    .description("list an account's keys")
+    .requiredOption('--account <id>', 'account id')
+    .option('--json', 'print one JSON object')
+    .action(async (options: { account: string; json?: boolean }) => {
+      const rows = await withDb(config(), async (db) => {
+        if (!(await findAccount(db.kysely, options.account))) throw new CliError(`no account ${options.account}`);
+        return listKeys(db.kysely, options.account);
+      });
+      if (options.json) {
+        json({ keys: rows.map(keyView) });
+        return;
+      }
+      for (const key of rows.map(keyView)) {
+        const state = key.revoked_at ? `revoked ${key.revoked_at}` : key.expires_at ? `expires ${key.expires_at}` : 'active';
+        out(`${key.id}  ${key.env.padEnd(4)}  ${key.prefix}…  created ${key.created_at}  ${state}`);
+      }
+    });
+  keys
+    .command('roll <key_id>')
+    .description('issue a successor; the old key stays valid until --expires-in has passed')
+    .addOption(new Option('--expires-in <duration>', 'how long the old key keeps working').argParser(parseDuration).default(86_400_000, '24h'))
+    .option('--json', 'print one JSON object')
+    .action(async (keyId: string, options: { expiresIn: number; json?: boolean }) => {
+      const rolled = await withDb(config(), async (db) => {
+        const old = await findKey(db.kysely, keyId);
+        if (!old) throw new CliError(`no key ${keyId}`);
+        if (old.revoked_at !== null) throw new CliError(`key ${keyId} is revoked`);
+        if (old.expires_at !== null && old.expires_at <= Date.now()) throw new CliError(`key ${keyId} has expired`);
+        return { old, ...(await rollKey(db.kysely, old, options.expiresIn)) };
+      });
+      const view = {
+        id: rolled.row.id,
+        env: rolled.row.env,
+        secret: rolled.secret,
+        replaces: rolled.old.id,
+        old_key_expires_at: iso(rolled.oldExpiresAt),
+      };
+      if (options.json) json(view);
+      else out(`${view.id}  ${view.secret}  (shown once); ${view.replaces} keeps working until ${view.old_key_expires_at}`);
+    });
+  keys
+    .command('revoke <key_id>')
+    .description('revoke a key at once')
+    .option('--json', 'print one JSON object')
+    .action(async (keyId: string, options: { json?: boolean }) => {
+      await withDb(config(), async (db) => {
+        const key = await findKey(db.kysely, keyId);
+        if (!key) throw new CliError(`no key ${keyId}`);
+        if (key.revoked_at !== null) throw new CliError(`key ${keyId} is already revoked`);
+        await revokeKey(db.kysely, keyId);
+      });
+      if (options.json) json({ id: keyId, revoked: true });
+      else out(`revoked ${keyId}`);
+    });
+}

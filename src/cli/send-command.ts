@@ -1,0 +1,93 @@
+import fs from 'node:fs';
+import { Command, Option } from 'commander';
+import { ApiClient } from './http.js';
+import { csvSummary, sendCsv, sendOne, type SendFields } from './send.js';
+import { CliError, out, json, parseSeconds, defaultApiUrl, messageOf } from './common.js';
+
+/** `send`: one voice note, or one per row of a CSV file, through the HTTP API. */
+export function registerSendCommand(program: Command): void {
+  program
+    .command('send')
+    .description('send one voice note (or one per row of --csv FILE) through the HTTP API')
+    .option('--key <key>', 'API key (sk_test_… or sk_live_…); default: the VOICENOTE_KEY environment variable')
+    .option('--url <base>', 'API base address (default http://127.0.0.1:$PORT/api/v1)')
+    .option('--csv <file>', 'one send per row: platform, recipient, audio_url [, caption, duration, send_at, bot_token, li_at, csrf_token, user_agent, cookies, session_id]')
+    .option('--platform <platform>', 'linkedin, telegram or whatsapp')
+    .option('--recipient <recipient>', 'who receives it')
+    .option('--audio <url>', 'http(s) URL of the audio')
+    .option('--bot-token <token>', 'telegram: the bot token')
+    .option('--li-at <cookie>', 'linkedin: the li_at cookie')
+    .option('--csrf-token <token>', 'linkedin: the csrf token (ajax:…)')
+    .option('--user-agent <ua>', "linkedin: the User-Agent of the browser the cookies come from")
+    .option('--cookies <header>', "linkedin: that browser's whole Cookie header for linkedin.com")
+    .option('--session-id <id>', 'whatsapp: the session (ws_…)')
+    .option('--caption <text>', 'telegram: a caption')
+    .addOption(new Option('--duration <seconds>', 'duration in seconds (detected when omitted)').argParser(parseSeconds))
+    .option('--send-at <time>', 'schedule the send: ISO 8601 with Z or an offset, at most 30 days ahead (2026-12-01T09:00:00Z)')
+    .option('--idempotency-key <key>', 'send once even if the command is run again (single sends; --csv derives its own)')
+    .option('--wait', 'follow the message until it is delivered or failed')
+    .option('--json', 'print one JSON object')
+    .action(
+      async (options: {
+        key?: string;
+        url?: string;
+        csv?: string;
+        platform?: string;
+        recipient?: string;
+        audio?: string;
+        botToken?: string;
+        liAt?: string;
+        csrfToken?: string;
+        userAgent?: string;
+        cookies?: string;
+        sessionId?: string;
+        caption?: string;
+        duration?: number;
+        sendAt?: string;
+        idempotencyKey?: string;
+        wait?: boolean;
+        json?: boolean;
+      }) => {
+        // The README's quick start exports VOICENOTE_KEY: a key on the command line wins over it.
+        const key = options.key ?? (process.env.VOICENOTE_KEY?.trim() || undefined);
+        if (key === undefined) throw new CliError('send needs --key KEY (or VOICENOTE_KEY in the environment)');
+        const client = new ApiClient(options.url ?? defaultApiUrl(), key);
+        if (options.csv !== undefined) {
+          const single = ['platform', 'recipient', 'audio', 'botToken', 'liAt', 'csrfToken', 'sessionId', 'caption', 'duration', 'sendAt', 'wait'] as const;
+          const mixed = single.filter((name) => options[name] !== undefined);
+          if (mixed.length > 0) throw new CliError(`--csv takes every field from the file; drop --${mixed[0]!.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`);
+          let text: string;
+          try {
+            text = fs.readFileSync(options.csv, 'utf8');
+          } catch (error) {
+            throw new CliError(`cannot read ${options.csv}: ${messageOf(error)}`);
+          }
+          const result = await sendCsv(client, text);
+          if (options.json) json(result);
+          else {
+            for (const row of result.rows) if ('error' in row) out(`row ${row.row}: ${row.error.code}: ${row.error.message}`);
+            out(csvSummary(result));
+          }
+          if (result.rejected > 0) throw new CliError(`${result.rejected} of ${result.rows.length} rows rejected`);
+          return;
+        }
+        const missing = (['platform', 'recipient', 'audio'] as const).filter((name) => options[name] === undefined);
+        if (missing.length > 0) throw new CliError(`send needs --${missing.join(', --')} (or --csv FILE)`);
+        const fields: SendFields = {
+          platform: options.platform!,
+          recipient: options.recipient!,
+          audio_url: options.audio!,
+          ...(options.caption !== undefined ? { caption: options.caption } : {}),
+          ...(options.duration !== undefined ? { duration: String(options.duration) } : {}),
+          ...(options.sendAt !== undefined ? { send_at: options.sendAt } : {}),
+          ...(options.botToken !== undefined ? { bot_token: options.botToken } : {}),
+          ...(options.liAt !== undefined ? { li_at: options.liAt } : {}),
+          ...(options.csrfToken !== undefined ? { csrf_token: options.csrfToken } : {}),
+          ...(options.userAgent !== undefined ? { user_agent: options.userAgent } : {}),
+          ...(options.cookies !== undefined ? { cookies: options.cookies } : {}),
+          ...(options.sessionId !== undefined ? { session_id: options.sessionId } : {}),
+        };
+        await sendOne(client, { fields, wait: options.wait === true, json: options.json === true, ...(options.idempotencyKey ? { idempotencyKey: options.idempotencyKey } : {}) }, out);
+      },
+    );
+}

@@ -1,0 +1,198 @@
+import type { Logger } from 'pino';
+import { localSampleFor } from '../audio/samples.js';
+import type { SecretBox } from '../core/secret-box.js';
+import { extendLease } from '../store/messages.js';
+import type { MessageRow } from '../store/messages.js';
+import { DeliveryError, type FailureCode, type PlatformSession } from '../platforms/platform.js';
+import { AUDIO_CODES, outcomeOf, type Outcome } from './outcome.js';
+import { Deferral } from './rhythm-gate.js';
+import type { StorageWatch } from './storage-watch.js';
+import type { AttemptRecord, RecordWrite, WorkerOptions } from './worker-options.js';
+
+/**
+ * One attempt at one claimed message: its audio prepared, its lease confirmed before the platform call
+ * (which cannot be taken back) and renewed while it runs, the platform's answer turned into an outcome.
+ */
+
+export type ResolvedWorkerOptions = Required<Pick<WorkerOptions, 'concurrency' | 'leaseMs' | 'pollMs' | 'clock' | 'accountSharePercent'>> & WorkerOptions;
+
+export interface AttemptDeps {
+  options: ResolvedWorkerOptions;
+  workerId: string;
+  storage: StorageWatch;
+}
+
+/** Why an attempt was stopped from outside. */
+export class LeaseLost extends Error {
+  constructor() {
+    super('the lease on this message is gone (another worker holds it, or it was settled)');
+    this.name = 'LeaseLost';
+  }
+}
+export class ShuttingDown extends Error {
+  constructor() {
+    super('the worker is shutting down');
+    this.name = 'ShuttingDown';
+  }
+}
+
+export interface Job {
+  message: MessageRow;
+  controller: AbortController;
+  /** The database's clock at the claim, and this process's clock then: together, the database's time now. */
+  dbClaimedAt: number;
+  claimedAt: number;
+  /** Database time until which the lease is known to hold. */
+  leaseUntil: number;
+  /** The platform may have been reached: an outcome is no longer "not attempted". */
+  reachedPlatform: boolean;
+}
+
+/** The database's time now, from the claim's and this process's elapsed time. */
+export function dbNow(job: Job, clock: () => number): number {
+  return job.dbClaimedAt + (clock() - job.claimedAt);
+}
+
+/** Any error from a step of delivery, as a DeliveryError (unknown errors are transient: a bug must not lose a message). */
+export function asDeliveryError(error: unknown): DeliveryError {
+  if (error instanceof DeliveryError) return error;
+  if (error instanceof Error) {
+    const coded = error as Error & { code?: unknown; transient?: unknown };
+    if (typeof coded.code === 'string' && AUDIO_CODES.has(coded.code as FailureCode)) {
+      return new DeliveryError(coded.code as FailureCode, error.message, coded.transient === true);
+    }
+    return new DeliveryError('platform_error', `internal error during delivery: ${error.message}`, true);
+  }
+  return new DeliveryError('platform_error', 'internal error during delivery', true);
+}
+
+/** A message's sealed `session`; one sealed under another SECRET_KEY can never be opened, so that is final. */
+function openCredentials(secretBox: SecretBox, sealed: string): PlatformSession {
+  try {
+    return secretBox.openJson<PlatformSession>(sealed);
+  } catch {
+    throw new DeliveryError('invalid_session', 'the stored credentials cannot be decrypted (was SECRET_KEY changed since the message was accepted?)', false);
+  }
+}
+
+/** Runs the attempt while renewing its lease; undefined when the lease was lost (nothing to write). */
+export async function attemptWithLease(deps: AttemptDeps, job: Job, log: Logger): Promise<Outcome | undefined> {
+  const { db, leaseMs, clock } = deps.options;
+  const { message, controller } = job;
+  // A long upload must not look like a dead worker: renew the lease while the job runs. A renewal that
+  // matches no row means another worker holds the message now: stop at once.
+  const renew = setInterval(() => {
+    const before = clock();
+    extendLease(db.kysely, message.id, deps.workerId, leaseMs).then(
+      (held) => {
+        if (held) job.leaseUntil = job.dbClaimedAt + (before - job.claimedAt) + leaseMs;
+        else controller.abort(new LeaseLost());
+      },
+      (err: unknown) => {
+        log.warn({ err }, 'could not renew lease');
+        // Storage is away: once the lease may have run out, another worker may take the message when
+        // storage returns; an attempt that has not reached the platform yet must not start now.
+        if (dbNow(job, deps.options.clock) >= job.leaseUntil && !job.reachedPlatform) controller.abort(new LeaseLost());
+      },
+    );
+  }, Math.max(leaseMs / 3, 10));
+  const startedAt = Date.now();
+  try {
+    await attempt(deps, job);
+    const record = recordOf(deps, job, { startedAt, endedAt: Date.now(), error: null, retryAt: null });
+    return { kind: 'settle', settlement: { status: 'delivered', at: dbNow(job, deps.options.clock) }, record };
+  } catch (thrown) {
+    const reason: unknown = controller.signal.aborted ? controller.signal.reason : undefined;
+    if (reason instanceof LeaseLost || thrown instanceof LeaseLost) {
+      log.warn('lease lost; the attempt was stopped and the message is left to its new holder');
+      return undefined;
+    }
+    if (reason instanceof ShuttingDown) {
+      log.info({ reached_platform: job.reachedPlatform }, 'attempt stopped by shutdown; handing the message back');
+      return {
+        kind: 'retry',
+        delayMs: 0,
+        errorCode: 'platform_error',
+        errorMessage: 'the attempt was interrupted by a shutdown',
+        notAttempted: !job.reachedPlatform,
+      };
+    }
+    const error = asDeliveryError(thrown);
+    const outcome = outcomeOf(message, error, dbNow(job, deps.options.clock), log);
+    const endedAt = Date.now();
+    // A wait (a sender's cap, the indicator) is not an attempt: the message shows what it waits for instead.
+    if (error instanceof Deferral) return outcome;
+    const record = recordOf(deps, job, { startedAt, endedAt, error, retryAt: outcome.kind === 'retry' ? endedAt + outcome.delayMs : null });
+    return { ...outcome, record };
+  } finally {
+    clearInterval(renew);
+  }
+}
+
+/** Tells the message log; the write of its record (its failures are its own: delivery goes on). */
+function recordOf(deps: AttemptDeps, job: Job, attempt: AttemptRecord): RecordWrite | undefined {
+  try {
+    return deps.options.recorder?.attemptEnded(job.message, attempt);
+  } catch (err) {
+    deps.options.logger.warn({ err }, 'could not record the attempt');
+    return undefined;
+  }
+}
+
+async function attempt(deps: AttemptDeps, job: Job): Promise<void> {
+  const { secretBox, audio, adapterFor, db, leaseMs } = deps.options;
+  const { message, controller } = job;
+  const signal = controller.signal;
+  const target = deps.options.audioTargetFor(message.platform);
+  if (!target) throw new DeliveryError('platform_error', `unknown platform ${message.platform}`, false);
+  if (message.credentials === null) throw new DeliveryError('invalid_session', 'the session credentials are gone', false);
+  const session = openCredentials(secretBox, message.credentials);
+  // A sandbox send of the service's own sample on a private address reads the shipped copy.
+  const sample = message.env === 'live' ? null : localSampleFor(message.audio_url);
+  const voice = await audio.prepare({
+    url: message.audio_url,
+    target,
+    ...(sample !== null ? { localSource: sample } : {}),
+    ...(message.duration !== null ? { durationHint: Number(message.duration) } : {}),
+    signal,
+  });
+  try {
+    await deps.options.recorder?.audioPrepared(message, voice).catch((err: unknown) => deps.options.logger.warn({ err }, 'could not record the audio'));
+    // The lease is a promise: it must hold when the platform call, which cannot be taken back, starts.
+    // Only its running out lets another worker take the message (nothing else writes over a lease),
+    // and the worker knows on the database's clock until when it holds: while more than half of it is
+    // left, confirming it would cost a write per message for nothing. Otherwise (a slow download or
+    // conversion, or storage known to be away) it is renewed here, and a lost one stops the attempt.
+    signal.throwIfAborted();
+    if (deps.storage.down || job.leaseUntil - dbNow(job, deps.options.clock) < leaseMs / 2) {
+      const before = deps.options.clock();
+      let held: boolean;
+      try {
+        held = await extendLease(db.kysely, message.id, deps.workerId, leaseMs);
+      } catch {
+        throw new DeliveryError('platform_error', 'storage did not answer before the platform call; not attempted', true, undefined, { notAttempted: true });
+      }
+      if (!held) throw new LeaseLost();
+      job.leaseUntil = job.dbClaimedAt + (before - job.claimedAt) + leaseMs;
+      signal.throwIfAborted();
+    }
+    job.reachedPlatform = true;
+    const adapter = adapterFor(message.env === 'live' ? 'live' : 'test', message.platform);
+    const deliveryJob = {
+      messageId: message.id,
+      accountId: message.account_id,
+      env: message.env === 'live' ? ('live' as const) : ('test' as const),
+      platform: message.platform,
+      recipient: message.recipient,
+      session,
+      caption: message.caption,
+      audio: voice,
+      attempt: message.attempts,
+      signal,
+    };
+    if (deps.options.gate) await deps.options.gate.deliver({ message, workerId: deps.workerId, job: deliveryJob, adapter });
+    else await adapter.deliver(deliveryJob);
+  } finally {
+    voice.release();
+  }
+}

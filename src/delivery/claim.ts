@@ -1,0 +1,112 @@
+import type { Db } from '../store/db.js';
+import { claimDueMessagesFairly, type MessageRow } from '../store/messages.js';
+import { accountCap, atCap, pickFairly } from './fair-share.js';
+
+/** Due messages the fair claim reads to choose from: four per free slot, within these bounds. */
+const MIN_CLAIM_WINDOW = 64;
+const MAX_CLAIM_WINDOW = 512;
+/** While accounts at their cap leave slots free: how often to look for other accounts' work anyway. */
+const CAPPED_LOOK_MS = 200;
+/**
+ * The same after a message was accepted in this process: soon, but not once per accepted send (a bulk
+ * sender at its cap would otherwise cost a read past its whole backlog per send it makes).
+ */
+const CAPPED_NEW_WORK_MS = 20;
+
+export interface ClaimSettings {
+  db: Db;
+  workerId: string;
+  concurrency: number;
+  accountSharePercent: number;
+  leaseMs: number;
+  pollMs: number;
+  affinityHolder?: string;
+  clock: () => number;
+}
+
+/**
+ * The worker's claims: when to claim (in batches while there is a backlog, not while the accounts with
+ * due work hold their cap here) and what (fairly across accounts and senders: fair-share.ts).
+ */
+export class MessageClaims {
+  readonly #settings: ClaimSettings;
+  readonly #hardCap: number;
+  readonly #cappedLookMs: number;
+  /** Messages in hand per account: what the fair claim weighs. */
+  readonly inHand = new Map<string, number>();
+  /** The last claim got all it asked for: more messages are due than this worker has slots. */
+  #backlog = false;
+  /**
+   * The last claim left slots free while due messages may wait: their accounts hold their cap here. Until
+   * a batch of slots frees, CAPPED_NEW_WORK_MS pass after a message is accepted in this process, or
+   * CAPPED_LOOK_MS pass, claiming again would find the same (and read past the capped accounts' messages
+   * for nothing).
+   */
+  #capped: { at: number; free: number } | undefined;
+  /** New work was announced since the last claim. */
+  #newWork = false;
+
+  constructor(settings: ClaimSettings) {
+    this.#settings = settings;
+    this.#hardCap = accountCap(settings.concurrency, settings.accountSharePercent);
+    this.#cappedLookMs = Math.min(settings.pollMs, CAPPED_LOOK_MS);
+  }
+
+  newWork(): void {
+    this.#newWork = true;
+  }
+
+  /** How many slots must be free before a claim: with a backlog, a quarter of them (one statement for many). */
+  batch(inFlight: number): number {
+    // With a backlog, every finished message would free one slot and cost one claim statement (a
+    // scan of the due index and a write): wait until a quarter of the slots are free and claim them
+    // in one statement. Without one, claim at once (a new message should not wait for others).
+    return this.#backlog && inFlight > 0 ? Math.ceil(this.#settings.concurrency / 4) : 1;
+  }
+
+  /** Whether to claim now with `free` slots. */
+  due(free: number, batch: number): boolean {
+    const capped = this.#capped;
+    const claimNow = capped
+      ? free >= capped.free + batch || this.#settings.clock() - capped.at >= (this.#newWork ? CAPPED_NEW_WORK_MS : this.#cappedLookMs)
+      : free >= batch;
+    return claimNow && free > 0;
+  }
+
+  /** While capped: how long until looking again is worth it; undefined when not capped. */
+  cappedWaitMs(): number | undefined {
+    if (!this.#capped) return undefined;
+    return Math.max(1, (this.#newWork ? CAPPED_NEW_WORK_MS : this.#cappedLookMs) - (this.#settings.clock() - this.#capped.at));
+  }
+
+  /** Claims up to `free` due messages (throws when storage does not answer); `claimedAt` on this process's clock. */
+  async claim(free: number): Promise<{ claimed: MessageRow[]; claimedAt: number }> {
+    const { db, workerId, concurrency, leaseMs, affinityHolder, clock } = this.#settings;
+    const claimedAt = clock();
+    const excluded = atCap(this.inHand, this.#hardCap);
+    this.#newWork = false;
+    const { claimed, leftBehind } = await claimDueMessagesFairly(db.kysely, db.dialect, workerId, {
+      limit: free,
+      leaseMs,
+      ...(affinityHolder !== undefined ? { affinityHolder } : {}),
+      excludeAccounts: excluded,
+      window: Math.min(MAX_CLAIM_WINDOW, Math.max(MIN_CLAIM_WINDOW, free * 4)),
+      pick: (candidates) =>
+        pickFairly(
+          candidates.map((c) => ({ id: c.id, account: c.account_id, sender: c.sender })),
+          { limit: free, slots: concurrency, hardCap: this.#hardCap, inHand: this.inHand },
+        ),
+    });
+    this.#capped = claimed.length < free && (leftBehind || excluded.length > 0) ? { at: claimedAt, free: free - claimed.length } : undefined;
+    this.#backlog = claimed.length === free || this.#capped !== undefined;
+    for (const message of claimed) this.inHand.set(message.account_id, (this.inHand.get(message.account_id) ?? 0) + 1);
+    return { claimed, claimedAt };
+  }
+
+  /** A claimed message is done with (its outcome written or kept). */
+  release(message: MessageRow): void {
+    const held = (this.inHand.get(message.account_id) ?? 1) - 1;
+    if (held > 0) this.inHand.set(message.account_id, held);
+    else this.inHand.delete(message.account_id);
+  }
+}
