@@ -269,7 +269,9 @@ function httpLimits(env: Env): HttpLimits {
     headersTimeoutMs,
     requestTimeoutMs,
     keepAliveTimeoutMs: integer(env, 'HTTP_KEEP_ALIVE_TIMEOUT_MS', 5_000, 100, 600_000),
-    maxRequestsPerSocket: integer(env, 'HTTP_MAX_REQUESTS_PER_SOCKET', 1_000, 1, 1_000_000),
+    // 0: no limit. Node answers a request past the limit with 503 instead of closing, so a client that
+    // sends its next request before it reads `Connection: close` (a pipelining load generator) gets errors.
+    maxRequestsPerSocket: integer(env, 'HTTP_MAX_REQUESTS_PER_SOCKET', 0, 0, 1_000_000),
     maxConnections: text(env, 'HTTP_MAX_CONNECTIONS') === undefined ? undefined : integer(env, 'HTTP_MAX_CONNECTIONS', 0, 1, 1_000_000),
     maxConnectionsPerAddress:
       text(env, 'HTTP_MAX_CONNECTIONS_PER_ADDRESS') === undefined ? undefined : integer(env, 'HTTP_MAX_CONNECTIONS_PER_ADDRESS', 0, 0, 1_000_000),
