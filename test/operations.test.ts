@@ -1,10 +1,9 @@
 import assert from 'node:assert/strict';
 import { createServer } from 'node:net';
-import { Writable } from 'node:stream';
 import { after, describe, test } from 'node:test';
 import { ConfigError, loadConfig } from '../src/config.js';
-import { createLogger } from '../src/logger.js';
 import { assertErrorEnvelope, closeSharedAudio, defaultSendBody, STORAGE_LABEL, startTestApp } from './fixtures/app-harness.js';
+import { captureLogs } from './fixtures/log-capture.js';
 
 /**
  * Operations (README, "Operations"): Prometheus metrics off the public API, X-Request-Id on every
@@ -35,17 +34,6 @@ async function freePort(): Promise<number> {
   const { port } = server.address() as { port: number };
   await new Promise<void>((resolve) => server.close(() => resolve()));
   return port;
-}
-
-function captureLogs(): { lines: Record<string, unknown>[]; logger: ReturnType<typeof createLogger> } {
-  const lines: Record<string, unknown>[] = [];
-  const stream = new Writable({
-    write(chunk: Buffer, _enc, done) {
-      for (const line of chunk.toString('utf8').split('\n')) if (line.trim()) lines.push(JSON.parse(line) as Record<string, unknown>);
-      done();
-    },
-  });
-  return { lines, logger: createLogger('info', stream) };
 }
 
 describe(`metrics (${STORAGE_LABEL})`, () => {

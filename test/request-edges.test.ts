@@ -8,25 +8,13 @@ import { execFileSync } from 'node:child_process';
 import { mkdtemp, open, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { Writable } from 'node:stream';
 import { after, describe, test } from 'node:test';
-import { createLogger } from '../src/logger.js';
 import { isDiskFull } from '../src/store/disk-full.js';
 import { assertErrorEnvelope, closeSharedAudio, STORAGE_LABEL, startTestApp } from './fixtures/app-harness.js';
+import { captureLogs } from './fixtures/log-capture.js';
 import { createDashboardAccount, FormClient } from './fixtures/dashboard-harness.js';
 
 after(closeSharedAudio);
-
-function captureLogs(): { lines: Record<string, unknown>[]; logger: ReturnType<typeof createLogger> } {
-  const lines: Record<string, unknown>[] = [];
-  const stream = new Writable({
-    write(chunk: Buffer, _enc, done) {
-      for (const line of chunk.toString('utf8').split('\n')) if (line.trim()) lines.push(JSON.parse(line) as Record<string, unknown>);
-      done();
-    },
-  });
-  return { lines, logger: createLogger('info', stream) };
-}
 
 describe(`NUL characters in query values and cookies (${STORAGE_LABEL})`, () => {
   test('the API answers 400 invalid_request naming the parameter, on every storage', async (t) => {

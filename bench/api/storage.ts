@@ -5,6 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
 import pino from 'pino';
+import { dropSchema } from '../pg-schema.js';
 import { createAccountWithKeys } from '../../src/admin/accounts.js';
 import { createApp, type App } from '../../src/app.js';
 import { loadConfig } from '../../src/config.js';
@@ -28,13 +29,7 @@ export async function openStorage(storage: Storage, pgUrl: string | undefined): 
     pgSchema,
     dataDir,
     async cleanup() {
-      const client = new pg.Client({ connectionString: pgUrl });
-      await client.connect();
-      try {
-        await client.query(`drop schema if exists ${pgSchema} cascade`);
-      } finally {
-        await client.end();
-      }
+      await dropSchema(pgUrl!, pgSchema);
       await removeDir();
     },
   };

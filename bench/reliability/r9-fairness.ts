@@ -15,7 +15,6 @@
 import { randomBytes } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import pg from 'pg';
 import pino from 'pino';
 import { createAccountWithKeys } from '../../src/admin/accounts.js';
 import { createApp, type App } from '../../src/app.js';
@@ -24,6 +23,7 @@ import { updatePlan } from '../../src/store/accounts.js';
 import { startAudioServer, type AudioServer } from '../../test/fakes/audio-server.js';
 import { sharedFixtures, testFfmpegPath } from '../../test/fixtures/audio-fixtures.js';
 import { makeDataDir, removeDir } from '../../test/fixtures/audio-harness.js';
+import { dropSchema } from '../pg-schema.js';
 
 const B_MESSAGES = Number(process.env.REL_B_MESSAGES ?? 40);
 const A_MESSAGES = Number(process.env.REL_A_MESSAGES ?? 96);
@@ -160,12 +160,7 @@ async function run(audio: AudioServer, misbehave: boolean, bMessages = B_MESSAGE
     await alive.close();
     await dead.close();
     await removeDir(dataDir);
-    if (pgSchema) {
-      const client = new pg.Client({ connectionString: PG_URL });
-      await client.connect();
-      await client.query(`drop schema if exists ${pgSchema} cascade`);
-      await client.end();
-    }
+    if (pgSchema) await dropSchema(PG_URL!, pgSchema);
   }
 }
 

@@ -8,13 +8,13 @@
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { createServer, type AddressInfo } from 'node:net';
-import pg from 'pg';
 import { createAccountWithKeys } from '../../src/admin/accounts.js';
 import { updatePlan } from '../../src/store/accounts.js';
 import { migrate, openDb } from '../../src/store/db.js';
 import { findKey, revokeKey, rollKey } from '../../src/store/keys.js';
 import { makeDataDir, removeDir } from '../../test/fixtures/audio-harness.js';
 import { BIN, childEnv, ROOT } from '../../test/fixtures/cli-process.js';
+import { dropSchema } from '../pg-schema.js';
 
 const CHANGES = Number(process.env.REL_CHANGES ?? 20);
 const PG_URL = process.env.BENCH_DATABASE_URL?.trim() || undefined;
@@ -85,10 +85,5 @@ try {
   await new Promise((resolve) => service.once('exit', resolve));
   await db.close();
   await removeDir(dataDir);
-  if (pgSchema) {
-    const client = new pg.Client({ connectionString: PG_URL });
-    await client.connect();
-    await client.query(`drop schema if exists ${pgSchema} cascade`);
-    await client.end();
-  }
+  if (pgSchema) await dropSchema(PG_URL!, pgSchema);
 }
