@@ -1,8 +1,9 @@
 import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
-import { accountCap, pickFairly } from '../src/delivery/fair-share.js';
+import { AccountSlots, accountCap, EARNED_FOR_MS, pickFairly, QUICK_MS } from '../src/delivery/fair-share.js';
 import { claimDueMessagesFairly, type MessageRow } from '../src/store/messages.js';
 import { startWebhookReceiver } from './fakes/webhook-receiver.js';
+import { sharedFixtures, testFfmpegPath } from './fixtures/audio-fixtures.js';
 import { closeSharedAudio, connectedSandboxSession, defaultSendBody, STORAGE_LABEL, startTestApp } from './fixtures/app-harness.js';
 
 /**
@@ -33,7 +34,7 @@ describe('the fair pick (unit)', () => {
       { id: 'a5', account: 'A', sender: 's2' },
       { id: 'b1', account: 'B', sender: 's3' },
     ];
-    assert.deepEqual(pickFairly(candidates, { limit: 3, slots: 8, hardCap: 6, inHand: new Map() }), ['a1', 'b1', 'a5']);
+    assert.deepEqual(pickFairly(candidates, { limit: 3, slots: 8, capOf: () => 6, inHand: new Map() }), ['a1', 'b1', 'a5']);
   });
 
   it('gives an account holding more than its fair share nothing while another waits, and fills idle slots up to the hard cap', () => {
@@ -43,13 +44,38 @@ describe('the fair pick (unit)', () => {
       { id: 'b1', account: 'B', sender: 't' },
     ];
     // A holds 4 of 8 (its fair share with B waiting): B first; the leftover slots go to A up to its cap of 6.
-    assert.deepEqual(pickFairly(candidates, { limit: 3, slots: 8, hardCap: 6, inHand: new Map([['A', 4]]) }), ['b1', 'a1', 'a2']);
-    assert.deepEqual(pickFairly(candidates, { limit: 3, slots: 8, hardCap: 6, inHand: new Map([['A', 5]]) }), ['b1', 'a1']);
+    assert.deepEqual(pickFairly(candidates, { limit: 3, slots: 8, capOf: () => 6, inHand: new Map([['A', 4]]) }), ['b1', 'a1', 'a2']);
+    assert.deepEqual(pickFairly(candidates, { limit: 3, slots: 8, capOf: () => 6, inHand: new Map([['A', 5]]) }), ['b1', 'a1']);
+  });
+
+  it('lets an account earn slots beyond its share with attempts that end quickly, up to all but the reserve', () => {
+    let now = 1_000_000;
+    const slots = new AccountSlots(32, 75, () => now);
+    assert.equal(slots.capOf('A'), 24);
+    // A slow end (past QUICK_MS) earns nothing.
+    slots.take('A');
+    now += QUICK_MS + 1;
+    slots.release('A', now - QUICK_MS - 1);
+    assert.equal(slots.capOf('A'), 24);
+    // Quick ends earn one slot each, up to 31 of 32 (one reserved), and only for EARNED_FOR_MS.
+    for (let i = 0; i < 20; i++) {
+      slots.take('A');
+      slots.release('A', now - 10);
+    }
+    assert.equal(slots.capOf('A'), 31);
+    assert.equal(slots.capOf('B'), 24);
+    now += EARNED_FOR_MS + 1;
+    assert.equal(slots.capOf('A'), 24);
+    // A share of 100 % is every slot, with no reserve.
+    assert.equal(new AccountSlots(32, 100, () => now).capOf('A'), 32);
+    const held = new AccountSlots(8, 75, () => now);
+    for (let i = 0; i < 6; i++) held.take('A');
+    assert.deepEqual(held.full(), ['A']);
   });
 
   it('respects a per-sender cap', () => {
     const candidates = ['e1', 'e2', 'e3'].map((id) => ({ id, account: 'A', sender: 'endpoint' }));
-    assert.deepEqual(pickFairly(candidates, { limit: 3, slots: 8, hardCap: 8, inHand: new Map(), senderCap: 2, senderInHand: new Map([['endpoint', 1]]) }), ['e1']);
+    assert.deepEqual(pickFairly(candidates, { limit: 3, slots: 8, capOf: () => 8, inHand: new Map(), senderCap: 2, senderInHand: new Map([['endpoint', 1]]) }), ['e1']);
   });
 });
 
@@ -77,7 +103,7 @@ describe(`fair claims (${STORAGE_LABEL})`, () => {
         leaseMs: 60_000,
         excludeAccounts: [],
         window: 64,
-        pick: (candidates) => pickFairly(candidates.map((c) => ({ id: c.id, account: c.account_id, sender: c.sender })), { limit: 3, slots: 3, hardCap: 3, inHand: new Map() }),
+        pick: (candidates) => pickFairly(candidates.map((c) => ({ id: c.id, account: c.account_id, sender: c.sender })), { limit: 3, slots: 3, capOf: () => 3, inHand: new Map() }),
       });
       // First in first out would have taken the first sender's three oldest.
       assert.deepEqual(claimed.map((m: MessageRow) => m.id).sort(), [firstSender[0], secondSender, otherAccount].sort());
@@ -120,6 +146,58 @@ describe(`fair claims (${STORAGE_LABEL})`, () => {
         assert.ok(status.status === 'queued' || status.status === 'processing', JSON.stringify(status));
       }
       assert.equal(t.audio.requests.filter((r) => r.path.startsWith('/never.ogg')).length, 3);
+    } finally {
+      await t.close();
+    }
+  });
+});
+
+describe(`slots earned by quick work (${STORAGE_LABEL})`, () => {
+  it('lets a lone account whose notes go through quickly use every slot but the reserve, which stays free for another account', { timeout: 60_000 }, async () => {
+    // 8 slots: A's share is 6, the reserve 1. A's notes wait on the audio host until the test lets them go.
+    const t = await startTestApp({ env: { WORKER_CONCURRENCY: '8', SHUTDOWN_GRACE_MS: '0' } });
+    const fixtures = await sharedFixtures(await testFfmpegPath());
+    const voice = { kind: 'file' as const, path: fixtures['voice.ogg'], contentType: 'audio/ogg' };
+    const gate = () => {
+      let open!: () => void;
+      const until = new Promise<void>((resolve) => (open = resolve));
+      return { until, open };
+    };
+    const fetched = () => t.audio.requests.filter((r) => r.path === '/held.ogg').length;
+    const waitForFetches = async (n: number) => {
+      const deadline = Date.now() + 20_000;
+      while (fetched() < n) {
+        assert.ok(Date.now() < deadline, `${fetched()} of ${n} fetches`);
+        await new Promise((r) => setTimeout(r, 20));
+      }
+    };
+    try {
+      const first = gate();
+      t.audio.route('/held.ogg', { kind: 'held', until: first.until, then: voice });
+      const a = await t.createAccount();
+      const b = await t.createAccount();
+      const ids: string[] = [];
+      for (let i = 0; i < 20; i++) {
+        const res = await t.send(a.testKey, defaultSendBody('telegram', t.audio.url(`/held.ogg?n=${i}`)));
+        assert.equal(res.statusCode, 202, res.body);
+        ids.push(res.json().id);
+      }
+      // Nothing of A's has ended yet: its share, 6.
+      await waitForFetches(6);
+      // The next fetches are held too; the first six go through at once.
+      const second = gate();
+      t.audio.route('/held.ogg', { kind: 'held', until: second.until, then: voice });
+      first.open();
+      // Six quick ends earned A one slot more than its share: 7 at once (a hard 75 % would stop at 6).
+      await waitForFetches(6 + 7);
+      // The eighth slot is the reserve: B's note goes through it while A's seven wait.
+      const res = await t.send(b.testKey, defaultSendBody('telegram', t.voiceUrl));
+      assert.equal(res.statusCode, 202, res.body);
+      const delivered = await t.waitForStatus(b.testKey, res.json().id, ['delivered', 'failed'], 20_000);
+      assert.equal(delivered.status, 'delivered');
+      assert.equal(fetched(), 13);
+      second.open();
+      for (const id of ids) assert.equal((await t.waitForStatus(a.testKey, id, ['delivered', 'failed'], 30_000)).status, 'delivered');
     } finally {
       await t.close();
     }

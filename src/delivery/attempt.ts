@@ -5,7 +5,7 @@ import { extendLease } from '../store/messages.js';
 import type { MessageRow } from '../store/messages.js';
 import { DeliveryError, type FailureCode, type PlatformSession } from '../platforms/platform.js';
 import { AUDIO_CODES, outcomeOf, type Outcome } from './outcome.js';
-import { Deferral } from './rhythm-gate.js';
+import { Deferral, type ClaimedRhythms } from './rhythm-gate.js';
 import type { StorageWatch } from './storage-watch.js';
 import type { AttemptRecord, RecordWrite, WorkerOptions } from './worker-options.js';
 
@@ -46,6 +46,8 @@ export interface Job {
   leaseUntil: number;
   /** The platform may have been reached: an outcome is no longer "not attempted". */
   reachedPlatform: boolean;
+  /** The rhythms of the claim this message came in, read ahead (rhythm-gate.ts). */
+  rhythms?: ClaimedRhythms | undefined;
 }
 
 /** The database's time now, from the claim's and this process's elapsed time. */
@@ -190,7 +192,7 @@ async function attempt(deps: AttemptDeps, job: Job): Promise<void> {
       attempt: message.attempts,
       signal,
     };
-    if (deps.options.gate) await deps.options.gate.deliver({ message, workerId: deps.workerId, job: deliveryJob, adapter });
+    if (deps.options.gate) await deps.options.gate.deliver({ message, workerId: deps.workerId, job: deliveryJob, adapter, ...(job.rhythms ? { rhythms: job.rhythms } : {}) });
     else await adapter.deliver(deliveryJob);
   } finally {
     voice.release();

@@ -1,6 +1,6 @@
 import type { Db } from '../store/db.js';
 import { claimDueMessagesFairly, type MessageRow } from '../store/messages.js';
-import { accountCap, atCap, pickFairly } from './fair-share.js';
+import { AccountSlots, pickFairly } from './fair-share.js';
 
 /** Due messages the fair claim reads to choose from: four per free slot, within these bounds. */
 const MIN_CLAIM_WINDOW = 64;
@@ -30,10 +30,9 @@ export interface ClaimSettings {
  */
 export class MessageClaims {
   readonly #settings: ClaimSettings;
-  readonly #hardCap: number;
+  /** Messages in hand per account, and the most each may hold: what the fair claim weighs. */
+  readonly #slots: AccountSlots;
   readonly #cappedLookMs: number;
-  /** Messages in hand per account: what the fair claim weighs. */
-  readonly inHand = new Map<string, number>();
   /** The last claim got all it asked for: more messages are due than this worker has slots. */
   #backlog = false;
   /**
@@ -48,7 +47,7 @@ export class MessageClaims {
 
   constructor(settings: ClaimSettings) {
     this.#settings = settings;
-    this.#hardCap = accountCap(settings.concurrency, settings.accountSharePercent);
+    this.#slots = new AccountSlots(settings.concurrency, settings.accountSharePercent, settings.clock);
     this.#cappedLookMs = Math.min(settings.pollMs, CAPPED_LOOK_MS);
   }
 
@@ -83,7 +82,8 @@ export class MessageClaims {
   async claim(free: number): Promise<{ claimed: MessageRow[]; claimedAt: number }> {
     const { db, workerId, concurrency, leaseMs, affinityHolder, clock } = this.#settings;
     const claimedAt = clock();
-    const excluded = atCap(this.inHand, this.#hardCap);
+    const slots = this.#slots;
+    const excluded = slots.full();
     this.#newWork = false;
     const { claimed, leftBehind } = await claimDueMessagesFairly(db.kysely, db.dialect, workerId, {
       limit: free,
@@ -94,19 +94,17 @@ export class MessageClaims {
       pick: (candidates) =>
         pickFairly(
           candidates.map((c) => ({ id: c.id, account: c.account_id, sender: c.sender })),
-          { limit: free, slots: concurrency, hardCap: this.#hardCap, inHand: this.inHand },
+          { limit: free, slots: concurrency, capOf: (account) => slots.capOf(account), inHand: slots.inHand },
         ),
     });
     this.#capped = claimed.length < free && (leftBehind || excluded.length > 0) ? { at: claimedAt, free: free - claimed.length } : undefined;
     this.#backlog = claimed.length === free || this.#capped !== undefined;
-    for (const message of claimed) this.inHand.set(message.account_id, (this.inHand.get(message.account_id) ?? 0) + 1);
+    for (const message of claimed) slots.take(message.account_id);
     return { claimed, claimedAt };
   }
 
-  /** A claimed message is done with (its outcome written or kept). */
-  release(message: MessageRow): void {
-    const held = (this.inHand.get(message.account_id) ?? 1) - 1;
-    if (held > 0) this.inHand.set(message.account_id, held);
-    else this.inHand.delete(message.account_id);
+  /** A message claimed at `claimedAt` (this process's clock) is done with (its outcome written or kept). */
+  release(message: MessageRow, claimedAt: number): void {
+    this.#slots.release(message.account_id, claimedAt);
   }
 }

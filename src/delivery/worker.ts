@@ -6,6 +6,7 @@ import { MessageClaims } from './claim.js';
 import { DueLoop, untilNextDue, type NextTurn } from './due-loop.js';
 import { DEFAULT_ACCOUNT_SHARE_PERCENT } from './fair-share.js';
 import { OutcomeWriter, poisoned } from './outcome.js';
+import type { ClaimedRhythms } from './rhythm-gate.js';
 import { StorageWatch } from './storage-watch.js';
 import type { WorkerOptions } from './worker-options.js';
 
@@ -100,13 +101,14 @@ export class DeliveryWorker {
         this.#storage.away(err, 'claim');
         return { next: 'pause', ms: pollMs };
       }
+      const rhythms = await this.#readAhead(claimed);
       for (const message of claimed) {
         const dbClaimedAt = Number(message.updated_at);
-        const job: Job = { message, controller: new AbortController(), dbClaimedAt, claimedAt, leaseUntil: dbClaimedAt + leaseMs, reachedPlatform: false };
+        const job: Job = { message, controller: new AbortController(), dbClaimedAt, claimedAt, leaseUntil: dbClaimedAt + leaseMs, reachedPlatform: false, rhythms };
         this.#jobs.set(message.id, job);
         const done = this.#handle(job).finally(() => {
           this.#jobs.delete(message.id);
-          this.#claims.release(message);
+          this.#claims.release(message, claimedAt);
         });
         this.#loop.track(message.id, done);
       }
@@ -118,6 +120,18 @@ export class DeliveryWorker {
     if (free < batch) return { next: 'sleep', ms: pollMs };
     const ms = await untilNextDue(() => msUntilNextDue(db.kysely, affinityHolder !== undefined ? { affinityHolder } : {}), pollMs);
     return { next: 'sleep', ms };
+  }
+
+  /** The claim's rhythms in one read; none when it fails (each message then reads its own, and fails as it would). */
+  async #readAhead(claimed: readonly MessageRow[]): Promise<ClaimedRhythms | undefined> {
+    const { gate, logger } = this.#options;
+    if (!gate || claimed.length === 0) return undefined;
+    try {
+      return await gate.readAhead(claimed);
+    } catch (err) {
+      logger.debug({ err }, 'could not read the rhythms ahead');
+      return undefined;
+    }
   }
 
   async #handle(job: Job): Promise<void> {

@@ -1,4 +1,4 @@
-import type { AliasableExpression, ExpressionBuilder, Kysely, SelectQueryBuilder } from 'kysely';
+import { sql, type AliasableExpression, type ExpressionBuilder, type Kysely, type RawBuilder, type SelectQueryBuilder } from 'kysely';
 import { dbNow, type Dialect } from './dialect.js';
 import type { Database, MessagesTable } from './schema.js';
 import { recordOutcome } from './usage.js';
@@ -117,33 +117,55 @@ export interface FairClaim {
 export async function claimDueMessagesFairly(db: Kysely<Database>, dialect: Dialect, workerId: string, options: FairClaimOptions): Promise<FairClaim> {
   const run = async (trx: Kysely<Database>): Promise<FairClaim> => {
     const now = dbNow(trx);
-    let due = trx
-      .selectFrom('messages')
-      .select(['id', 'account_id', 'affinity', 'platform'])
-      .where('status', 'in', UNSETTLED)
-      .where('next_attempt_at', '<=', now)
-      .where((eb) => eb.or([eb('lease_expires_at', 'is', null), eb('lease_expires_at', '<', now)]))
-      .where((eb) => eb.not(heldByAnotherProcess(eb, options.affinityHolder, Date.now())))
-      .$if(options.excludeAccounts.length > 0, (qb) => qb.where('account_id', 'not in', options.excludeAccounts))
-      .orderBy('next_attempt_at')
-      .limit(options.window);
-    if (dialect === 'postgres') due = due.forUpdate().skipLocked();
-    const rows = await due.execute();
+    // One read per status, each walking the due index (status, next_attempt_at) in order and stopping
+    // after `window` rows; then merged. A single `status in (…) order by next_attempt_at` cannot walk
+    // the index in order: it read and sorted every due message at each claim (its cost grew with the
+    // backlog).
+    const dueWith = (status: MessageStatus) => {
+      let due = trx
+        .selectFrom('messages')
+        .select(['id', 'account_id', 'affinity', 'platform', 'next_attempt_at'])
+        .where('status', '=', status)
+        .where('next_attempt_at', '<=', now)
+        .where((eb) => eb.or([eb('lease_expires_at', 'is', null), eb('lease_expires_at', '<', now)]))
+        .where((eb) => eb.not(heldByAnotherProcess(eb, options.affinityHolder, Date.now())))
+        .$if(options.excludeAccounts.length > 0, (qb) => qb.where('account_id', 'not in', options.excludeAccounts))
+        .orderBy('next_attempt_at')
+        .limit(options.window);
+      if (dialect === 'postgres') due = due.forUpdate().skipLocked();
+      return due.execute();
+    };
+    const rows: Awaited<ReturnType<typeof dueWith>> = [];
+    for (const status of UNSETTLED) rows.push(...(await dueWith(status)));
     if (rows.length === 0) return { claimed: [], leftBehind: false };
-    const ids = options.pick(rows.map((r) => ({ id: r.id, account_id: r.account_id, sender: r.affinity ?? `platform:${r.platform}` }))).slice(0, options.limit);
+    rows.sort((a, b) => Number(a.next_attempt_at) - Number(b.next_attempt_at));
+    const candidates = rows.slice(0, options.window);
+    const ids = options.pick(candidates.map((r) => ({ id: r.id, account_id: r.account_id, sender: r.affinity ?? `platform:${r.platform}` }))).slice(0, options.limit);
     if (ids.length === 0) return { claimed: [], leftBehind: true };
-    // Checked again: on SQLite another process may have taken one since the read.
-    const chosen = trx
-      .selectFrom('messages')
-      .select('id')
-      .where('id', 'in', ids)
-      .where('status', 'in', UNSETTLED)
-      .where('next_attempt_at', '<=', now)
-      .where((eb) => eb.or([eb('lease_expires_at', 'is', null), eb('lease_expires_at', '<', now)]));
-    const claimed = await claimWhere(trx, workerId, options, chosen);
+    const claimed = await claimChosen(trx, dialect, workerId, options, ids);
     return { claimed, leftBehind: rows.length > ids.length };
   };
   return dialect === 'postgres' ? db.transaction().execute(run) : run(db);
+}
+
+/**
+ * Claims the chosen ids, checking again that each is still free (on SQLite another process may have
+ * taken one since the read). On SQLite the checks on status and due time are kept from using the due
+ * index (a unary `+`): without statistics its planner preferred that index to the ids' primary key,
+ * and walked every due message to claim a few.
+ */
+function claimChosen(db: Kysely<Database>, dialect: Dialect, workerId: string, options: ClaimOptions, ids: readonly string[]): Promise<MessageRow[]> {
+  const now = dbNow(db);
+  const unindexed = <T>(name: 'status' | 'next_attempt_at') => (dialect === 'sqlite' ? sql<T>`+${sql.ref(name)}` : sql<T>`${sql.ref(name)}`);
+  return db
+    .updateTable('messages')
+    .set(claimedBy(workerId, options.leaseMs, now))
+    .where('id', 'in', ids)
+    .where(unindexed<MessageStatus>('status'), 'in', UNSETTLED)
+    .where(unindexed<number>('next_attempt_at'), '<=', now)
+    .where((eb) => eb.or([eb('lease_expires_at', 'is', null), eb('lease_expires_at', '<', now)]))
+    .returningAll()
+    .execute();
 }
 
 async function claimWhere(
@@ -152,21 +174,20 @@ async function claimWhere(
   options: ClaimOptions,
   due: SelectQueryBuilder<Database, 'messages', { id: string }>,
 ): Promise<MessageRow[]> {
-  const now = dbNow(db);
-  return db
-    .updateTable('messages')
-    .set((eb) => ({
-      status: 'processing',
-      lease_owner: workerId,
-      lease_expires_at: eb(now, '+', options.leaseMs + orphanGraceMs(options.leaseMs)),
-      attempts: eb('attempts', '+', 1),
-      // The previous claim left no outcome behind (its lease ran out): count it.
-      orphaned_claims: eb('orphaned_claims', '+', eb.case().when('lease_owner', 'is not', null).then(1).else(0).end()),
-      updated_at: now,
-    }))
-    .where('id', 'in', due)
-    .returningAll()
-    .execute();
+  return db.updateTable('messages').set(claimedBy(workerId, options.leaseMs, dbNow(db))).where('id', 'in', due).returningAll().execute();
+}
+
+/** What a claim writes: the lease, the attempt counted, a lease that ran out before counted too. */
+function claimedBy(workerId: string, leaseMs: number, now: RawBuilder<number>) {
+  return (eb: ExpressionBuilder<Database, 'messages'>) => ({
+    status: 'processing' as const,
+    lease_owner: workerId,
+    lease_expires_at: eb(now, '+', leaseMs + orphanGraceMs(leaseMs)),
+    attempts: eb('attempts', '+', 1),
+    // The previous claim left no outcome behind (its lease ran out): count it.
+    orphaned_claims: eb('orphaned_claims', '+', eb.case().when('lease_owner', 'is not', null).then(1).else(0).end()),
+    updated_at: now,
+  });
 }
 
 /**

@@ -1,7 +1,7 @@
 import { sql, type Kysely } from 'kysely';
 import { allowanceOn, defaultRhythm, NO_RHYTHM, utcDay, type Rhythm } from '../core/rhythm.js';
 import { dbNow } from './db.js';
-import type { Database } from './schema.js';
+import type { Database, RhythmSettingsTable } from './schema.js';
 
 /**
  * An account's rhythm on a platform: its own setting, else the platform's default (`custom` says which).
@@ -14,6 +14,34 @@ export async function findRhythm(
   defaults?: Readonly<Record<string, Rhythm>>,
 ): Promise<Rhythm & { custom: boolean }> {
   const row = await db.selectFrom('rhythm_settings').selectAll().where('account_id', '=', accountId).where('platform', '=', platform).executeTakeFirst();
+  return rhythmOf(row, platform, defaults);
+}
+
+/** The key of an account's rhythm on a platform in findRhythms' answer. */
+export const rhythmKey = (accountId: string, platform: string): string => `${accountId}\n${platform}`;
+
+/**
+ * The rhythms of several accounts and platforms at once (one statement: what one claim of the worker
+ * needs), by rhythmKey.
+ */
+export async function findRhythms(
+  db: Kysely<Database>,
+  wanted: readonly { accountId: string; platform: string }[],
+  defaults?: Readonly<Record<string, Rhythm>>,
+): Promise<Map<string, Rhythm>> {
+  const found = new Map<string, Rhythm>();
+  if (wanted.length === 0) return found;
+  const accounts = [...new Set(wanted.map((w) => w.accountId))];
+  const rows = await db.selectFrom('rhythm_settings').selectAll().where('account_id', 'in', accounts).execute();
+  const byKey = new Map(rows.map((row) => [rhythmKey(row.account_id, row.platform), row]));
+  for (const { accountId, platform } of wanted) {
+    const key = rhythmKey(accountId, platform);
+    if (!found.has(key)) found.set(key, rhythmOf(byKey.get(key), platform, defaults));
+  }
+  return found;
+}
+
+function rhythmOf(row: RhythmSettingsTable | undefined, platform: string, defaults?: Readonly<Record<string, Rhythm>>): Rhythm & { custom: boolean } {
   if (!row) return { ...(defaults ? (defaults[platform] ?? NO_RHYTHM) : defaultRhythm(platform)), custom: false };
   const start = row.warmup_start === null ? null : Number(row.warmup_start);
   const days = row.warmup_days === null ? null : Number(row.warmup_days);

@@ -3,7 +3,7 @@ import { dirname } from 'node:path';
 import type SqliteDatabase from 'better-sqlite3';
 import { CompiledQuery, SqliteDialect, SqliteDriver, type DatabaseConnection, type Driver, type QueryResult, type SqliteDialectConfig } from 'kysely';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { retryWhileBusy } from './sqlite-lock-wait.js';
+import { isSqliteBusy, retryWhileBusy } from './sqlite-lock-wait.js';
 
 /**
  * Group commit for SQLite, with the guarantee of `synchronous = FULL` kept.
@@ -150,6 +150,17 @@ class LockWaitingConnection implements DatabaseConnection {
 
   executeQuery<R>(query: CompiledQuery): Promise<QueryResult<R>> {
     if (this.inTransaction()) return this.inner.executeQuery<R>(query);
+    // The first try without the retry's machinery: nearly every statement finds the lock free. (Kysely's
+    // SQLite connection throws synchronously, better-sqlite3 being synchronous.)
+    try {
+      return this.inner.executeQuery<R>(query).catch((error: unknown) => this.#whenBusy(error, query));
+    } catch (error) {
+      return this.#whenBusy(error, query);
+    }
+  }
+
+  #whenBusy<R>(error: unknown, query: CompiledQuery): Promise<QueryResult<R>> {
+    if (!isSqliteBusy(error)) return Promise.reject(error);
     return retryWhileBusy(() => this.inner.executeQuery<R>(query), { pause: this.pause });
   }
 
@@ -162,6 +173,7 @@ class DurableSqliteDriver extends SqliteDriver {
   readonly #tracker: WriteTracker;
   readonly #flusher: WalFlusher;
   readonly #lockWait: LockWaitOptions | undefined;
+  #wrapped: LockWaitingConnection | undefined;
 
   constructor(config: SqliteDialectConfig, tracker: WriteTracker, flusher: WalFlusher, lockWait?: LockWaitOptions) {
     super(config);
@@ -172,7 +184,10 @@ class DurableSqliteDriver extends SqliteDriver {
 
   override async acquireConnection(): Promise<DatabaseConnection> {
     const connection = await super.acquireConnection();
-    return this.#lockWait ? new LockWaitingConnection(connection, this.#lockWait.inTransaction, (ms) => this.#pauseWithoutConnection(ms)) : connection;
+    if (!this.#lockWait) return connection;
+    // Kysely's SQLite driver has one connection: its wrapper is made once.
+    if (this.#wrapped?.inner !== connection) this.#wrapped = new LockWaitingConnection(connection, this.#lockWait.inTransaction, (ms) => this.#pauseWithoutConnection(ms));
+    return this.#wrapped;
   }
 
   override async beginTransaction(connection: DatabaseConnection): Promise<void> {

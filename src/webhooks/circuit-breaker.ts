@@ -4,7 +4,9 @@
  * cool-down: its due deliveries stay pending, untouched (no try is spent, nothing is dropped), while
  * every other endpoint is served. After the cool-down one delivery goes as a probe: an answer (any HTTP
  * status: the receiver is there) closes the circuit; no answer opens it again for twice as long, up to
- * `maxMs`. A receiver that answers with an error status is not cut off: it answers at once and holds no
+ * `maxMs`. From its first unanswered try until an answer, an endpoint gets one try at a time (not its
+ * usual few): otherwise a retry could start while another try to the silent endpoint is still waiting
+ * for its timeout, and be spent on it before the circuit opens. A receiver that answers with an error status is not cut off: it answers at once and holds no
  * slot for long; its deliveries follow their own retry schedule.
  */
 
@@ -57,12 +59,6 @@ export class EndpointBreakers {
     return state !== undefined && now < state.openUntil;
   }
 
-  /** Past a cool-down and not yet answered: one probe at a time. */
-  isProbing(endpointId: string, now: number): boolean {
-    const state = this.#states.get(endpointId);
-    return state !== undefined && state.failures >= this.#tuning.threshold && now >= state.openUntil;
-  }
-
   /** Endpoints open now. */
   open(now: number): string[] {
     const ids: string[] = [];
@@ -70,10 +66,10 @@ export class EndpointBreakers {
     return ids;
   }
 
-  /** Endpoints whose circuit is past its cool-down but not yet closed by an answer. */
-  probing(now: number): string[] {
+  /** Endpoints that failed to answer and have not answered since (closed, or past a cool-down): one try at a time. */
+  oneAtATime(now: number): string[] {
     const ids: string[] = [];
-    for (const [id, state] of this.#states) if (state.failures >= this.#tuning.threshold && now >= state.openUntil) ids.push(id);
+    for (const [id, state] of this.#states) if (state.failures > 0 && now >= state.openUntil) ids.push(id);
     return ids;
   }
 }

@@ -8,7 +8,7 @@ import { vetAudioUrl } from '../audio/url-check.js';
 import type { SecretBox } from '../core/secret-box.js';
 import type { Db } from '../store/db.js';
 import { DueLoop, untilNextDue, type NextTurn } from '../delivery/due-loop.js';
-import { accountCap, atCap, DEFAULT_ACCOUNT_SHARE_PERCENT, pickFairly } from '../delivery/fair-share.js';
+import { AccountSlots, atCap, DEFAULT_ACCOUNT_SHARE_PERCENT, pickFairly } from '../delivery/fair-share.js';
 import {
   claimDueDeliveriesFairly,
   fanOutEvent,
@@ -88,7 +88,7 @@ export class WebhookSender {
   /** Claim what is due, sleep until the next due time, wake on notice, back off while storage is away (due-loop.ts). */
   readonly #loop: DueLoop;
   /** Deliveries in flight per account and per endpoint: what the fair claim weighs (delivery/fair-share.ts). */
-  readonly #accountInHand = new Map<string, number>();
+  readonly #accountSlots: AccountSlots;
   readonly #endpointInHand = new Map<string, number>();
   readonly #breakers: EndpointBreakers;
   /**
@@ -115,6 +115,7 @@ export class WebhookSender {
       accountSharePercent: DEFAULT_ACCOUNT_SHARE_PERCENT,
       ...options,
     };
+    this.#accountSlots = new AccountSlots(this.#opts.concurrency, this.#opts.accountSharePercent);
     this.#breakers = new EndpointBreakers(options.breaker);
     // The audio fetcher's agent: every resolved and connected address is checked the same way.
     this.#agent = createAudioAgent({ allowPrivate: options.allowPrivateUrls, addressPolicy: options.addressPolicy, lookup: options.lookup });
@@ -147,8 +148,8 @@ export class WebhookSender {
 
   /** One turn of the loop: the outbox's new events fanned out, what is due claimed and started. */
   async #turn({ woken }: { woken: boolean }): Promise<NextTurn> {
-    const { db, logger, concurrency, timeoutMs, endpointConcurrency, accountSharePercent, pollMs } = this.#opts;
-    const hardCap = accountCap(concurrency, accountSharePercent);
+    const { db, logger, concurrency, timeoutMs, endpointConcurrency, pollMs } = this.#opts;
+    const accounts = this.#accountSlots;
     if (this.#cappedSleep && !woken) this.#pollDue = true;
     this.#cappedSleep = false;
     const now = Date.now();
@@ -160,12 +161,12 @@ export class WebhookSender {
     if (free > 0 && (capped === undefined || this.#newWork || free > capped.free || this.#pollDue)) {
       this.#newWork = false;
       this.#pollDue = false;
-      // Probing endpoints (past their cool-down, not yet answered) get one try at a time.
-      const probing = this.#breakers.probing(now);
-      const endpointFull = [...atCap(this.#endpointInHand, endpointConcurrency), ...probing.filter((id) => (this.#endpointInHand.get(id) ?? 0) >= 1)];
+      // Endpoints that failed to answer (probing ones too) get one try at a time.
+      const single = this.#breakers.oneAtATime(now);
+      const endpointFull = [...atCap(this.#endpointInHand, endpointConcurrency), ...single.filter((id) => (this.#endpointInHand.get(id) ?? 0) >= 1)];
       const excludeEndpoints = [...new Set([...endpointFull, ...this.#breakers.open(now)])];
-      const excludeAccounts = atCap(this.#accountInHand, hardCap);
-      const endpointCaps = new Set(probing);
+      const excludeAccounts = accounts.full();
+      const endpointCaps = new Set(single);
       // The lease outlasts a try (timeout plus recording), so only a dead process loses one.
       const { claimed, leftBehind } = await claimDueDeliveriesFairly(db.kysely, db.dialect, this.id, {
         limit: free,
@@ -180,9 +181,9 @@ export class WebhookSender {
             {
               limit: free,
               slots: concurrency,
-              hardCap,
-              inHand: this.#accountInHand,
-              // A probing endpoint's one slot: the pick sees it as full after one.
+              capOf: (account) => accounts.capOf(account),
+              inHand: accounts.inHand,
+              // The one slot of an endpoint that failed to answer: the pick sees it as full after one.
               senderCap: endpointConcurrency,
               senderInHand: new Map([...this.#endpointInHand, ...[...endpointCaps].map((id) => [id, endpointConcurrency - 1] as const)]),
             },
@@ -190,12 +191,13 @@ export class WebhookSender {
       });
       this.#capped = claimed.length < free && (leftBehind || excludeAccounts.length > 0 || excludeEndpoints.length > 0) ? { free: free - claimed.length } : undefined;
       for (const delivery of claimed) {
-        count(this.#accountInHand, delivery.account_id, 1);
+        const startedAt = Date.now();
+        accounts.take(delivery.account_id);
         count(this.#endpointInHand, delivery.endpoint_id, 1);
         const job = this.#deliver(delivery)
           .catch((err: unknown) => logger.warn({ err, delivery_id: delivery.id }, 'webhook delivery could not be recorded'))
           .finally(() => {
-            count(this.#accountInHand, delivery.account_id, -1);
+            accounts.release(delivery.account_id, startedAt);
             count(this.#endpointInHand, delivery.endpoint_id, -1);
           });
         this.#loop.track(delivery.id, job);

@@ -12,7 +12,9 @@ export type AudioRoute =
   /** Goes silent without closing: before the headers, or after the headers and `afterBytes` of body. */
   | { kind: 'stall'; beforeHeaders?: boolean; afterBytes?: number }
   /** Streams `totalBytes` of filler, optionally declaring Content-Length. */
-  | { kind: 'stream'; totalBytes: number; declareLength: boolean };
+  | { kind: 'stream'; totalBytes: number; declareLength: boolean }
+  /** Says nothing until `until` settles, then answers as `then` (a request takes the route of its arrival). */
+  | { kind: 'held'; until: Promise<void>; then: AudioRoute };
 
 export interface RecordedRequest {
   method: string;
@@ -56,6 +58,10 @@ async function handle(route: AudioRoute | undefined, req: IncomingMessage, res: 
     case 'status':
       res.writeHead(route.status, { 'content-type': 'text/plain' }).end(route.body ?? '');
       return;
+    case 'held':
+      req.socket.setTimeout(0);
+      await route.until;
+      return handle(route.then, req, res);
     case 'stall':
       req.socket.setTimeout(0);
       if (route.beforeHeaders) return;
