@@ -19,23 +19,17 @@
  */
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { mkdtemp, rm } from 'node:fs/promises';
-import { loadavg, tmpdir } from 'node:os';
+import { loadavg } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import SqliteDatabase from 'better-sqlite3';
-import pino from 'pino';
-import { createAccountWithKeys } from '../src/admin/accounts.js';
-import { createApp } from '../src/app.js';
-import { loadConfig } from '../src/config.js';
-import { updatePlan } from '../src/store/accounts.js';
 import { SQLITE_FILE } from '../src/store/db.js';
 import { isSqliteBusy, SQLITE_BUSY_TIMEOUT_MS } from '../src/store/sqlite-lock-wait.js';
-import { startAudioServer } from '../test/fakes/audio-server.js';
-import { sharedFixtures, testFfmpegPath } from '../test/fixtures/audio-fixtures.js';
+import { benchAccount, buildApp, openStorage } from './api/storage.js';
 import { intEnv } from './env.js';
+import { botToken, startAudio } from './reliability/fakes.js';
 import { commandLine, machineDescription, writeSection } from './report.js';
 
 const LOCK_MS = intEnv('BENCH_LOCK_MS', 2_000, 1);
@@ -44,7 +38,6 @@ const LOCKS = intEnv('BENCH_LOCKS', 3, 1);
 const CLIENTS = intEnv('BENCH_CLIENTS', 4, 1);
 const TRIES = intEnv('BENCH_TRIES', 50, 1);
 const OLD_BUSY_TIMEOUT_MS = 5_000;
-const TELEGRAM_TOKEN = '123456789:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsawQ';
 
 interface RunResult {
   label: string;
@@ -85,20 +78,17 @@ function startLockHolder(file: string, locks = LOCKS) {
 }
 
 async function run(label: string, busyTimeoutMs: number, audioUrl: string, withHolder = true): Promise<RunResult> {
-  const dataDir = await mkdtemp(join(tmpdir(), 'voicenote-lockwait-'));
-  const config = loadConfig({ DATA_DIR: dataDir, LOG_LEVEL: 'silent', MAX_EVENT_LOOP_DELAY_MS: '0', AUDIO_ALLOW_PRIVATE_URLS: 'true' });
-  const app = await createApp(config, { worker: false, logger: pino({ level: 'silent' }), sqliteBusyTimeoutMs: busyTimeoutMs });
+  const storage = await openStorage('sqlite', undefined);
+  const app = await buildApp(storage, {}, { sqliteBusyTimeoutMs: busyTimeoutMs });
   try {
     const db = app.services.db.kysely;
-    const created = await createAccountWithKeys(db, { name: 'bench', plan: 'enterprise' });
-    await updatePlan(db, created.account.id, { plan: 'enterprise', rateLimit: 10_000_000, quota: 10_000_000 });
-    const key = created.testKey.secret;
+    const key = (await benchAccount(app)).testKey;
     const base = await app.server.app.listen({ port: 0, host: '127.0.0.1' });
     const headers = { authorization: `Bearer ${key}`, 'content-type': 'application/json' };
-    const body = JSON.stringify({ platform: 'telegram', recipient: '123456', audio_url: audioUrl, session: { bot_token: TELEGRAM_TOKEN } });
+    const body = JSON.stringify({ platform: 'telegram', recipient: '123456', audio_url: audioUrl, session: { bot_token: botToken('lockwait', 0) } });
 
     // Without a holder: the same stretch with nobody else on the file, the machine's own noise.
-    const holder = withHolder ? startLockHolder(join(dataDir, SQLITE_FILE)) : { firstLock: Promise.resolve(), exited: sleep(LOCKS * (LOCK_MS + GAP_MS)) };
+    const holder = withHolder ? startLockHolder(join(storage.dataDir, SQLITE_FILE)) : { firstLock: Promise.resolve(), exited: sleep(LOCKS * (LOCK_MS + GAP_MS)) };
     await holder.firstLock;
     const histogram = monitorEventLoopDelay({ resolution: 10 });
     histogram.enable();
@@ -142,7 +132,7 @@ async function run(label: string, busyTimeoutMs: number, audioUrl: string, withH
     };
   } finally {
     await app.close();
-    await rm(dataDir, { recursive: true, force: true });
+    await storage.cleanup();
   }
 }
 
@@ -151,8 +141,8 @@ async function run(label: string, busyTimeoutMs: number, audioUrl: string, withH
  * apart from whatever else the loaded machine does: BENCH_TRIES tries while the other process holds it.
  */
 async function blockPerTry(busyTimeoutMs: number): Promise<{ tries: number; maxMs: number }> {
-  const dataDir = await mkdtemp(join(tmpdir(), 'voicenote-lockwait-'));
-  const file = join(dataDir, SQLITE_FILE);
+  const storage = await openStorage('sqlite', undefined);
+  const file = join(storage.dataDir, SQLITE_FILE);
   const setup = new SqliteDatabase(file);
   setup.pragma('journal_mode = WAL');
   setup.close();
@@ -178,22 +168,20 @@ async function blockPerTry(busyTimeoutMs: number): Promise<{ tries: number; maxM
   } finally {
     db.close();
     await holder.exited;
-    await rm(dataDir, { recursive: true, force: true });
+    await storage.cleanup();
   }
   return { tries, maxMs };
 }
 
-const fixtures = await sharedFixtures(await testFfmpegPath());
-const audio = await startAudioServer();
-audio.route('/voice.ogg', { kind: 'file', path: fixtures['voice.ogg'], contentType: 'audio/ogg' });
+const audio = await startAudio();
 const results: RunResult[] = [];
 try {
-  const audioUrl = audio.url('/voice.ogg');
+  const audioUrl = audio.url;
   results.push(await run('nobody else holds the lock (the machine’s noise)', SQLITE_BUSY_TIMEOUT_MS, audioUrl, false));
   results.push(await run('before: busy_timeout 5,000 ms, waits on the event loop', OLD_BUSY_TIMEOUT_MS, audioUrl));
   results.push(await run(`now: busy_timeout ${SQLITE_BUSY_TIMEOUT_MS} ms, waits between tries off the event loop`, SQLITE_BUSY_TIMEOUT_MS, audioUrl));
 } finally {
-  await audio.close();
+  await audio.server.close();
 }
 const perTry = await blockPerTry(SQLITE_BUSY_TIMEOUT_MS);
 const perTry20 = await blockPerTry(20);

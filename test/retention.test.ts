@@ -1,6 +1,9 @@
 import assert from 'node:assert/strict';
 import { after, describe, test } from 'node:test';
-import { purgeOldMessages } from '../src/housekeeping/retention.js';
+import { SENDER_DAYS_KEEP_DAYS, utcDay } from '../src/core/rhythm.js';
+import { purgeOldMessages, purgeOldSenderDays, startRetention } from '../src/housekeeping/retention.js';
+import { createLogger } from '../src/logger.js';
+import { eventually } from './fakes/whatsapp-socket.js';
 import { closeSharedAudio, STORAGE_LABEL, startTestApp, TELEGRAM_TOKEN, withRestartableStorage, type TestApp } from './fixtures/app-harness.js';
 
 /* MESSAGE_RETENTION_DAYS: old settled messages go, with their detail rows; nothing unsettled, nothing recent, no usage. */
@@ -102,5 +105,40 @@ describe(`message retention (${STORAGE_LABEL})`, () => {
         await t.close();
       }
     });
+  });
+
+  test("senders' daily counts older than 40 days go, the recent ones and the senders' first days stay, with retention off too", async () => {
+    // The worker's own housekeeping is not started here: this test runs it when it wants.
+    const t = await startTestApp({ worker: false });
+    try {
+      const db = t.app.services.db.kysely;
+      const today = utcDay(Date.now());
+      const daysAgo = (n: number): number => today - n * DAY_MS;
+      await db.insertInto('senders').values({ sender_key: 'acct:live:telegram:bot', first_day: daysAgo(400) }).execute();
+      await db
+        .insertInto('sender_days')
+        .values([41, 300, SENDER_DAYS_KEEP_DAYS, 1, 0].map((n) => ({ sender_key: 'acct:live:telegram:bot', day: daysAgo(n), sent: 3 })))
+        .execute();
+      const days = async (): Promise<number[]> =>
+        (await db.selectFrom('sender_days').select('day').orderBy('day', 'desc').execute()).map((r) => Math.round((today - Number(r.day)) / DAY_MS));
+
+      assert.equal(await purgeOldSenderDays(db, { pauseMs: 0 }), 2, 'the days 41 and 300 days ago');
+      assert.deepEqual(await days(), [0, 1, SENDER_DAYS_KEEP_DAYS], 'today, yesterday and the 40th day stay');
+      const sender = await db.selectFrom('senders').select('first_day').executeTakeFirstOrThrow();
+      assert.equal(Number(sender.first_day), daysAgo(400), "the warm-up's first day is kept");
+      assert.equal(await purgeOldSenderDays(db), 0, 'a second run finds nothing');
+
+      // The worker's periodic housekeeping does it, even with MESSAGE_RETENTION_DAYS=0 (messages kept).
+      await db.insertInto('sender_days').values({ sender_key: 'acct:live:telegram:bot', day: daysAgo(50), sent: 1 }).execute();
+      const retention = startRetention(db, 0, createLogger('silent'), { firstRunMs: 0 });
+      try {
+        await eventually(async () => !(await days()).includes(50), 'the housekeeping run');
+      } finally {
+        await retention.stop();
+      }
+      assert.deepEqual(await days(), [0, 1, SENDER_DAYS_KEEP_DAYS]);
+    } finally {
+      await t.close();
+    }
   });
 });

@@ -124,6 +124,38 @@ describe(`recording_indicator on POST /send (${STORAGE_LABEL})`, () => {
     }
   });
 
+  it("Telegram: record_voice calls and notes share their bot's flood limit: many chats at once, no 429, every note delivered", async () => {
+    const fake = await startTelegramApi();
+    // Telegram counts chat actions against the bot's ~30 calls a second. A little more lenient here (the
+    // service paces ~28 a second) so that the fake judges pacing, not a busy machine's scheduling noise.
+    fake.enforceFloodLimits({ perChatMs: 500, perBotPerSecond: 33 });
+    const t = await startTestApp({ env: { TELEGRAM_API_ROOT: fake.apiRoot } });
+    try {
+      const account = await t.createAccount({ plan: 'growth' });
+      // Notes with the indicator and notes without, each to its own chat, all at once: the indicators'
+      // chat actions go out in the same seconds as the plain notes, through the same bot.
+      const ids: string[] = [];
+      for (let i = 0; i < 60; i++) {
+        const indicator = i % 2 === 0;
+        ids.push(await accepted(t, account.liveKey, { ...defaultSendBody('telegram', t.voiceUrl), recipient: String(350000000 + i), recording_indicator: indicator }));
+      }
+      for (const id of ids) assert.equal((await t.waitForStatus(account.liveKey, id, ['delivered', 'failed'], 60_000)).status, 'delivered');
+
+      const refused = fake.calls.filter((c) => c.reply.status === 429).map((c) => `${c.method} ${c.chatId}`);
+      assert.deepEqual(refused, [], 'Telegram never had to refuse a chat action or a note for flooding');
+      assert.equal(fake.floodRefusals, 0);
+      const actions = fake.calls.filter(isAction);
+      assert.ok(actions.length > 0, 'the indicators were shown');
+      for (const a of actions) assert.equal(a.reply.status, 200, a.reply.body);
+      const voices = fake.calls.filter(isVoice);
+      assert.equal(voices.length, ids.length, 'every note delivered once');
+      assert.equal(new Set(voices.map((v) => v.chatId)).size, ids.length, 'each to its own chat');
+    } finally {
+      await t.close();
+      await fake.close();
+    }
+  });
+
   it('a restart during the indicator neither shows it twice nor loses the note', async () => {
     const fake = await startTelegramApi();
     try {

@@ -7,7 +7,7 @@ import pg from 'pg';
 import pino from 'pino';
 import { dropSchema } from '../pg-schema.js';
 import { createAccountWithKeys } from '../../src/admin/accounts.js';
-import { createApp, type App } from '../../src/app.js';
+import { createApp, type App, type AppOptions } from '../../src/app.js';
 import { loadConfig } from '../../src/config.js';
 import { updatePlan } from '../../src/store/accounts.js';
 import type { Storage } from './settings.js';
@@ -35,7 +35,8 @@ export async function openStorage(storage: Storage, pgUrl: string | undefined): 
   };
 }
 
-export async function buildApp(storage: BenchStorage, extraEnv: Record<string, string> = {}): Promise<App> {
+/** The app on `storage`, worker off, silent; `appOptions`: what a bench sets that no environment variable does. */
+export async function buildApp(storage: BenchStorage, extraEnv: Record<string, string> = {}, appOptions: Pick<AppOptions, 'sqliteBusyTimeoutMs'> = {}): Promise<App> {
   const config = loadConfig({
     ...storage.env,
     LOG_LEVEL: 'silent',
@@ -51,6 +52,7 @@ export async function buildApp(storage: BenchStorage, extraEnv: Record<string, s
     worker: false,
     logger: pino({ level: 'silent' }),
     ...(storage.pgSchema ? { pgSchema: storage.pgSchema } : {}),
+    ...appOptions,
   });
 }
 

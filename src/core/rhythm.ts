@@ -33,6 +33,13 @@ export const defaultRhythm = (platform: string): Rhythm => DEFAULT_RHYTHMS[platf
 export const MAX_DAILY_CAP = 100_000;
 export const MAX_WARMUP_DAYS = 365;
 
+/**
+ * How long a sender's daily counts (`sender_days`) are kept. Only today's count is read (the cap), and a
+ * message's own day when it gives its place back (within its retry window: hours); a warm-up reads the
+ * sender's first day, which `senders` keeps for good. 40 days is a wide margin over all of that.
+ */
+export const SENDER_DAYS_KEEP_DAYS = 40;
+
 /** The UTC day holding `ms`, as the epoch ms of its midnight: a sender's count starts again at 00:00 UTC. */
 export const utcDay = (ms: number): number => Math.floor(ms / DAY_MS) * DAY_MS;
 

@@ -2,6 +2,8 @@ import type { Kysely } from 'kysely';
 import type { Logger } from 'pino';
 import type { Database } from '../store/schema.js';
 import { purgeSentMessagesBefore } from '../store/whatsapp-sent-messages.js';
+import { purgeSenderDaysBefore } from '../store/rhythm.js';
+import { SENDER_DAYS_KEEP_DAYS, utcDay } from '../core/rhythm.js';
 import { RESEND_KEEP_DAYS, RESEND_KEEP_MS } from '../platforms/whatsapp/resend.js';
 
 const DAY_MS = 86_400_000;
@@ -74,6 +76,22 @@ export async function purgeOldWhatsappSentMessages(
   });
 }
 
+/**
+ * Deletes senders' daily counts (`sender_days`, the daily caps' counting) of UTC days more than
+ * SENDER_DAYS_KEEP_DAYS ago, whatever MESSAGE_RETENTION_DAYS says: nothing reads them any more. Returns
+ * how many rows went.
+ */
+export async function purgeOldSenderDays(
+  db: Kysely<Database>,
+  options: { now?: number; pauseMs?: number; shouldStop?: () => boolean } = {},
+): Promise<number> {
+  const cutoffDay = utcDay(options.now ?? Date.now()) - SENDER_DAYS_KEEP_DAYS * DAY_MS;
+  return purgeSenderDaysBefore(db, cutoffDay, {
+    ...(options.shouldStop ? { shouldStop: options.shouldStop } : {}),
+    pause: () => sleep(options.pauseMs ?? PAUSE_BETWEEN_BATCHES_MS),
+  });
+}
+
 export interface Retention {
   stop(): Promise<void>;
 }
@@ -81,7 +99,8 @@ export interface Retention {
 /**
  * The worker process's retention housekeeping: a first purge a few seconds after start, then one
  * an hour. Several workers may run it at once: each batch deletes only rows still there. Settled
- * messages go after `days` (0 keeps them); what WhatsApp sessions keep for resend requests after 14 days, always.
+ * messages go after `days` (0 keeps them); what WhatsApp sessions keep for resend requests after 14 days,
+ * and senders' daily counts after SENDER_DAYS_KEEP_DAYS, always.
  */
 export function startRetention(db: Kysely<Database>, days: number, logger: Logger, timing: { firstRunMs?: number; everyMs?: number } = {}): Retention {
   let stopped = false;
@@ -102,10 +121,18 @@ export function startRetention(db: Kysely<Database>, days: number, logger: Logge
       },
       (err: unknown) => logger.warn({ err }, 'WhatsApp sent-message retention failed; retried at the next run'),
     );
+  const purgeSenderDays = (): Promise<void> =>
+    purgeOldSenderDays(db, { shouldStop: () => stopped }).then(
+      (purged) => {
+        if (purged > 0) logger.info({ purged, retention_days: SENDER_DAYS_KEEP_DAYS }, "deleted senders' daily counts of past days");
+      },
+      (err: unknown) => logger.warn({ err }, "senders' daily counts retention failed; retried at the next run"),
+    );
   const run = (): void => {
     if (stopped || running) return;
     running = purgeMessages()
       .then(purgeSent)
+      .then(purgeSenderDays)
       .finally(() => {
         running = undefined;
       });

@@ -128,6 +128,31 @@ export async function releaseSenderPlace(db: Kysely<Database>, input: { senderKe
   });
 }
 
+/**
+ * Deletes the counts of UTC days before `cutoffDay`, one day per statement (a day has a row per sender
+ * that sent on it: a short write); returns how many rows went. No index on `day`: once purged the table
+ * holds a few weeks of rows per sender, and this runs once an hour.
+ */
+export async function purgeSenderDaysBefore(
+  db: Kysely<Database>,
+  cutoffDay: number,
+  options: { shouldStop?: () => boolean; pause?: () => Promise<void> } = {},
+): Promise<number> {
+  let purged = 0;
+  for (;;) {
+    if (options.shouldStop?.()) return purged;
+    const oldest = await db
+      .selectFrom('sender_days')
+      .select((eb) => eb.fn.min('day').as('day'))
+      .where('day', '<', cutoffDay)
+      .executeTakeFirst();
+    if (oldest?.day == null) return purged;
+    const result = await db.deleteFrom('sender_days').where('day', '=', Number(oldest.day)).executeTakeFirst();
+    purged += Number(result.numDeletedRows);
+    await options.pause?.();
+  }
+}
+
 /** Writes, before it is shown, that the message's indicator is shown from now for `ms`: never shown twice. False when the lease is gone. */
 export async function markIndicatorShown(db: Kysely<Database>, input: { messageId: string; workerId: string; ms: number }): Promise<boolean> {
   const result = await db

@@ -81,8 +81,9 @@ export interface TelegramFake {
   waitForCalls(count: number, filter?: (call: TelegramCall) => boolean, timeoutMs?: number): Promise<TelegramCall[]>;
   /**
    * From now on, answer as Telegram's flood control does: 429 with retry_after to a send that comes less
-   * than `perChatMs` after the last accepted one for the same chat, or beyond `perBotPerSecond` sends of
-   * one bot within a second.
+   * than `perChatMs` after the last accepted one for the same chat, or beyond `perBotPerSecond` calls of
+   * one bot within a second. Chat actions count toward their bot's calls, as Telegram counts them; not
+   * toward the chat's (an action is not a message).
    */
   enforceFloodLimits(limits?: { perChatMs?: number; perBotPerSecond?: number }): void;
   /** 429 answers flood control gave so far. */
@@ -259,18 +260,21 @@ export async function startTelegramApi(options: TelegramFakeOptions = {}): Promi
   const lastByChat = new Map<string, number>();
   const recentByBot = new Map<string, number[]>();
 
-  /** Flood control as Telegram applies it, on accepted sends only. */
-  function floodControl(token: string, chatId: string): Reply | undefined {
+  /**
+   * Flood control as Telegram applies it, on calls that would otherwise be accepted: every call against
+   * its bot's limit, a message (`chatId` given) also against its chat's.
+   */
+  function floodControl(token: string, chatId: string | undefined): Reply | undefined {
     if (!flood) return undefined;
     const at = performance.now();
-    const chatKey = `${token} ${chatId}`;
-    const last = lastByChat.get(chatKey);
+    const chatKey = chatId === undefined ? undefined : `${token} ${chatId}`;
+    const last = chatKey === undefined ? undefined : lastByChat.get(chatKey);
     const recent = (recentByBot.get(token) ?? []).filter((t) => at - t < 1000);
     if ((last !== undefined && at - last < flood.perChatMs) || recent.length >= flood.perBotPerSecond) {
       floodRefusals += 1;
       return failure(429, 'Too Many Requests: retry after 1', { retry_after: 1 });
     }
-    lastByChat.set(chatKey, at);
+    if (chatKey !== undefined) lastByChat.set(chatKey, at);
     recent.push(at);
     recentByBot.set(token, recent);
     return undefined;
@@ -319,6 +323,8 @@ export async function startTelegramApi(options: TelegramFakeOptions = {}): Promi
     const chatId = form.fields.chat_id;
     if (chatId === undefined || chatId === '') return failure(400, 'Bad Request: chat_id is empty');
     if (!CHAT_ACTIONS.has(form.fields.action ?? '')) return failure(400, 'Bad Request: wrong parameter action in request');
+    const flooded = floodControl(token, undefined);
+    if (flooded) return flooded;
     return json(200, { ok: true, result: true });
   }
 
