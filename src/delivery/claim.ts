@@ -12,6 +12,12 @@ const CAPPED_LOOK_MS = 200;
  * sender at its cap would otherwise cost a read past its whole backlog per send it makes).
  */
 const CAPPED_NEW_WORK_MS = 20;
+/**
+ * How often a claim also looks for messages whose lease ran out (their worker died: rare). Not at every
+ * claim: on PostgreSQL that look is a round trip of its own. Such a message waits at most this much longer
+ * than its lease and grace (minutes).
+ */
+const EXPIRED_LEASES_EVERY_MS = 1_000;
 
 export interface ClaimSettings {
   db: Db;
@@ -44,6 +50,8 @@ export class MessageClaims {
   #capped: { at: number; free: number } | undefined;
   /** New work was announced since the last claim. */
   #newWork = false;
+  /** When the last claim looked for messages whose lease ran out (this process's clock). */
+  #expiredLookAt = Number.NEGATIVE_INFINITY;
 
   constructor(settings: ClaimSettings) {
     this.#settings = settings;
@@ -85,12 +93,15 @@ export class MessageClaims {
     const slots = this.#slots;
     const excluded = slots.full();
     this.#newWork = false;
+    const expiredLeases = claimedAt - this.#expiredLookAt >= EXPIRED_LEASES_EVERY_MS;
+    if (expiredLeases) this.#expiredLookAt = claimedAt;
     const { claimed, leftBehind } = await claimDueMessagesFairly(db.kysely, db.dialect, workerId, {
       limit: free,
       leaseMs,
       ...(affinityHolder !== undefined ? { affinityHolder } : {}),
       excludeAccounts: excluded,
       window: Math.min(MAX_CLAIM_WINDOW, Math.max(MIN_CLAIM_WINDOW, free * 4)),
+      expiredLeases,
       pick: (candidates) =>
         pickFairly(
           candidates.map((c) => ({ id: c.id, account: c.account_id, sender: c.sender })),

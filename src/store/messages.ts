@@ -99,6 +99,11 @@ export interface FairClaimOptions extends ClaimOptions {
   window: number;
   /** Which of the candidates to claim (at most `limit`). */
   pick(candidates: readonly ClaimCandidate[]): string[];
+  /**
+   * Also read `processing` messages whose lease ran out (their worker died). Rare, so a worker looks for
+   * them now and then rather than at every claim (default true).
+   */
+  expiredLeases?: boolean;
 }
 
 export interface FairClaim {
@@ -135,8 +140,8 @@ export async function claimDueMessagesFairly(db: Kysely<Database>, dialect: Dial
       if (dialect === 'postgres') due = due.forUpdate().skipLocked();
       return due.execute();
     };
-    const rows: Awaited<ReturnType<typeof dueWith>> = [];
-    for (const status of UNSETTLED) rows.push(...(await dueWith(status)));
+    const rows = await dueWith('queued');
+    if (options.expiredLeases !== false) rows.push(...(await dueWith('processing')));
     if (rows.length === 0) return { claimed: [], leftBehind: false };
     rows.sort((a, b) => Number(a.next_attempt_at) - Number(b.next_attempt_at));
     const candidates = rows.slice(0, options.window);
