@@ -70,11 +70,13 @@ export function createRhythmGate(deps: {
     },
 
     async deliver({ message, workerId, job, adapter, rhythms }) {
-      const senderKey = message.env === 'live' ? senderKeyOf(message, job.session) : undefined;
+      // The sender's key (a hash of its credential) only when a cap needs it: most notes have none.
+      let senderKey: string | undefined;
       let holdsPlace = message.cap_day != null;
-      if (senderKey && !holdsPlace) {
+      if (capped(message)) {
         const rhythm = rhythms?.get(rhythmKey(message.account_id, message.platform)) ?? (await findRhythm(db, message.account_id, message.platform, deps.defaults));
-        if (rhythm.dailyCap !== null) {
+        if (rhythm.dailyCap !== null) senderKey = senderKeyOf(message, job.session);
+        if (senderKey) {
           const reserved = await reserveSenderPlace(db, { senderKey, rhythm, messageId: message.id, workerId });
           if (!reserved.ok) {
             const until = nextDayStart(reserved.now, random);
@@ -105,9 +107,10 @@ export function createRhythmGate(deps: {
         }
         await adapter.deliver({ ...job, recordingIndicator: indicatorAsked && message.indicator_started_at != null });
       } catch (error) {
-        if (holdsPlace && senderKey && !(error instanceof Deferral)) {
-          // Not delivered: the place under the cap goes back (a retry takes one again).
-          await releaseSenderPlace(db, { senderKey, messageId: message.id }).catch((err: unknown) =>
+        // Not delivered: the place under the cap goes back (a retry takes one again).
+        const heldBy = holdsPlace && !(error instanceof Deferral) ? (senderKey ?? senderKeyOf(message, job.session)) : undefined;
+        if (heldBy) {
+          await releaseSenderPlace(db, { senderKey: heldBy, messageId: message.id }).catch((err: unknown) =>
             logger.warn({ err, message_id: message.id }, 'could not give back a place under the daily cap'),
           );
         }

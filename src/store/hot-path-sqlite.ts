@@ -5,6 +5,7 @@ import type { MessageRow } from './messages.js';
 import { itemResult, TurnBatch, type ItemResult } from './turn-batch.js';
 import { IDEMPOTENCY_TTL_MS, type IdempotencyRow } from './idempotency.js';
 import { inWriteTransaction as withWriteLock } from './sqlite-lock-wait.js';
+import { placeholders } from './fixed-statement.js';
 import {
   IDEMPOTENCY_COLUMNS,
   idempotencyValues,
@@ -18,8 +19,6 @@ import {
   type MessageStatusRow,
   type StatusLookup,
 } from './hot-path.js';
-
-const placeholders = (n: number): string => Array.from({ length: n }, () => '?').join(', ');
 
 const SQL = {
   findMessageStatus: `select ${MESSAGE_STATUS_COLUMNS.join(', ')} from messages where id = ? and account_id = ? and env = ?`,

@@ -1,4 +1,5 @@
 import type { Kysely } from 'kysely';
+import { FixedStatement, placeholders } from './fixed-statement.js';
 import type { Database, MessageAttemptsTable, MessageAudioTable, MessageReceiptsTable, MessagesTable } from './schema.js';
 
 export type MessageAttemptRow = MessageAttemptsTable;
@@ -10,18 +11,41 @@ export interface Owner {
   env: string;
 }
 
+const ATTEMPT_COLUMNS = ['id', 'message_id', 'attempt', 'started_at', 'ended_at', 'outcome', 'error_code', 'error_message', 'next_attempt_at'] as const satisfies ReadonlyArray<
+  keyof MessageAttemptRow
+>;
+const AUDIO_COLUMNS = [
+  'message_id',
+  'source_format',
+  'source_codec',
+  'source_duration',
+  'source_size',
+  'source_sha256',
+  'converted_format',
+  'converted_mime',
+  'converted_duration',
+  'converted_size',
+  'waveform',
+  'updated_at',
+] as const satisfies ReadonlyArray<keyof MessageAudioRow>;
+
+// Every attempt writes these two: written out once (fixed-statement.ts).
+const INSERT_ATTEMPT = new FixedStatement(`insert into message_attempts (${ATTEMPT_COLUMNS.join(', ')}) values (${placeholders(ATTEMPT_COLUMNS.length)})`);
+// The audio of the latest attempt replaces an earlier one's (a retry may have fetched a changed file).
+const SAVE_AUDIO = new FixedStatement(
+  `insert into message_audio (${AUDIO_COLUMNS.join(', ')}) values (${placeholders(AUDIO_COLUMNS.length)})
+   on conflict (message_id) do update set ${AUDIO_COLUMNS.filter((c) => c !== 'message_id')
+     .map((c) => `${c} = excluded.${c}`)
+     .join(', ')}`,
+);
+
 export async function insertAttempt(db: Kysely<Database>, row: MessageAttemptRow): Promise<void> {
-  await db.insertInto('message_attempts').values(row).execute();
+  await INSERT_ATTEMPT.execute(db, ATTEMPT_COLUMNS.map((column) => row[column]));
 }
 
 /** The audio of the latest attempt replaces an earlier one's (a retry may have fetched a changed file). */
 export async function saveAudio(db: Kysely<Database>, row: MessageAudioRow): Promise<void> {
-  const { message_id: _id, ...rest } = row;
-  await db
-    .insertInto('message_audio')
-    .values(row)
-    .onConflict((oc) => oc.column('message_id').doUpdateSet(rest))
-    .execute();
+  await SAVE_AUDIO.execute(db, AUDIO_COLUMNS.map((column) => row[column]));
 }
 
 export interface MessageFilters {

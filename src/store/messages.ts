@@ -1,5 +1,6 @@
 import { sql, type AliasableExpression, type ExpressionBuilder, type Kysely, type RawBuilder, type SelectQueryBuilder } from 'kysely';
 import { dbNow, type Dialect } from './dialect.js';
+import { changedRows, FixedStatement, placeholders } from './fixed-statement.js';
 import type { Database, MessagesTable } from './schema.js';
 import { recordOutcome } from './usage.js';
 import { recordSettlementEvents } from './webhook-outbox.js';
@@ -231,6 +232,12 @@ export async function scheduleRetry(
   return Number(result.numUpdatedRows) > 0;
 }
 
+// Every settled message runs this: written out once (fixed-statement.ts). The credentials go with the lease.
+const SETTLE = new FixedStatement(
+  `update messages set status = ?, delivered_at = ?, error_code = ?, error_message = ?, credentials = null, lease_owner = null, lease_expires_at = null, updated_at = ?
+   where id = ? and lease_owner = ? and status in (${placeholders(UNSETTLED.length)})`,
+);
+
 export type Settlement = { status: 'delivered'; at: number } | { status: 'failed'; at: number; errorCode: string; errorMessage: string };
 
 /**
@@ -242,23 +249,17 @@ export type Settlement = { status: 'delivered'; at: number } | { status: 'failed
  * status, the usage counters and the webhook event commit together or not at all.
  */
 export async function settleMessage(trx: Kysely<Database>, message: MessageRow, workerId: string, outcome: Settlement): Promise<boolean> {
-  const result = await trx
-    .updateTable('messages')
-    .set({
-      status: outcome.status,
-      delivered_at: outcome.status === 'delivered' ? outcome.at : null,
-      error_code: outcome.status === 'failed' ? outcome.errorCode : null,
-      error_message: outcome.status === 'failed' ? outcome.errorMessage : null,
-      credentials: null,
-      lease_owner: null,
-      lease_expires_at: null,
-      updated_at: outcome.at,
-    })
-    .where('id', '=', message.id)
-    .where('lease_owner', '=', workerId)
-    .where('status', 'in', UNSETTLED)
-    .executeTakeFirst();
-  if (Number(result.numUpdatedRows) === 0) return false;
+  const result = await SETTLE.execute(trx, [
+    outcome.status,
+    outcome.status === 'delivered' ? outcome.at : null,
+    outcome.status === 'failed' ? outcome.errorCode : null,
+    outcome.status === 'failed' ? outcome.errorMessage : null,
+    outcome.at,
+    message.id,
+    workerId,
+    ...UNSETTLED,
+  ]);
+  if (changedRows(result) === 0) return false;
   await recordOutcome(trx, { accountId: message.account_id, env: message.env, periodStart: message.period_start }, outcome.status);
   // The webhook outbox: the event commits with the outcome it reports.
   await recordSettlementEvents(trx, message, outcome);

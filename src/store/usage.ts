@@ -1,4 +1,5 @@
-import { sql, type Kysely } from 'kysely';
+import type { Kysely } from 'kysely';
+import { FixedStatement } from './fixed-statement.js';
 import type { Database, UsagePeriodsTable } from './schema.js';
 
 export interface UsageRow extends UsagePeriodsTable {
@@ -50,12 +51,12 @@ export async function readSent(db: Kysely<Database>, scope: UsageScope): Promise
   return Number(row?.sent ?? 0);
 }
 
+// One of these runs for every settled message: written out once (fixed-statement.ts).
+const COUNT_OUTCOME = {
+  delivered: new FixedStatement('update usage_periods set delivered = delivered + 1 where account_id = ? and env = ? and period_start = ?'),
+  failed: new FixedStatement('update usage_periods set failed = failed + 1 where account_id = ? and env = ? and period_start = ?'),
+};
+
 export async function recordOutcome(db: Kysely<Database>, scope: UsageScope, outcome: 'delivered' | 'failed'): Promise<void> {
-  await db
-    .updateTable('usage_periods')
-    .set((eb) => ({ [outcome]: eb(sql.ref(outcome), '+', 1) }))
-    .where('account_id', '=', scope.accountId)
-    .where('env', '=', scope.env)
-    .where('period_start', '=', scope.periodStart)
-    .execute();
+  await COUNT_OUTCOME[outcome].execute(db, [scope.accountId, scope.env, scope.periodStart]);
 }

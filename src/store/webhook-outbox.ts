@@ -1,8 +1,9 @@
-import { sql, type Kysely } from 'kysely';
+import type { Kysely } from 'kysely';
 import { messageStatusView, whatsappSessionView } from '../core/public-views.js';
 import { newWebhookEventId } from '../core/webhook-ids.js';
 import type { Database, MessagesTable, WhatsappSessionsTable } from './schema.js';
-import { subscribesTo } from './webhooks.js';
+import { FixedStatement } from './fixed-statement.js';
+import { subscribesToSql } from './webhooks.js';
 
 /** What an endpoint can subscribe to. */
 export const WEBHOOK_EVENT_TYPES = [
@@ -44,14 +45,27 @@ export async function enqueueEvent(db: Kysely<Database>, event: NewEvent): Promi
   const id = newWebhookEventId(event.at);
   const payload = eventBody(event.type, event.at, event.data);
   const availableAt = event.availableAt ?? now;
-  await sql`
-    insert into webhook_events (id, account_id, env, type, payload, endpoint_id, available_at, created_at)
-    select ${id}, ${event.accountId}, ${event.env}, ${event.type}, ${payload}, ${event.endpointId ?? null},
-           cast(${availableAt} as bigint), cast(${now} as bigint)
-    from webhook_endpoints
-    where account_id = ${event.accountId} and env = ${event.env} and ${subscribesTo(event.type)}
-      ${event.endpointId ? sql`and id = ${event.endpointId}` : sql``}
-    limit 1`.execute(db);
+  const parameters = [id, event.accountId, event.env, event.type, payload, event.endpointId ?? null, availableAt, now, event.accountId, event.env];
+  if (event.endpointId) parameters.push(event.endpointId);
+  await enqueueStatement(event.type, Boolean(event.endpointId)).execute(db, parameters);
+}
+
+/** enqueueEvent's statement for one event type, to any endpoint or to one: written out once each (fixed-statement.ts). */
+const enqueueStatements = new Map<string, FixedStatement>();
+function enqueueStatement(type: WebhookEventType, toOneEndpoint: boolean): FixedStatement {
+  const key = `${type}\n${toOneEndpoint}`;
+  let statement = enqueueStatements.get(key);
+  if (!statement) {
+    statement = new FixedStatement(
+      `insert into webhook_events (id, account_id, env, type, payload, endpoint_id, available_at, created_at)
+       select ?, ?, ?, ?, ?, ?, cast(? as bigint), cast(? as bigint)
+       from webhook_endpoints
+       where account_id = ? and env = ? and ${subscribesToSql(type)}${toOneEndpoint ? ' and id = ?' : ''}
+       limit 1`,
+    );
+    enqueueStatements.set(key, statement);
+  }
+  return statement;
 }
 
 /** The status lookup of a message as it is once settled (the row passed in is the one claimed). */

@@ -15,7 +15,12 @@ export type WebhookAttemptRow = WebhookAttemptsTable;
  * empty table instead of 1.
  */
 export function subscribesTo(type: string): RawBuilder<boolean> {
-  return sql<boolean>`events like ${sql.lit(`%${JSON.stringify(type)}%`)}`;
+  return sql<boolean>`${sql.raw(subscribesToSql(type))}`;
+}
+
+/** The same condition as SQL text, for statements written out once (fixed-statement.ts). */
+export function subscribesToSql(type: string): string {
+  return `events like '${`%${JSON.stringify(type)}%`.replaceAll("'", "''")}'`;
 }
 
 export interface Owner {
