@@ -4,7 +4,7 @@ import type { Database } from './schema.js';
 import type { MessageRow } from './messages.js';
 import { itemResult, TurnBatch, type ItemResult } from './turn-batch.js';
 import { IDEMPOTENCY_TTL_MS, type IdempotencyRow } from './idempotency.js';
-import { inWriteTransaction as withWriteLock } from './sqlite-lock-wait.js';
+import { isSqliteBusy, inWriteTransaction as withWriteLock } from './sqlite-lock-wait.js';
 import { placeholders } from './fixed-statement.js';
 import {
   IDEMPOTENCY_COLUMNS,
@@ -78,29 +78,28 @@ export class SqliteHotPath implements HotPath {
     this.#reader.pragma('busy_timeout = 5000');
     // The writer's page cache size (db.ts, SQLITE_CACHE_SIZE), not better-sqlite3's 16 MB.
     this.#reader.pragma(`cache_size = ${Number(writer.pragma('cache_size', { simple: true }))}`);
-    // The whole batch in one transaction; a send that throws (which no valid send does: a used-up quota
-    // is an answer, not an error) rolls all of it back, and the batch runs again with each send in a
-    // savepoint of its own (better-sqlite3 runs a transaction function called inside another as one),
-    // so that only that send fails.
-    const allInOne = writer.transaction((sends: AcceptSend[]) => this.#acceptAll(sends));
+    // The whole batch in one transaction, the one that holds the write lock (not a savepoint inside it:
+    // SQLite copies every page a savepoint first changes into a sub-journal, which made each insert cost
+    // twice as much). A send that throws (which no valid send does: a used-up quota is an answer, not an
+    // error) rolls all of it back, and the batch runs again in a new transaction with each send in a
+    // savepoint of its own (better-sqlite3 runs a transaction function called inside a transaction as
+    // one), so that only that send fails.
     const inSavepoint = writer.transaction((send: AcceptSend) => this.#acceptNow(send));
-    const eachInSavepoint = writer.transaction((sends: AcceptSend[]) => sends.map((send) => itemResult(() => inSavepoint(send))));
-    const inWriteTransaction = (sends: AcceptSend[]): Array<ItemResult<AcceptOutcome>> => {
+    // Holding the connection through Kysely: no Kysely transaction is open meanwhile, and the release
+    // flushes the WAL (sqlite-durable.ts) before this resolves. The batch runs once the write lock is in
+    // hand, waited for off the event loop and without the connection while another process holds it
+    // (sqlite-lock-wait.ts).
+    const inWriteTransaction = <T>(work: () => T): Promise<T> => withWriteLock(writer, (inside) => kysely.connection().execute(inside), work);
+    const acceptBatch = async (sends: AcceptSend[]): Promise<Array<ItemResult<AcceptOutcome>>> => {
       try {
-        return allInOne(sends);
+        return await inWriteTransaction(() => this.#acceptAll(sends));
       } catch (error) {
-        if (sends.length === 1) return [{ ok: false, error }];
-        return eachInSavepoint(sends);
+        // Alone, or the lock never came: nothing to tell apart (every send of the batch gets the error).
+        if (sends.length === 1 || isSqliteBusy(error)) throw error;
+        return inWriteTransaction(() => sends.map((send) => itemResult(() => inSavepoint(send))));
       }
     };
-    this.#sends = new TurnBatch(
-      // Holding the connection through Kysely: no Kysely transaction is open meanwhile, and the release
-      // flushes the WAL (sqlite-durable.ts) before this resolves. The batch runs once the write lock is
-      // in hand, waited for off the event loop and without the connection while another process holds
-      // it (sqlite-lock-wait.ts); the transaction functions above run as savepoints of that transaction.
-      (sends) => withWriteLock(writer, (inside) => kysely.connection().execute(inside), () => inWriteTransaction(sends)),
-      { maxItems: MAX_BATCH, maxInFlight: SEND_BATCHES_IN_FLIGHT },
-    );
+    this.#sends = new TurnBatch(acceptBatch, { maxItems: MAX_BATCH, maxInFlight: SEND_BATCHES_IN_FLIGHT });
     const inReadTransaction = this.#reader.transaction((lookups: StatusLookup[]) => {
       this.#findStatus ??= this.#reader.prepare(SQL.findMessageStatus);
       const statement = this.#findStatus;
