@@ -21,17 +21,15 @@ export class FixedStatement {
     this.#numbered = text.replace(/\?/g, () => `$${++n}`);
   }
 
-  execute<R = unknown, DB = unknown>(db: Kysely<DB>, parameters: readonly unknown[] = []): Promise<QueryResult<R>> {
+  /** Runs it with `parameters` (an array of the caller's own: Kysely freezes it). */
+  execute<R = unknown, DB = unknown>(db: Kysely<DB>, parameters: unknown[] = []): Promise<QueryResult<R>> {
     const text = numberedPlaceholders(db) ? this.#numbered : this.#questionMarks;
-    return db.executeQuery<R>(CompiledQuery.raw(text, [...parameters]));
+    return db.executeQuery<R>(CompiledQuery.raw(text, parameters));
   }
 }
 
 /** `?, ?, …` for `n` parameters. */
 export const placeholders = (n: number): string => Array.from({ length: n }, () => '?').join(', ');
-
-/** Rows an update or delete changed (an insert: rows inserted). */
-export const changedRows = (result: QueryResult<unknown>): number => Number(result.numAffectedRows ?? 0n);
 
 const numbered = new WeakMap<object, boolean>();
 

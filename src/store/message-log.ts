@@ -40,12 +40,12 @@ const SAVE_AUDIO = new FixedStatement(
 );
 
 export async function insertAttempt(db: Kysely<Database>, row: MessageAttemptRow): Promise<void> {
-  await INSERT_ATTEMPT.execute(db, ATTEMPT_COLUMNS.map((column) => row[column]));
+  await INSERT_ATTEMPT.execute(db, ATTEMPT_COLUMNS.map((column) => row[column] ?? null));
 }
 
 /** The audio of the latest attempt replaces an earlier one's (a retry may have fetched a changed file). */
 export async function saveAudio(db: Kysely<Database>, row: MessageAudioRow): Promise<void> {
-  await SAVE_AUDIO.execute(db, AUDIO_COLUMNS.map((column) => row[column]));
+  await SAVE_AUDIO.execute(db, AUDIO_COLUMNS.map((column) => row[column] ?? null));
 }
 
 export interface MessageFilters {

@@ -1,6 +1,6 @@
 import { sql, type AliasableExpression, type ExpressionBuilder, type Kysely, type RawBuilder, type SelectQueryBuilder } from 'kysely';
 import { dbNow, type Dialect } from './dialect.js';
-import { changedRows, FixedStatement, placeholders } from './fixed-statement.js';
+import { FixedStatement, placeholders } from './fixed-statement.js';
 import type { Database, MessagesTable } from './schema.js';
 import { recordOutcome } from './usage.js';
 import { recordSettlementEvents } from './webhook-outbox.js';
@@ -259,7 +259,7 @@ export async function settleMessage(trx: Kysely<Database>, message: MessageRow, 
     workerId,
     ...UNSETTLED,
   ]);
-  if (changedRows(result) === 0) return false;
+  if (Number(result.numAffectedRows ?? 0n) === 0) return false;
   await recordOutcome(trx, { accountId: message.account_id, env: message.env, periodStart: message.period_start }, outcome.status);
   // The webhook outbox: the event commits with the outcome it reports.
   await recordSettlementEvents(trx, message, outcome);

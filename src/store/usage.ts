@@ -52,10 +52,9 @@ export async function readSent(db: Kysely<Database>, scope: UsageScope): Promise
 }
 
 // One of these runs for every settled message: written out once (fixed-statement.ts).
-const COUNT_OUTCOME = {
-  delivered: new FixedStatement('update usage_periods set delivered = delivered + 1 where account_id = ? and env = ? and period_start = ?'),
-  failed: new FixedStatement('update usage_periods set failed = failed + 1 where account_id = ? and env = ? and period_start = ?'),
-};
+const countOutcome = (column: 'delivered' | 'failed') =>
+  new FixedStatement(`update usage_periods set ${column} = ${column} + 1 where account_id = ? and env = ? and period_start = ?`);
+const COUNT_OUTCOME = { delivered: countOutcome('delivered'), failed: countOutcome('failed') };
 
 export async function recordOutcome(db: Kysely<Database>, scope: UsageScope, outcome: 'delivered' | 'failed'): Promise<void> {
   await COUNT_OUTCOME[outcome].execute(db, [scope.accountId, scope.env, scope.periodStart]);
