@@ -92,6 +92,7 @@ export function registerSendRoute(app: FastifyInstance, services: Services): voi
         recording_indicator: body.recording_indicator === true ? 1 : 0,
         credentials: credentials.sealJson(session, now),
         affinity: platform.affinityKey?.(session) ?? null,
+        sender_key: platform.senderKey?.(session) ?? null,
         request_id: request.id,
         status: 'queued',
         error_code: null,

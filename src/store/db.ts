@@ -26,6 +26,7 @@ import * as messageRequestId from './migrations/011_message_request_id.js';
 import * as whatsappSentMessages from './migrations/012_whatsapp_sent_messages.js';
 import * as sendAtCancel from './migrations/013_send_at_cancel.js';
 import * as sendingRhythm from './migrations/014_sending_rhythm.js';
+import * as messageSender from './migrations/015_message_sender.js';
 
 // The dialect and the database's clock live in dialect.ts (queries import it without importing this).
 export { dbNow, type Dialect } from './dialect.js';
@@ -182,6 +183,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '012_whatsapp_sent_messages': whatsappSentMessages,
   '013_send_at_cancel': sendAtCancel,
   '014_sending_rhythm': sendingRhythm,
+  '015_message_sender': messageSender,
 };
 
 const provider: MigrationProvider = { getMigrations: async () => MIGRATIONS };

@@ -38,6 +38,7 @@ const MESSAGE_COLUMN_TYPES: Record<(typeof MESSAGE_INSERT_COLUMNS)[number], stri
   updated_at: 'bigint',
   delivered_at: 'bigint',
   send_at: 'bigint',
+  sender_key: 'text',
 };
 
 // $1–$3 name the usage row (account, env, period), $4 is how many sends, $5 the quota; then one array

@@ -65,6 +65,7 @@ export const MESSAGE_INSERT_COLUMNS = [
   'updated_at',
   'delivered_at',
   'send_at',
+  'sender_key',
 ] as const satisfies ReadonlyArray<keyof MessageRow>;
 
 export const messageInsertValues = (row: MessageRow): unknown[] => MESSAGE_INSERT_COLUMNS.map((column) => row[column] ?? null);

@@ -76,6 +76,12 @@ export interface MessagesTable {
   waited_until?: number | null;
   /** The UTC day (epoch ms of its midnight) whose count under the sender's cap holds this message's place. */
   cap_day?: number | null;
+  /**
+   * The platform's own name for the note's sender (platform.senderKey: a WhatsApp session id, a hash of
+   * a bot token or an li_at; never the credential), set at acceptance; null on platforms that name none
+   * and on rows from before it.
+   */
+  sender_key?: string | null;
 }
 
 /** An account's sending rhythm on one platform (no row: the platform's defaults; daily_cap null: no cap). */
