@@ -57,7 +57,7 @@ export function registerSendRoute(app: FastifyInstance, services: Services): voi
       const session = platform.checkSession(body.session as Record<string, unknown>);
       if (isViolation(session)) throw fail(session);
       if (platform.sessionFields) rejectUnknownFields(body.session, platform.sessionFields, 'session.');
-      const ownSample = caller.env === 'test' && isOwnSampleUrl(body.audio_url, request.headers.host);
+      const ownSample = caller.env === 'test' && isOwnSampleUrl(body.audio_url, { localAddress: request.socket.localAddress, localPort: request.socket.localPort });
       const urlProblem = checkAudioUrl(body.audio_url, { allowPrivate: services.config.audioAllowPrivateUrls || ownSample });
       if (urlProblem) throw invalidParameter('audio_url', urlProblem);
       if (body.duration != null) {
