@@ -117,6 +117,7 @@ export async function attemptWithLease(deps: AttemptDeps, job: Job, log: Logger)
         errorCode: 'platform_error',
         errorMessage: 'the attempt was interrupted by a shutdown',
         notAttempted: !job.reachedPlatform,
+        reachedPlatform: job.reachedPlatform,
       };
     }
     const error = asDeliveryError(thrown);
@@ -125,7 +126,7 @@ export async function attemptWithLease(deps: AttemptDeps, job: Job, log: Logger)
     // A wait (a sender's cap, the indicator) is not an attempt: the message shows what it waits for instead.
     if (error instanceof Deferral) return outcome;
     const record = recordOf(deps, job, { startedAt, endedAt, error, retryAt: outcome.kind === 'retry' ? endedAt + outcome.delayMs : null });
-    return { ...outcome, record };
+    return { ...outcome, ...(outcome.kind === 'retry' ? { reachedPlatform: job.reachedPlatform } : {}), record };
   } finally {
     clearInterval(renew);
   }

@@ -18,7 +18,7 @@ export const AUDIO_CODES = new Set<FailureCode>(['audio_fetch_failed', 'audio_fe
 /** An outcome to write, with the record of the attempt that led to it; kept in memory while storage cannot take it. */
 export type Outcome = (
   | { kind: 'settle'; settlement: Settlement }
-  | { kind: 'retry'; delayMs: number; errorCode: FailureCode; errorMessage: string; notAttempted: boolean; waitReason?: WaitReason }
+  | { kind: 'retry'; delayMs: number; errorCode: FailureCode; errorMessage: string; notAttempted: boolean; waitReason?: WaitReason; reachedPlatform?: boolean }
 ) & { record?: RecordWrite | undefined };
 
 /** What a failed attempt means for its message, at database time `now`: a retry, or the end. */
@@ -126,6 +126,7 @@ export class OutcomeWriter {
               errorCode: outcome.errorCode,
               errorMessage: outcome.errorMessage,
               notAttempted: outcome.notAttempted,
+              reachedPlatform: outcome.reachedPlatform === true,
               ...(outcome.waitReason ? { waitReason: outcome.waitReason } : {}),
             });
       // The attempt happened whoever holds the message now: its record is written either way.

@@ -56,6 +56,11 @@ export interface MessagesTable {
    * because inserts leave it to its default, 0.
    */
   orphaned_claims?: number;
+  /**
+   * 1 once an attempt may have reached the platform (it called it, or its claim ended without an
+   * outcome); 0 while none did. Optional because inserts leave it to its default, 0.
+   */
+  platform_reached?: number;
   period_start: number;
   created_at: number;
   updated_at: number;

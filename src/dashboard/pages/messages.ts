@@ -21,6 +21,10 @@ const AUDIO_FORMATS: readonly string[] = ['ogg_opus', 'm4a_aac'];
 
 const NOTICES: Record<string, Notice> = {
   canceled: { kind: 'ok', text: 'Canceled: this voice note will not be sent, and it no longer counts against the monthly quota.' },
+  canceled_counted: {
+    kind: 'ok',
+    text: 'Canceled: this voice note will not be sent again. An earlier attempt reached the platform, which may have delivered it, so it still counts against the monthly quota.',
+  },
   not_cancelable: { kind: 'error', text: 'Too late to cancel: a worker had already taken this voice note.' },
 };
 
@@ -273,7 +277,7 @@ ${
     const row = await findOwnMessage(deps, ctx, request.params.id);
     if (!row) return redirectTo(reply, '/dashboard/messages');
     const outcome = await cancelNote(deps.services, { accountId: row.account_id, env: row.env }, row.id);
-    return redirectTo(reply, `/dashboard/messages/${row.id}?notice=${outcome.kind === 'canceled' ? 'canceled' : 'not_cancelable'}`);
+    return redirectTo(reply, `/dashboard/messages/${row.id}?notice=${outcome.kind !== 'canceled' ? 'not_cancelable' : Number(outcome.message.platform_reached ?? 0) !== 0 ? 'canceled_counted' : 'canceled'}`);
   });
 
   // The converted file, for the page's <audio>: only a signed-in user of the message's account gets it.
