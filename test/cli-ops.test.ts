@@ -5,7 +5,8 @@ import { cp, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { createServer, type AddressInfo, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { after, before, describe, test } from 'node:test';
+import { after, before, describe } from 'node:test';
+import { test } from './fixtures/timed.js';
 import SqliteDatabase from 'better-sqlite3';
 import pg from 'pg';
 import { BIN, childEnv, ROOT, runCli, type Run } from './fixtures/cli-process.js';
@@ -66,6 +67,15 @@ function jsonOf(run: Run, what: string): any {
 }
 
 /** A failure: non-zero exit, one `voicenote: …` line on stderr. */
+/** A loopback port nothing listens on (one just given back by the system). */
+async function closedPort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
+
 function oneErrorLine(run: Run): string {
   assert.notEqual(run.code, 0, `should fail: ${run.stdout}`);
   assert.notEqual(run.code, null, 'exited by itself');
@@ -282,6 +292,18 @@ describe(`voicenote send (${STORAGE_LABEL})`, () => {
     assert.match(oneErrorLine(badKey), /401 unauthorized/);
     assert.match(oneErrorLine(await runCli(['send', '--key', key, '--url', url, '--platform', 'telegram'], {})), /--recipient/);
     assert.match(oneErrorLine(await runCli(['send', '--key', key, '--url', 'http://127.0.0.1:9/api/v1', '--platform', 'telegram', '--recipient', '1', '--audio', t.voiceUrl], {})), /cannot reach/);
+  });
+
+  test('without --url it sends to VOICENOTE_URL, else to PORT on this machine; unreachable, it names both', async () => {
+    const withoutUrl = (recipient: string) => single(recipient, ['--json']).filter((arg, i, all) => arg !== '--url' && all[i - 1] !== '--url');
+    const port = new URL(url).port;
+    assert.equal(jsonOf(await runCli(withoutUrl('123456789'), { VOICENOTE_URL: url }), 'send via VOICENOTE_URL').status, 'queued');
+    assert.equal(jsonOf(await runCli(withoutUrl('123456789'), { PORT: port }), 'send via PORT').status, 'queued');
+    const closed = await closedPort();
+    const refused = oneErrorLine(await runCli(withoutUrl('123456789'), { PORT: String(closed) }));
+    assert.match(refused, new RegExp(`cannot reach http://127\\.0\\.0\\.1:${closed}/api/v1: ECONNREFUSED`));
+    assert.match(refused, /export PORT=/);
+    assert.match(refused, /VOICENOTE_URL=http:\/\/HOST:PORT\/api\/v1/);
   });
 });
 

@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
-import { describe, test } from 'node:test';
+import { describe } from 'node:test';
+import { test } from './fixtures/timed.js';
 import { CsvError, parseCsv } from '../src/cli/csv.js';
 import { formatProgress } from '../src/cli/progress.js';
 import { readSendCsv, sendBody } from '../src/cli/send.js';

@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
-import { describe, test } from 'node:test';
+import { describe } from 'node:test';
+import { test } from './fixtures/timed.js';
 import type { SendRequest, VoicenoteClient } from '../clients/typescript/src/index.js';
 
 /*

@@ -10,7 +10,7 @@ export function registerSendCommand(program: Command): void {
     .command('send')
     .description('send one voice note (or one per row of --csv FILE) through the HTTP API')
     .option('--key <key>', 'API key (sk_test_… or sk_live_…); default: the VOICENOTE_KEY environment variable')
-    .option('--url <base>', 'API base address (default http://127.0.0.1:$PORT/api/v1)')
+    .option('--url <base>', 'API base address (default $VOICENOTE_URL, else http://127.0.0.1:$PORT/api/v1)')
     .option('--csv <file>', 'one send per row: platform, recipient, audio_url [, caption, duration, send_at, bot_token, li_at, csrf_token, user_agent, cookies, session_id]')
     .option('--platform <platform>', 'linkedin, telegram or whatsapp')
     .option('--recipient <recipient>', 'who receives it')

@@ -1,5 +1,5 @@
 import type { SecretBox } from '../core/secret-box.js';
-import { vetAudioUrl } from '../audio/url-check.js';
+import { PRIVATE_URLS_HINT, vetAudioUrl } from '../audio/url-check.js';
 import type { Db } from '../store/db.js';
 import {
   attemptsOf,
@@ -123,7 +123,11 @@ export function checkWebhookUrl(url: unknown, allowPrivate: boolean): string {
   if (typeof url !== 'string' || url.trim() === '') throw new WebhookInputError('url', 'url is required');
   if (url.length > MAX_URL_LENGTH) throw new WebhookInputError('url', `url is longer than ${MAX_URL_LENGTH} characters`);
   const verdict = vetAudioUrl(url, { allowPrivate });
-  if (!verdict.ok) throw new WebhookInputError('url', verdict.message.replace(/^audio_url/, 'url'));
+  if (!verdict.ok) {
+    // Named as for audio URLs: a developer's own receiver on this machine is the usual cause.
+    const message = verdict.message.replace(/^audio_url/, 'url');
+    throw new WebhookInputError('url', verdict.blocked ? `${message}${PRIVATE_URLS_HINT}` : message);
+  }
   if (verdict.url.username !== '' || verdict.url.password !== '') throw new WebhookInputError('url', 'url must not carry a user name or password');
   return verdict.url.href;
 }

@@ -78,12 +78,20 @@ const WAITING_TEXT: Record<string, string> = {
   recording_indicator: 'showing “recording…”',
 };
 
+/** An indicator asked for and not shown: "yet" only while the note can still go (never a state that will not change). */
+function notShownText(status: string): string {
+  if (status === 'failed') return 'asked for, not shown: the note failed first';
+  if (status === 'canceled') return 'asked for, not shown: the note was canceled first';
+  if (status === 'delivered') return 'asked for, not shown: the note went without it';
+  return 'asked for, not shown yet';
+}
+
 /** The "recording…" indicator and a wait for the sender's cap, on the message's page. */
 function rhythmFacts(row: MessageRow): Html {
   const view = rhythmView(row);
   const indicator = view.recording_indicator;
   return html`<dt>Recording indicator</dt><dd data-field="recording_indicator">${
-    indicator === null ? 'not asked for' : indicator.shown_at === null ? 'asked for, not shown yet' : html`shown at ${timeCell(row.indicator_started_at ?? null)} for ${indicator.seconds} s`
+    indicator === null ? 'not asked for' : indicator.shown_at === null ? notShownText(row.status) : html`shown at ${timeCell(row.indicator_started_at ?? null)} for ${indicator.seconds} s`
   }</dd>
 ${view.waiting_for === 'daily_cap' ? html`<dt>Waiting</dt><dd data-field="waiting_for">for the next day: the sender's daily cap is reached; next try ${timeCell(row.next_attempt_at)}</dd>` : ''}
 ${view.waiting_for === 'recording_indicator' ? html`<dt>Waiting</dt><dd data-field="waiting_for">showing “recording…” until ${timeCell(row.next_attempt_at)}</dd>` : ''}`;
