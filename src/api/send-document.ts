@@ -7,7 +7,7 @@
  * Only the document says this. The route's runtime schema stays permissive on purpose, so that what
  * the API answers to a wrong body does not change: an unknown platform is 400 invalid_request
  * ("platform must be one of …"), a session problem 422 invalid_parameter naming details.field, and
- * fields it does not know are ignored.
+ * a field it does not know is 400 invalid_request naming it.
  */
 
 type Schema = Record<string, unknown>;

@@ -11,6 +11,7 @@ import { rhythmView } from '../../message-log/views.js';
 import type { DashboardContext } from '../context.js';
 import { ctxOf, redirectTo, type DashboardDeps } from '../deps.js';
 import { html, timeCell, type Html } from '../html.js';
+import { platformLabel } from '../labels.js';
 import { page, sendPage, type Notice } from '../layout.js';
 import { parseWaveform, waveformSvg } from '../waveform.js';
 
@@ -57,9 +58,9 @@ function readFilters(ctx: DashboardContext, query: Query): ListView {
   return { env, filters, form: { env, status, platform, recipient, from, to } };
 }
 
-const select = (name: string, label: string, current: string, options: readonly string[], any: string): Html =>
+const select = (name: string, label: string, current: string, options: readonly string[], any: string, text: (o: string) => string = (o) => o): Html =>
   html`<label>${label}<select name="${name}"><option value="">${any}</option>${options.map(
-    (o) => html`<option value="${o}"${o === current ? html` selected` : ''}>${o}</option>`,
+    (o) => html`<option value="${o}"${o === current ? html` selected` : ''}>${text(o)}</option>`,
   )}</select></label>`;
 
 function pagingLink(form: ListView['form'], cursor: { starting_after?: string; ending_before?: string }): string {
@@ -142,7 +143,7 @@ export function registerMessagePages(app: FastifyInstance, deps: DashboardDeps):
         html`<form method="get" action="/dashboard/messages" class="filters" role="search" aria-label="Filter messages">
 ${select('env', 'Environment', f.env, ['test', 'live'], 'current')}
 ${select('status', 'Status', f.status, STATUSES, 'any')}
-${select('platform', 'Platform', f.platform, PLATFORMS, 'any')}
+${select('platform', 'Platform', f.platform, PLATFORMS, 'any', platformLabel)}
 <label>Recipient<input name="recipient" value="${f.recipient}" autocomplete="off"></label>
 <label>From (UTC)<input type="date" name="from" value="${f.from}"></label>
 <label>To (UTC)<input type="date" name="to" value="${f.to}"></label>
@@ -154,12 +155,13 @@ ${
   rows.length === 0
     ? html`<p>No messages match.</p>`
     : html`<div class="table-wrap" tabindex="0" role="region" aria-label="Messages"><table>
-<thead><tr><th scope="col">Message</th><th scope="col">Created</th><th scope="col">Platform</th><th scope="col">Recipient</th><th scope="col">Status</th><th scope="col">Error</th></tr></thead>
+<thead><tr><th scope="col">Message</th><th scope="col">Created</th><th scope="col">Scheduled for</th><th scope="col">Platform</th><th scope="col">Recipient</th><th scope="col">Status</th><th scope="col">Error</th></tr></thead>
 <tbody>${rows.map(
         (row) => html`<tr data-message-id="${row.id}">
 <td><a href="/dashboard/messages/${row.id}"><code>${row.id}</code></a></td>
 <td>${timeCell(row.created_at)}</td>
-<td>${row.platform}</td>
+<td data-field="send_at">${row.send_at == null ? 'at once' : timeCell(row.send_at)}</td>
+<td data-field="platform">${platformLabel(row.platform)}</td>
 <td>${row.recipient}</td>
 <td>${statusCell(row)}</td>
 <td>${row.status === 'failed' ? html`<code>${row.error_code ?? 'platform_error'}</code>` : ''}</td>
@@ -200,7 +202,7 @@ ${
 <dl class="facts">
 <dt>Status</dt><dd data-field="status">${statusCell(row)}</dd>
 <dt>Environment</dt><dd>${row.env}</dd>
-<dt>Platform</dt><dd>${row.platform}</dd>
+<dt>Platform</dt><dd>${platformLabel(row.platform)}</dd>
 <dt>Recipient</dt><dd>${row.recipient}</dd>
 <dt>Audio URL</dt><dd><code>${row.audio_url}</code></dd>
 ${row.caption !== null || row.platform === 'telegram' ? html`<dt>Caption</dt><dd data-field="caption">${row.caption ?? '—'}</dd>` : ''}
