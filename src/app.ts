@@ -294,6 +294,7 @@ export function createWorker(services: Services, audio: AudioSource, tuning: Wor
     recorder: withAttemptMetrics(createAttemptRecorder(db, services.logger), services.metrics),
     concurrency: config.workerConcurrency,
     accountSharePercent: config.workerAccountShare,
+    senderKind: (platform, senderKey) => services.platforms.get(platform)?.senderKind?.(senderKey) ?? platform,
     gate: createRhythmGate({ db: db.kysely, platforms: services.platforms, logger: services.logger, ...(services.rhythmDefaults ? { defaults: services.rhythmDefaults } : {}) }),
     ...workerTuning,
   });

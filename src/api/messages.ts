@@ -2,7 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import { LogQueryError, MAX_PAGE_SIZE, MESSAGE_STATUSES } from '../message-log/query.js';
-import { messageDetail, messageLogPage } from '../message-log/views.js';
+import { messageDetail, messageLogPage, WAIT_REASONS } from '../message-log/views.js';
 import type { Services } from '../services.js';
 import { invalidParameter, notFound } from './errors.js';
 import { MessageIdParams, withErrors } from './schemas.js';
@@ -76,8 +76,8 @@ const Detail = Type.Object({
     ],
     { description: 'The "recording…" indicator asked for at send time; null when not asked for' },
   ),
-  waiting_for: Type.Union([Type.String({ enum: ['daily_cap', 'recording_indicator'] }), Type.Null()], {
-    description: "What a queued message waits for until next_attempt_at, besides a retry: its sender's daily cap, or the indicator",
+  waiting_for: Type.Union([Type.String({ enum: [...WAIT_REASONS] }), Type.Null()], {
+    description: "What a queued message waits for until next_attempt_at, besides a retry: its sender's daily cap, the indicator, its sender's rest or restriction",
   }),
   attempts: Type.Array(Attempt),
   audio: Audio,

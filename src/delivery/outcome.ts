@@ -5,9 +5,11 @@ import { outcomeBatchOf } from '../store/outcome-batch.js';
 import { scheduleRetry, settleMessage, type MessageRow, type Settlement } from '../store/messages.js';
 import { inSavepoint } from '../store/savepoint.js';
 import type { Database } from '../store/schema.js';
+import { setSenderStatus, touchSender, type SenderChange } from '../store/senders.js';
 import type { DeliveryError, FailureCode } from '../platforms/platform.js';
 import { AUDIO_RETRY_WINDOW_MS, nextAttemptAt } from './retry-policy.js';
 import { Deferral, type WaitReason } from './rhythm-gate.js';
+import { senderOf } from './sender-gate.js';
 import type { StorageWatch } from './storage-watch.js';
 import type { RecordWrite } from './worker-options.js';
 
@@ -19,7 +21,7 @@ export const AUDIO_CODES = new Set<FailureCode>(['audio_fetch_failed', 'audio_fe
 export type Outcome = (
   | { kind: 'settle'; settlement: Settlement }
   | { kind: 'retry'; delayMs: number; errorCode: FailureCode; errorMessage: string; notAttempted: boolean; waitReason?: WaitReason; reachedPlatform?: boolean }
-) & { record?: RecordWrite | undefined };
+) & { record?: RecordWrite | undefined; sender?: SenderChange | undefined };
 
 /** What a failed attempt means for its message, at database time `now`: a retry, or the end. */
 export function outcomeOf(message: MessageRow, error: DeliveryError, now: number, log: Logger): Outcome {
@@ -65,7 +67,7 @@ export class OutcomeWriter {
   readonly #pending = new Map<string, { message: MessageRow; outcome: Outcome }>();
 
   constructor(
-    private readonly deps: { db: Db; workerId: string; logger: Logger; storage: StorageWatch },
+    private readonly deps: { db: Db; workerId: string; logger: Logger; storage: StorageWatch; senderKind?: ((platform: string, senderKey: string) => string) | undefined },
   ) {}
 
   /** Outcomes waiting for storage to come back. */
@@ -131,8 +133,27 @@ export class OutcomeWriter {
             });
       // The attempt happened whoever holds the message now: its record is written either way.
       if (outcome.record) await this.#writeRecord(trx, message, outcome.record);
+      await this.#writeSender(trx, message, outcome, written);
       return written;
     });
+  }
+
+  /**
+   * The sender's record (store/senders.ts) with the outcome: a settled note costs one statement (the
+   * record made on first use, the note counted); what the platform said of the sender, when it said
+   * anything, is written in a savepoint (its failure leaves the outcome alone).
+   */
+  async #writeSender(trx: Kysely<Database>, message: MessageRow, outcome: Outcome, written: boolean): Promise<void> {
+    const sender = senderOf(message);
+    if (!sender) return;
+    const kind = this.deps.senderKind?.(sender.platform, sender.senderKey) ?? sender.platform;
+    if (written && outcome.kind === 'settle') {
+      await touchSender(trx, sender, kind, { delivered: outcome.settlement.status === 'delivered', at: outcome.settlement.at });
+    }
+    const change = outcome.sender;
+    if (!change) return;
+    const set = await inSavepoint(trx, (t) => setSenderStatus(t, sender, change, { kind }));
+    if (!set.ok) this.deps.logger.warn({ err: set.error, message_id: message.id }, "could not record the sender's status");
   }
 
   /** The attempt's record in the outcome's transaction, in a savepoint: a failure of the record leaves the outcome alone. */

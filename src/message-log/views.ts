@@ -88,14 +88,17 @@ async function audioView(dataDir: string, platform: string, audio: MessageAudioR
  * it was shown and for how long), and what a queued message waits for besides a retry (`daily_cap`: its
  * sender's cap for the day is reached; `recording_indicator`: the indicator shows until next_attempt_at).
  */
+/** What a queued message may wait for (`sender_rest`, `sender_restricted`: its sender's rest or restriction, README "Senders"). */
+export const WAIT_REASONS = ['daily_cap', 'recording_indicator', 'sender_rest', 'sender_restricted'] as const;
+
 export function rhythmView(row: MessageRow) {
   const asked = Number(row.recording_indicator ?? 0) === 1;
-  const waiting = row.status === 'queued' && (row.wait_reason === 'daily_cap' || row.wait_reason === 'recording_indicator') ? row.wait_reason : null;
+  const waiting = row.status === 'queued' && row.wait_reason != null && (WAIT_REASONS as readonly string[]).includes(row.wait_reason) ? row.wait_reason : null;
   return {
     recording_indicator: asked
       ? { shown_at: iso(row.indicator_started_at ?? null), seconds: row.indicator_ms == null ? null : Math.round(Number(row.indicator_ms) / 100) / 10 }
       : null,
-    waiting_for: waiting as 'daily_cap' | 'recording_indicator' | null,
+    waiting_for: waiting as (typeof WAIT_REASONS)[number] | null,
   };
 }
 

@@ -28,6 +28,7 @@ import * as sendAtCancel from './migrations/013_send_at_cancel.js';
 import * as sendingRhythm from './migrations/014_sending_rhythm.js';
 import * as messageSender from './migrations/015_message_sender.js';
 import * as platformReached from './migrations/019_platform_reached.js';
+import * as senderRecords from './migrations/016_sender_records.js';
 
 // The dialect and the database's clock live in dialect.ts (queries import it without importing this).
 export { dbNow, type Dialect } from './dialect.js';
@@ -186,6 +187,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '014_sending_rhythm': sendingRhythm,
   '015_message_sender': messageSender,
   '019_platform_reached': platformReached,
+  '016_sender_records': senderRecords,
 };
 
 const provider: MigrationProvider = { getMigrations: async () => MIGRATIONS };

@@ -112,6 +112,26 @@ export interface SendersTable {
   first_day: number;
 }
 
+/** A sender's health (migration 016, store/senders.ts). */
+export interface SenderRecordsTable {
+  id: string;
+  account_id: string;
+  env: string;
+  platform: string;
+  sender_key: string;
+  kind: string;
+  label: string | null;
+  status: string;
+  reason: string | null;
+  until: number | null;
+  failure_code: string | null;
+  last_sent_at: number | null;
+  sent_day: number | null;
+  sent_today: number;
+  created_at: number;
+  updated_at: number;
+}
+
 export interface UsagePeriodsTable {
   account_id: string;
   env: string;
@@ -328,4 +348,5 @@ export interface Database {
   rhythm_settings: RhythmSettingsTable;
   sender_days: SenderDaysTable;
   senders: SendersTable;
+  sender_records: SenderRecordsTable;
 }

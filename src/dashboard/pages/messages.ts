@@ -95,7 +95,9 @@ function rhythmFacts(row: MessageRow): Html {
     indicator === null ? 'not asked for' : indicator.shown_at === null ? notShownText(row.status) : html`shown at ${timeCell(row.indicator_started_at ?? null)} for ${indicator.seconds} s`
   }</dd>
 ${view.waiting_for === 'daily_cap' ? html`<dt>Waiting</dt><dd data-field="waiting_for">for the next day: the sender's daily cap is reached; next try ${timeCell(row.next_attempt_at)}</dd>` : ''}
-${view.waiting_for === 'recording_indicator' ? html`<dt>Waiting</dt><dd data-field="waiting_for">showing “recording…” until ${timeCell(row.next_attempt_at)}</dd>` : ''}`;
+${view.waiting_for === 'recording_indicator' ? html`<dt>Waiting</dt><dd data-field="waiting_for">showing “recording…” until ${timeCell(row.next_attempt_at)}</dd>` : ''}
+${view.waiting_for === 'sender_rest' ? html`<dt>Waiting</dt><dd data-field="waiting_for">for the sender's rest to end; next try ${timeCell(row.next_attempt_at)}</dd>` : ''}
+${view.waiting_for === 'sender_restricted' ? html`<dt>Waiting</dt><dd data-field="waiting_for">for the sender's restriction on new chats to end; next try ${timeCell(row.next_attempt_at)}</dd>` : ''}`;
 }
 
 async function findOwnMessage(deps: DashboardDeps, ctx: DashboardContext, id: string): Promise<MessageRow | undefined> {
