@@ -60,6 +60,8 @@ export interface WorkerOptions {
   clock?: () => number;
   /** Sending like a person: each sender's daily cap and the "recording…" indicator, around the platform call. */
   gate?: DeliveryGate;
+  /** Told of each message this worker settled as delivered, once its outcome is written (the sandbox's answering recipients). */
+  onDelivered?: (message: MessageRow) => void;
 }
 
 /** What the message log keeps of an attempt; `error` null when the platform accepted the voice note. */
