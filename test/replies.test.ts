@@ -15,6 +15,7 @@ import {
   type TestApp,
 } from './fixtures/app-harness.js';
 import { startWebhookReceiver, type WebhookReceiver } from './fakes/webhook-receiver.js';
+import { createDashboardAccount, FormClient } from './fixtures/dashboard-harness.js';
 
 /**
  * The other half of the conversation: a recipient's reply, matched to the voice note it answers
@@ -172,6 +173,29 @@ describe(`replies recorded on the note they answer (${STORAGE_LABEL})`, () => {
     await t.app.services.onHeard({ ...heard(senderKey, '1000021'), accountId: a.accountId, env: 'test' });
     assert.equal(await repliesStored(t, a.accountId), 1);
     assert.equal(await repliesStored(t, b.accountId), 0);
+  });
+
+  it('the dashboard marks answered notes in the list and shows the replies on the message page', async () => {
+    const user = await createDashboardAccount(t);
+    const answered = await accepted(t, user.testKey, telegram({ recipient: '1000041' }));
+    await t.waitForStatus(user.testKey, answered, ['delivered']);
+    const silent = await accepted(t, user.testKey, telegram({ recipient: '1000042' }));
+    await t.waitForStatus(user.testKey, silent, ['delivered']);
+    await t.app.services.onHeard(heard(await senderKeyOf(t, answered), '1000041', { platformId: 'd1', text: 'Call me <b>now</b>' }));
+    await t.app.services.onHeard(heard(await senderKeyOf(t, answered), '1000041', { platformId: 'd2', type: 'voice', text: null, at: Date.now() + 1000 }));
+
+    const client = new FormClient(t, '10.9.0.7');
+    assert.equal((await client.signIn(user.email, user.password)).statusCode, 303);
+    const list = await client.get('/dashboard/messages');
+    const rowOf = (id: string) => list.body.slice(list.body.indexOf(`data-message-id="${id}"`)).split('</tr>')[0]!;
+    assert.match(rowOf(answered), /data-replied="true"/);
+    assert.doesNotMatch(rowOf(silent), /data-replied/);
+    const page = await client.get(`/dashboard/messages/${answered}`);
+    assert.match(page.body, /<h2>Replies<\/h2>/);
+    assert.match(page.body, /data-reply-type="text">text<\/span>: <q>Call me &lt;b&gt;now&lt;\/b&gt;<\/q>/, 'escaped');
+    assert.match(page.body, /data-reply-type="voice">voice message<\/span><\/li>/);
+    assert.ok(page.body.indexOf('data-reply-type="text"') < page.body.indexOf('data-reply-type="voice"'), 'oldest first');
+    assert.match((await client.get(`/dashboard/messages/${silent}`)).body, /data-replies="none">No reply yet\./);
   });
 
   it('retention deletes the replies with their message', async () => {
