@@ -122,7 +122,19 @@ export async function openServices(config: Config, options: Omit<AppOptions, 'wo
   const redis = config.redisUrl ? await connectRedis(config.redisUrl, logger) : undefined;
   const rateLimiter = new RateLimiter({ redis, keyPrefix: options.redisKeyPrefix });
   const callers = new CallerDirectory(db);
+  // One recorder for everything the listeners hear (src/inbound/).
+  const onHeard = createRecorder({
+    db: db.kysely,
+    logger,
+    // Notes a reply canceled are given back to the quota: this process's usage count learns it at once.
+    onCanceled: (canceled) => {
+      for (const { message, sent } of canceled) {
+        if (sent !== undefined) callers.noteReturned({ accountId: message.account_id, env: message.env, periodStart: Number(message.period_start) }, sent);
+      }
+    },
+  });
   const whatsappLive = createLiveWhatsapp({
+    onHeard,
     ...options.whatsappLive,
     db: db.kysely,
     secretBox,
@@ -164,16 +176,7 @@ export async function openServices(config: Config, options: Omit<AppOptions, 'wo
     whatsappLive,
     logger,
     metrics,
-    onHeard: createRecorder({
-      db: db.kysely,
-      logger,
-      // Notes a reply canceled are given back to the quota: this process's usage count learns it at once.
-      onCanceled: (canceled) => {
-        for (const { message, sent } of canceled) {
-          if (sent !== undefined) callers.noteReturned({ accountId: message.account_id, env: message.env, periodStart: Number(message.period_start) }, sent);
-        }
-      },
-    }),
+    onHeard,
     wakeWorker: () => worker?.wake(),
     ...(options.rhythmDefaults ? { rhythmDefaults: options.rhythmDefaults } : {}),
   };
