@@ -5,6 +5,9 @@ import { enqueueEvent } from './webhook-outbox.js';
 import type { MessageRow } from './messages.js';
 import type { Database } from './schema.js';
 
+/** Why a note was canceled, as voice_note.canceled tells it: by the API or the dashboard, or by its recipient's reply (cancel_on_reply). */
+export type CancelReason = 'requested' | 'replied';
+
 export type CancelOutcome =
   /** `sent`: the usage row's count once this note was given back (undefined when it was not given back, or the row is gone). */
   | { kind: 'canceled'; message: MessageRow; sent: number | undefined }
@@ -44,28 +47,41 @@ export async function cancelMessage(db: Kysely<Database>, owner: { accountId: st
         .executeTakeFirst();
       return found ? { kind: 'not_cancelable', status: found.status } : { kind: 'not_found' };
     }
-    const at = Number(canceled.canceled_at ?? Date.now());
-    await enqueueEvent(trx, { accountId: canceled.account_id, env: canceled.env, type: 'voice_note.canceled', data: messageStatusView(canceled), at });
-    if (Number(canceled.platform_reached ?? 0) !== 0) return { kind: 'canceled', message: canceled, sent: undefined };
-    const usage = { account: canceled.account_id, env: canceled.env, period: canceled.period_start };
-    const counted = await trx
-      .updateTable('usage_periods')
-      .set((eb) => ({ sent: eb('sent', '-', 1) }))
-      .where('account_id', '=', usage.account)
-      .where('env', '=', usage.env)
-      .where('period_start', '=', usage.period)
-      .where('sent', '>', 0)
-      .returning('sent')
-      .executeTakeFirst();
-    await trx
-      .updateTable('usage_by_platform')
-      .set((eb) => ({ sent: eb('sent', '-', 1) }))
-      .where('account_id', '=', usage.account)
-      .where('env', '=', usage.env)
-      .where('period_start', '=', usage.period)
-      .where('platform', '=', canceled.platform)
-      .where('sent', '>', 0)
-      .execute();
-    return { kind: 'canceled', message: canceled, sent: counted ? Number(counted.sent) : undefined };
+    const sent = await giveBackCanceled(trx, canceled, 'requested');
+    return { kind: 'canceled', message: canceled, sent };
   });
+}
+
+/**
+ * What follows a cancel, in its transaction: voice_note.canceled, with its reason, goes in the outbox, and
+ * the note is given back to the monthly quota (usage `sent` and its platform's count go down by one)
+ * unless an attempt reached the platform. Returns the usage row's count after it (undefined when it was
+ * not given back, or the row is gone).
+ */
+export async function giveBackCanceled(trx: Kysely<Database>, canceled: MessageRow, reason: CancelReason): Promise<number | undefined> {
+  const at = Number(canceled.canceled_at ?? Date.now());
+  const data = { ...messageStatusView(canceled), cancel_reason: reason };
+  await enqueueEvent(trx, { accountId: canceled.account_id, env: canceled.env, type: 'voice_note.canceled', data, at });
+  // A note an earlier attempt took to the platform may have gone out (a timeout says nothing): it stays counted.
+  if (Number(canceled.platform_reached ?? 0) !== 0) return undefined;
+  const usage = { account: canceled.account_id, env: canceled.env, period: canceled.period_start };
+  const counted = await trx
+    .updateTable('usage_periods')
+    .set((eb) => ({ sent: eb('sent', '-', 1) }))
+    .where('account_id', '=', usage.account)
+    .where('env', '=', usage.env)
+    .where('period_start', '=', usage.period)
+    .where('sent', '>', 0)
+    .returning('sent')
+    .executeTakeFirst();
+  await trx
+    .updateTable('usage_by_platform')
+    .set((eb) => ({ sent: eb('sent', '-', 1) }))
+    .where('account_id', '=', usage.account)
+    .where('env', '=', usage.env)
+    .where('period_start', '=', usage.period)
+    .where('platform', '=', canceled.platform)
+    .where('sent', '>', 0)
+    .execute();
+  return counted ? Number(counted.sent) : undefined;
 }

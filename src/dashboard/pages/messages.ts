@@ -14,6 +14,8 @@ import { html, timeCell, type Html } from '../html.js';
 import { platformLabel } from '../labels.js';
 import { page, sendPage, type Notice } from '../layout.js';
 import { parseWaveform, waveformSvg } from '../waveform.js';
+import { findReplies } from '../../store/replies.js';
+import { answeredMark, repliesSection } from './message-replies.js';
 
 const PAGE_SIZE = 50;
 const STATUSES = ['queued', 'processing', 'delivered', 'failed', 'canceled'];
@@ -165,7 +167,7 @@ ${
 <td data-field="send_at">${row.send_at == null ? 'at once' : timeCell(row.send_at)}</td>
 <td data-field="platform">${platformLabel(row.platform)}</td>
 <td>${row.recipient}</td>
-<td>${statusCell(row)}</td>
+<td>${statusCell(row)}${answeredMark(row)}</td>
 <td>${row.status === 'failed' ? html`<code>${row.error_code ?? 'platform_error'}</code>` : ''}</td>
 </tr>`,
       )}</tbody></table></div>`
@@ -185,7 +187,7 @@ ${
         404,
       );
     }
-    const [attempts, audio, receipts] = await Promise.all([findAttempts(db, row.id), findAudio(db, row.id), findReceipts(db, row.id)]);
+    const [attempts, audio, receipts, replies] = await Promise.all([findAttempts(db, row.id), findAudio(db, row.id), findReceipts(db, row.id), findReplies(db, row.id)]);
     const waveform = audio ? parseWaveform(audio.waveform) : null;
     const playable = audio ? (await convertedFile(deps, row.platform, audio)) !== undefined : false;
     const failed = row.status === 'failed';
@@ -278,7 +280,8 @@ ${
   receipts.length === 0
     ? html`<p data-receipts="none">${noReceiptsText(row)}</p>`
     : html`<ul data-receipts="some">${receipts.map((r) => html`<li>${RECEIPT_TEXT[r.kind] ?? r.kind}: ${timeCell(r.at)}${r.source === 'sandbox' ? ' (sandbox)' : ''}</li>`)}</ul>`
-}`,
+}
+${repliesSection(row, replies)}`,
       ),
     );
   });
