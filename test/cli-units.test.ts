@@ -54,6 +54,18 @@ test('a send_at column schedules the row; an empty cell sends at once', () => {
   assert.equal('send_at' in sendBody(atOnce!.fields), false);
 });
 
+test('a cancel_on_reply column: true / 1 / yes asks for it, empty / false / 0 / no leaves it out, anything else goes to the API as written', () => {
+  const rows = readSendCsv(
+    'platform,recipient,audio_url,bot_token,send_at,cancel_on_reply\n' +
+      ['true', 'YES', '1', '', 'false', '0', 'no', 'maybe'].map((v, i) => `telegram,${i},https://a/x.ogg,1:t,2026-12-01T09:00:00Z,${v}`).join('\n') +
+      '\n',
+  );
+  assert.deepEqual(
+    rows.map((row) => sendBody(row.fields).cancel_on_reply),
+    [true, true, true, undefined, undefined, undefined, undefined, 'maybe'],
+  );
+});
+
 describe('progress line', () => {
   test('done, failed, remaining, rate and time left', () => {
     const line = formatProgress({ done: 38, failed: 2, total: 100 }, 4_000);

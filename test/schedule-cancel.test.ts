@@ -175,7 +175,7 @@ describe(`send_at, cancel and unknown fields without a worker (${STORAGE_LABEL})
 
     const [event] = await receiver.waitFor(1, 'voice_note.canceled');
     const parsed = JSON.parse(event!.body);
-    assert.deepEqual(parsed.data, body, 'the event carries the status lookup');
+    assert.deepEqual(parsed.data, { ...body, cancel_reason: 'requested' }, 'the event carries the status lookup and why it was canceled');
   });
 
   it('gives the quota back for real: a full quota takes a new send again after a cancel', async () => {

@@ -34,6 +34,7 @@ export interface SendBody {
   caption?: string;
   duration?: number | string;
   send_at?: string;
+  cancel_on_reply?: boolean | string;
 }
 
 export class ApiClient {

@@ -6,6 +6,7 @@ import type { MessageRow } from '../store/messages.js';
 import { DeliveryError, type FailureCode, type PlatformSession } from '../platforms/platform.js';
 import { AUDIO_CODES, outcomeOf, type Outcome } from './outcome.js';
 import { Deferral, type ClaimedRhythms } from './rhythm-gate.js';
+import { checkSender, senderChangeOf, senderOf, type ClaimedSenders } from './sender-gate.js';
 import type { StorageWatch } from './storage-watch.js';
 import type { AttemptRecord, RecordWrite, WorkerOptions } from './worker-options.js';
 
@@ -48,6 +49,8 @@ export interface Job {
   reachedPlatform: boolean;
   /** The rhythms of the claim this message came in, read ahead (rhythm-gate.ts). */
   rhythms?: ClaimedRhythms | undefined;
+  /** The senders not `ok` among the claim's messages, read ahead (sender-gate.ts). */
+  senders?: ClaimedSenders | undefined;
 }
 
 /** The database's time now, from the claim's and this process's elapsed time. */
@@ -102,7 +105,7 @@ export async function attemptWithLease(deps: AttemptDeps, job: Job, log: Logger)
   try {
     await attempt(deps, job);
     const record = recordOf(deps, job, { startedAt, endedAt: Date.now(), error: null, retryAt: null });
-    return { kind: 'settle', settlement: { status: 'delivered', at: dbNow(job, deps.options.clock) }, record };
+    return { kind: 'settle', settlement: { status: 'delivered', at: dbNow(job, deps.options.clock) }, record, sender: reconnected(job) };
   } catch (thrown) {
     const reason: unknown = controller.signal.aborted ? controller.signal.reason : undefined;
     if (reason instanceof LeaseLost || thrown instanceof LeaseLost) {
@@ -117,18 +120,32 @@ export async function attemptWithLease(deps: AttemptDeps, job: Job, log: Logger)
         errorCode: 'platform_error',
         errorMessage: 'the attempt was interrupted by a shutdown',
         notAttempted: !job.reachedPlatform,
+        reachedPlatform: job.reachedPlatform,
       };
     }
     const error = asDeliveryError(thrown);
-    const outcome = outcomeOf(message, error, dbNow(job, deps.options.clock), log);
+    const now = dbNow(job, deps.options.clock);
+    const outcome: Outcome = { ...outcomeOf(message, error, now, log), sender: senderChangeOf(message, error, job.reachedPlatform, now) };
     const endedAt = Date.now();
     // A wait (a sender's cap, the indicator) is not an attempt: the message shows what it waits for instead.
     if (error instanceof Deferral) return outcome;
     const record = recordOf(deps, job, { startedAt, endedAt, error, retryAt: outcome.kind === 'retry' ? endedAt + outcome.delayMs : null });
-    return { ...outcome, record };
+    return { ...outcome, ...(outcome.kind === 'retry' ? { reachedPlatform: job.reachedPlatform } : {}), record };
   } finally {
     clearInterval(renew);
   }
+}
+
+/** A note delivered by a sender last known as not connected: it is connected again. */
+function reconnected(job: Job) {
+  const sender = senderOf(job.message);
+  if (!sender || job.message.env !== 'live') return undefined;
+  for (const hold of job.senders?.values() ?? []) {
+    if (hold.status === 'disconnected' && hold.sender_key === sender.senderKey && hold.account_id === sender.accountId && hold.platform === sender.platform && hold.env === sender.env) {
+      return { status: 'ok' as const, reason: null, until: null };
+    }
+  }
+  return undefined;
 }
 
 /** Tells the message log; the write of its record (its failures are its own: delivery goes on). */
@@ -149,6 +166,8 @@ async function attempt(deps: AttemptDeps, job: Job): Promise<void> {
   if (!target) throw new DeliveryError('platform_error', `unknown platform ${message.platform}`, false);
   if (message.credentials === null) throw new DeliveryError('invalid_session', 'the session credentials are gone', false);
   const session = openCredentials(secretBox, message.credentials);
+  // The sender's status first: an expired one's notes fail, a resting one's wait, without fetching the audio.
+  await checkSender({ db: db.kysely, logger: deps.options.logger }, message, job.senders, dbNow(job, deps.options.clock));
   // A sandbox send of the service's own sample on a private address reads the shipped copy.
   const sample = message.env === 'live' ? null : localSampleFor(message.audio_url);
   const voice = await audio.prepare({

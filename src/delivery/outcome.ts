@@ -5,9 +5,11 @@ import { outcomeBatchOf } from '../store/outcome-batch.js';
 import { scheduleRetry, settleMessage, type MessageRow, type Settlement } from '../store/messages.js';
 import { inSavepoint } from '../store/savepoint.js';
 import type { Database } from '../store/schema.js';
+import { setSenderStatus, touchSender, type SenderChange } from '../store/senders.js';
 import type { DeliveryError, FailureCode } from '../platforms/platform.js';
 import { AUDIO_RETRY_WINDOW_MS, nextAttemptAt } from './retry-policy.js';
 import { Deferral, type WaitReason } from './rhythm-gate.js';
+import { senderOf } from './sender-gate.js';
 import type { StorageWatch } from './storage-watch.js';
 import type { RecordWrite } from './worker-options.js';
 
@@ -18,8 +20,8 @@ export const AUDIO_CODES = new Set<FailureCode>(['audio_fetch_failed', 'audio_fe
 /** An outcome to write, with the record of the attempt that led to it; kept in memory while storage cannot take it. */
 export type Outcome = (
   | { kind: 'settle'; settlement: Settlement }
-  | { kind: 'retry'; delayMs: number; errorCode: FailureCode; errorMessage: string; notAttempted: boolean; waitReason?: WaitReason }
-) & { record?: RecordWrite | undefined };
+  | { kind: 'retry'; delayMs: number; errorCode: FailureCode; errorMessage: string; notAttempted: boolean; waitReason?: WaitReason; reachedPlatform?: boolean }
+) & { record?: RecordWrite | undefined; sender?: SenderChange | undefined };
 
 /** What a failed attempt means for its message, at database time `now`: a retry, or the end. */
 export function outcomeOf(message: MessageRow, error: DeliveryError, now: number, log: Logger): Outcome {
@@ -65,7 +67,14 @@ export class OutcomeWriter {
   readonly #pending = new Map<string, { message: MessageRow; outcome: Outcome }>();
 
   constructor(
-    private readonly deps: { db: Db; workerId: string; logger: Logger; storage: StorageWatch },
+    private readonly deps: {
+      db: Db;
+      workerId: string;
+      logger: Logger;
+      storage: StorageWatch;
+      senderKind?: ((platform: string, senderKey: string) => string) | undefined;
+      onDelivered?: (message: MessageRow) => void;
+    },
   ) {}
 
   /** Outcomes waiting for storage to come back. */
@@ -82,7 +91,10 @@ export class OutcomeWriter {
       const written = await this.#store(message, outcome);
       this.deps.storage.back();
       if (!written) log.warn('the message is no longer held by this worker; outcome not written');
-      else if (outcome.kind === 'settle' && outcome.settlement.status === 'delivered') log.info('delivered');
+      else if (outcome.kind === 'settle' && outcome.settlement.status === 'delivered') {
+        log.info('delivered');
+        this.deps.onDelivered?.(message);
+      }
     } catch (err) {
       this.deps.storage.away(err, 'outcome');
       log.warn({ outcome: outcome.kind === 'settle' ? outcome.settlement.status : 'retry' }, 'outcome kept in memory until storage returns');
@@ -105,7 +117,10 @@ export class OutcomeWriter {
       this.#pending.delete(id);
       const log = logger.child({ message_id: id, attempt: message.attempts, request_id: message.request_id ?? undefined });
       if (!written) log.warn('kept outcome not written: another worker has taken the message since');
-      else log.info({ outcome: outcome.kind === 'settle' ? outcome.settlement.status : 'retry' }, 'kept outcome written');
+      else {
+        log.info({ outcome: outcome.kind === 'settle' ? outcome.settlement.status : 'retry' }, 'kept outcome written');
+        if (outcome.kind === 'settle' && outcome.settlement.status === 'delivered') this.deps.onDelivered?.(message);
+      }
     }
     return true;
   }
@@ -126,12 +141,32 @@ export class OutcomeWriter {
               errorCode: outcome.errorCode,
               errorMessage: outcome.errorMessage,
               notAttempted: outcome.notAttempted,
+              reachedPlatform: outcome.reachedPlatform === true,
               ...(outcome.waitReason ? { waitReason: outcome.waitReason } : {}),
             });
       // The attempt happened whoever holds the message now: its record is written either way.
       if (outcome.record) await this.#writeRecord(trx, message, outcome.record);
+      await this.#writeSender(trx, message, outcome, written);
       return written;
     });
+  }
+
+  /**
+   * The sender's record (store/senders.ts) with the outcome: a settled note costs one statement (the
+   * record made on first use, the note counted); what the platform said of the sender, when it said
+   * anything, is written in a savepoint (its failure leaves the outcome alone).
+   */
+  async #writeSender(trx: Kysely<Database>, message: MessageRow, outcome: Outcome, written: boolean): Promise<void> {
+    const sender = senderOf(message);
+    if (!sender) return;
+    const kind = this.deps.senderKind?.(sender.platform, sender.senderKey) ?? sender.platform;
+    if (written && outcome.kind === 'settle') {
+      await touchSender(trx, sender, kind, { delivered: outcome.settlement.status === 'delivered', at: outcome.settlement.at });
+    }
+    const change = outcome.sender;
+    if (!change) return;
+    const set = await inSavepoint(trx, (t) => setSenderStatus(t, sender, change, { kind }));
+    if (!set.ok) this.deps.logger.warn({ err: set.error, message_id: message.id }, "could not record the sender's status");
   }
 
   /** The attempt's record in the outcome's transaction, in a savepoint: a failure of the record leaves the outcome alone. */

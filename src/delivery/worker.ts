@@ -7,6 +7,7 @@ import { DueLoop, untilNextDue, type NextTurn } from './due-loop.js';
 import { DEFAULT_ACCOUNT_SHARE_PERCENT } from './fair-share.js';
 import { OutcomeWriter, poisoned } from './outcome.js';
 import type { ClaimedRhythms } from './rhythm-gate.js';
+import { readSenderHolds, type ClaimedSenders } from './sender-gate.js';
 import { StorageWatch } from './storage-watch.js';
 import type { WorkerOptions } from './worker-options.js';
 
@@ -37,7 +38,14 @@ export class DeliveryWorker {
     const { db, logger, concurrency, accountSharePercent, leaseMs, pollMs, affinityHolder, clock } = this.#options;
     this.#storage = new StorageWatch(logger);
     this.#claims = new MessageClaims({ db, workerId: this.id, concurrency, accountSharePercent, leaseMs, pollMs, clock, ...(affinityHolder !== undefined ? { affinityHolder } : {}) });
-    this.#outcomes = new OutcomeWriter({ db, workerId: this.id, logger, storage: this.#storage });
+    this.#outcomes = new OutcomeWriter({
+      db,
+      workerId: this.id,
+      logger,
+      storage: this.#storage,
+      senderKind: this.#options.senderKind?.bind(this.#options),
+      ...(options.onDelivered ? { onDelivered: options.onDelivered } : {}),
+    });
     this.#loop = new DueLoop({
       pollMs,
       turn: () => this.#turn(),
@@ -102,9 +110,10 @@ export class DeliveryWorker {
         return { next: 'pause', ms: pollMs };
       }
       const rhythms = await this.#readAhead(claimed);
+      const senders = await this.#readSenders(claimed);
       for (const message of claimed) {
         const dbClaimedAt = Number(message.updated_at);
-        const job: Job = { message, controller: new AbortController(), dbClaimedAt, claimedAt, leaseUntil: dbClaimedAt + leaseMs, reachedPlatform: false, rhythms };
+        const job: Job = { message, controller: new AbortController(), dbClaimedAt, claimedAt, leaseUntil: dbClaimedAt + leaseMs, reachedPlatform: false, rhythms, senders };
         this.#jobs.set(message.id, job);
         const done = this.#handle(job).finally(() => {
           this.#jobs.delete(message.id);
@@ -130,6 +139,17 @@ export class DeliveryWorker {
       return await gate.readAhead(claimed);
     } catch (err) {
       logger.debug({ err }, 'could not read the rhythms ahead');
+      return undefined;
+    }
+  }
+
+  /** The claim's senders that are not `ok`, in one read; none when it fails (their notes go as they would). */
+  async #readSenders(claimed: readonly MessageRow[]): Promise<ClaimedSenders | undefined> {
+    if (!claimed.some((m) => m.sender_key)) return undefined;
+    try {
+      return await readSenderHolds(this.#options.db.kysely, claimed);
+    } catch (err) {
+      this.#options.logger.debug({ err }, "could not read the senders' statuses ahead");
       return undefined;
     }
   }

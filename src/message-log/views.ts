@@ -2,10 +2,11 @@ import { stat } from 'node:fs/promises';
 import type { Kysely } from 'kysely';
 import { cachedAudioFile } from '../audio/cache.js';
 import { profileOfSent, type AudioFormat } from '../audio/targets.js';
-import { messageStatusView } from '../core/public-views.js';
+import { messageStatusView, replyView } from '../core/public-views.js';
 import { findAttempts, findAudio, findReceipts, listMessages, type MessageAudioRow, type Owner } from '../store/message-log.js';
 import { parseLogQuery, type LogQueryInput } from './query.js';
 import { findMessage, type MessageRow } from '../store/messages.js';
+import { findReplies } from '../store/replies.js';
 import type { Database } from '../store/schema.js';
 
 const iso = (ms: number | null): string | null => (ms === null ? null : new Date(Number(ms)).toISOString());
@@ -88,26 +89,29 @@ async function audioView(dataDir: string, platform: string, audio: MessageAudioR
  * it was shown and for how long), and what a queued message waits for besides a retry (`daily_cap`: its
  * sender's cap for the day is reached; `recording_indicator`: the indicator shows until next_attempt_at).
  */
+/** What a queued message may wait for (`sender_rest`, `sender_restricted`: its sender's rest or restriction, README "Senders"). */
+export const WAIT_REASONS = ['daily_cap', 'recording_indicator', 'sender_rest', 'sender_restricted'] as const;
+
 export function rhythmView(row: MessageRow) {
   const asked = Number(row.recording_indicator ?? 0) === 1;
-  const waiting = row.status === 'queued' && (row.wait_reason === 'daily_cap' || row.wait_reason === 'recording_indicator') ? row.wait_reason : null;
+  const waiting = row.status === 'queued' && row.wait_reason != null && (WAIT_REASONS as readonly string[]).includes(row.wait_reason) ? row.wait_reason : null;
   return {
     recording_indicator: asked
       ? { shown_at: iso(row.indicator_started_at ?? null), seconds: row.indicator_ms == null ? null : Math.round(Number(row.indicator_ms) / 100) / 10 }
       : null,
-    waiting_for: waiting as 'daily_cap' | 'recording_indicator' | null,
+    waiting_for: waiting as (typeof WAIT_REASONS)[number] | null,
   };
 }
 
 /**
  * Everything the log knows of one message: the status lookup's fields, the request, every attempt
- * with its outcome, the audio as detected and as converted, and the receipts (or why a platform has
- * none). Undefined when the message is not the owner's.
+ * with its outcome, the audio as detected and as converted, the receipts (or why a platform has
+ * none), and what the recipient answered (oldest first, at most 20; first_replied_at: the first answer). Undefined when the message is not the owner's.
  */
 export async function messageDetail(db: Kysely<Database>, dataDir: string, owner: Owner, id: string, now = Date.now()) {
   const row = await findMessage(db, owner, id);
   if (!row) return undefined;
-  const [attempts, audio, receipts] = await Promise.all([findAttempts(db, id), findAudio(db, id), findReceipts(db, id, now)]);
+  const [attempts, audio, receipts, replies] = await Promise.all([findAttempts(db, id), findAudio(db, id), findReceipts(db, id, now), findReplies(db, id)]);
   const receiptAt = (kind: string): string | null => iso(receipts.find((r) => r.kind === kind)?.at ?? null);
   const reason = NO_RECEIPTS[row.platform] ?? null;
   const receiptsView: ReceiptsView = {
@@ -135,6 +139,8 @@ export async function messageDetail(db: Kysely<Database>, dataDir: string, owner
     })),
     audio: await audioView(dataDir, row.platform, audio),
     receipts: receiptsView,
+    replies: replies.map(replyView),
+    first_replied_at: iso(row.first_replied_at ?? null),
   };
 }
 export type MessageDetail = NonNullable<Awaited<ReturnType<typeof messageDetail>>>;

@@ -44,6 +44,22 @@ export class DeliveryError extends Error {
   }
 }
 
+/**
+ * The platform keeps this sender from starting new chats for now (WhatsApp's reachout lock, its 463
+ * answer): the note is tried again, and the sender shows as `restricted` until `until` (epoch ms; null
+ * when the platform did not say).
+ */
+export class SenderRestricted extends DeliveryError {
+  constructor(
+    message: string,
+    readonly until: number | null,
+    retryAfterMs: number,
+  ) {
+    super('platform_rate_limited', message, true, retryAfterMs);
+    this.name = 'SenderRestricted';
+  }
+}
+
 /** The voice note, ready in the platform's format. */
 export interface VoiceFile {
   path: string;
@@ -161,6 +177,11 @@ export interface PlatformDefinition {
    * credential or a public id, never the credential. Absent: no cap applies on this platform.
    */
   senderKey?(session: PlatformSession): string;
+  /**
+   * What kind of sender a key names, as GET /senders shows it (`whatsapp_session`, `telegram_bot`,
+   * `linkedin_cookie`, …). Absent: the platform's name.
+   */
+  senderKind?(senderKey: string): string;
   /** Checks at accept time that need storage (a linked session that must be connected, say). */
   checkAtAccept?(session: PlatformSession, owner: Owner, services: PlatformServices): Promise<AcceptProblem | null>;
   /**

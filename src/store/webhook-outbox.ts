@@ -12,7 +12,9 @@ export const WEBHOOK_EVENT_TYPES = [
   'voice_note.canceled',
   'voice_note.read',
   'voice_note.played',
+  'voice_note.replied',
   'whatsapp_session.updated',
+  'sender.updated',
 ] as const;
 export type WebhookEventType = (typeof WEBHOOK_EVENT_TYPES)[number];
 export const isWebhookEventType = (value: string): value is WebhookEventType => (WEBHOOK_EVENT_TYPES as readonly string[]).includes(value);

@@ -231,7 +231,7 @@ function sampleData(type: WebhookEventType, at: number): unknown {
   }
   const failed = type === 'voice_note.failed';
   const canceled = type === 'voice_note.canceled';
-  return {
+  const message = {
     id: 'msg_test_event',
     status: failed ? 'failed' : canceled ? 'canceled' : 'delivered',
     platform: 'whatsapp',
@@ -240,6 +240,9 @@ function sampleData(type: WebhookEventType, at: number): unknown {
     delivered_at: failed || canceled ? null : when,
     error: failed ? { code: 'recipient_not_found', message: 'test event: the recipient does not exist on the platform' } : null,
   };
+  if (canceled) return { ...message, cancel_reason: 'requested' };
+  if (type === 'voice_note.replied') return { ...message, reply: { id: 'rpl_test_event', type: 'text', text: 'Thanks, got it!', received_at: when } };
+  return message;
 }
 
 /** Sends one event of `type` (default voice_note.delivered) to this endpoint only, through the outbox like any other. */

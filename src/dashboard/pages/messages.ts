@@ -14,6 +14,8 @@ import { html, timeCell, type Html } from '../html.js';
 import { platformLabel } from '../labels.js';
 import { page, sendPage, type Notice } from '../layout.js';
 import { parseWaveform, waveformSvg } from '../waveform.js';
+import { findReplies } from '../../store/replies.js';
+import { answeredMark, repliesSection } from './message-replies.js';
 
 const PAGE_SIZE = 50;
 const STATUSES = ['queued', 'processing', 'delivered', 'failed', 'canceled'];
@@ -22,6 +24,10 @@ const AUDIO_FORMATS: readonly string[] = ['ogg_opus', 'm4a_aac'];
 
 const NOTICES: Record<string, Notice> = {
   canceled: { kind: 'ok', text: 'Canceled: this voice note will not be sent, and it no longer counts against the monthly quota.' },
+  canceled_counted: {
+    kind: 'ok',
+    text: 'Canceled: this voice note will not be sent again. An earlier attempt reached the platform, which may have delivered it, so it still counts against the monthly quota.',
+  },
   not_cancelable: { kind: 'error', text: 'Too late to cancel: a worker had already taken this voice note.' },
 };
 
@@ -91,7 +97,9 @@ function rhythmFacts(row: MessageRow): Html {
     indicator === null ? 'not asked for' : indicator.shown_at === null ? notShownText(row.status) : html`shown at ${timeCell(row.indicator_started_at ?? null)} for ${indicator.seconds} s`
   }</dd>
 ${view.waiting_for === 'daily_cap' ? html`<dt>Waiting</dt><dd data-field="waiting_for">for the next day: the sender's daily cap is reached; next try ${timeCell(row.next_attempt_at)}</dd>` : ''}
-${view.waiting_for === 'recording_indicator' ? html`<dt>Waiting</dt><dd data-field="waiting_for">showing “recording…” until ${timeCell(row.next_attempt_at)}</dd>` : ''}`;
+${view.waiting_for === 'recording_indicator' ? html`<dt>Waiting</dt><dd data-field="waiting_for">showing “recording…” until ${timeCell(row.next_attempt_at)}</dd>` : ''}
+${view.waiting_for === 'sender_rest' ? html`<dt>Waiting</dt><dd data-field="waiting_for">for the sender's rest to end; next try ${timeCell(row.next_attempt_at)}</dd>` : ''}
+${view.waiting_for === 'sender_restricted' ? html`<dt>Waiting</dt><dd data-field="waiting_for">for the sender's restriction on new chats to end; next try ${timeCell(row.next_attempt_at)}</dd>` : ''}`;
 }
 
 async function findOwnMessage(deps: DashboardDeps, ctx: DashboardContext, id: string): Promise<MessageRow | undefined> {
@@ -159,7 +167,7 @@ ${
 <td data-field="send_at">${row.send_at == null ? 'at once' : timeCell(row.send_at)}</td>
 <td data-field="platform">${platformLabel(row.platform)}</td>
 <td>${row.recipient}</td>
-<td>${statusCell(row)}</td>
+<td>${statusCell(row)}${answeredMark(row)}</td>
 <td>${row.status === 'failed' ? html`<code>${row.error_code ?? 'platform_error'}</code>` : ''}</td>
 </tr>`,
       )}</tbody></table></div>`
@@ -179,7 +187,7 @@ ${
         404,
       );
     }
-    const [attempts, audio, receipts] = await Promise.all([findAttempts(db, row.id), findAudio(db, row.id), findReceipts(db, row.id)]);
+    const [attempts, audio, receipts, replies] = await Promise.all([findAttempts(db, row.id), findAudio(db, row.id), findReceipts(db, row.id), findReplies(db, row.id)]);
     const waveform = audio ? parseWaveform(audio.waveform) : null;
     const playable = audio ? (await convertedFile(deps, row.platform, audio)) !== undefined : false;
     const failed = row.status === 'failed';
@@ -272,7 +280,8 @@ ${
   receipts.length === 0
     ? html`<p data-receipts="none">${noReceiptsText(row)}</p>`
     : html`<ul data-receipts="some">${receipts.map((r) => html`<li>${RECEIPT_TEXT[r.kind] ?? r.kind}: ${timeCell(r.at)}${r.source === 'sandbox' ? ' (sandbox)' : ''}</li>`)}</ul>`
-}`,
+}
+${repliesSection(row, replies)}`,
       ),
     );
   });
@@ -283,7 +292,7 @@ ${
     const row = await findOwnMessage(deps, ctx, request.params.id);
     if (!row) return redirectTo(reply, '/dashboard/messages');
     const outcome = await cancelNote(deps.services, { accountId: row.account_id, env: row.env }, row.id);
-    return redirectTo(reply, `/dashboard/messages/${row.id}?notice=${outcome.kind === 'canceled' ? 'canceled' : 'not_cancelable'}`);
+    return redirectTo(reply, `/dashboard/messages/${row.id}?notice=${outcome.kind !== 'canceled' ? 'not_cancelable' : Number(outcome.message.platform_reached ?? 0) !== 0 ? 'canceled_counted' : 'canceled'}`);
   });
 
   // The converted file, for the page's <audio>: only a signed-in user of the message's account gets it.

@@ -25,6 +25,7 @@ export const linkedin: PlatformDefinition = {
   recordingIndicator: false,
   // The member's cookie, by a hash of li_at (never the cookie).
   senderKey: (session) => createHash('sha256').update(String(session.li_at)).digest('base64url').slice(0, 22),
+  senderKind: () => 'linkedin_cookie',
   createLiveAdapter: ({ services, tuning }) => {
     const own = isTuning(tuning.linkedin) ? tuning.linkedin : undefined;
     return createLinkedinAdapter({

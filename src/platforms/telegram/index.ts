@@ -24,6 +24,7 @@ export const telegram: PlatformDefinition = {
   recordingIndicator: true,
   // The bot, by a hash of its token (never the token).
   senderKey: (session) => createHash('sha256').update(String(session.bot_token)).digest('base64url').slice(0, 22),
+  senderKind: () => 'telegram_bot',
   createLiveAdapter: ({ services, tuning }) =>
     createTelegramAdapter({
       apiRoot: services.config.telegramApiRoot,

@@ -18,6 +18,7 @@ export const whatsapp: PlatformDefinition = {
   recordingIndicator: true,
   // The linked session, by its id (not a secret).
   senderKey: sessionIdOf,
+  senderKind: () => 'whatsapp_session',
 
   async checkAtAccept(session, owner, services) {
     const id = sessionIdOf(session);

@@ -1,0 +1,90 @@
+import type { FastifyInstance } from 'fastify';
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import { Type } from '@sinclair/typebox';
+import type { Services } from '../services.js';
+import { findSender, listSenders, SENDER_STATUSES, type SenderPage } from '../store/senders.js';
+import { invalidParameter, notFound } from './errors.js';
+import { withErrors } from './schemas.js';
+
+const DEFAULT_PAGE_SIZE = 20;
+const MAX_PAGE_SIZE = 100;
+const SENDER_ID = /^snd_[0-9A-Za-z]{24}$/;
+
+const NullableTimestamp = Type.Union([Type.String({ format: 'date-time' }), Type.Null()]);
+export const Sender = Type.Object({
+  id: Type.String({ description: 'snd_…' }),
+  platform: Type.String({ enum: ['linkedin', 'telegram', 'whatsapp'] }),
+  kind: Type.String({ description: 'whatsapp_session, telegram_bot or linkedin_cookie' }),
+  label: Type.Union([Type.String(), Type.Null()], {
+    description: "What a person recognises, never a credential: the WhatsApp session id and phone number, the bot's @username once known, the LinkedIn member's public id once known",
+  }),
+  status: Type.String({ enum: [...SENDER_STATUSES] }),
+  reason: Type.Union([Type.String(), Type.Null()], { description: 'Why the sender is not ok, in words' }),
+  until: Type.Union([Type.String({ format: 'date-time' }), Type.Null()], { description: 'When a rest or a restriction ends, if known' }),
+  last_sent_at: NullableTimestamp,
+  sent_today: Type.Integer({ description: 'Notes delivered today (UTC)' }),
+  daily_cap: Type.Union([Type.Integer(), Type.Null()], { description: "Today's allowance under the account's daily rhythm (live senders); null: no cap" }),
+});
+const SenderList = Type.Object({ data: Type.Array(Sender), has_more: Type.Boolean({ description: 'More senders past this page, in the direction paged' }) });
+const str = (description: string) => Type.Optional(Type.String({ description }));
+const ListQuery = Type.Object({
+  limit: str(`1–${MAX_PAGE_SIZE}, default ${DEFAULT_PAGE_SIZE}`),
+  starting_after: str('A sender id: the page of older senders after it'),
+  ending_before: str('A sender id: the page of newer senders before it'),
+});
+const SenderIdParams = Type.Object({ sender_id: Type.String() });
+
+/** The list's query string as a page; a bad value is a 422 naming its field. */
+function pageOf(query: { limit?: string; starting_after?: string; ending_before?: string }): SenderPage {
+  const page: SenderPage = { limit: DEFAULT_PAGE_SIZE };
+  if (query.limit !== undefined && query.limit !== '') {
+    if (!/^\d{1,3}$/.test(query.limit) || Number(query.limit) < 1 || Number(query.limit) > MAX_PAGE_SIZE) {
+      throw invalidParameter('limit', `limit must be an integer from 1 to ${MAX_PAGE_SIZE}`);
+    }
+    page.limit = Number(query.limit);
+  }
+  if (query.starting_after && query.ending_before) throw invalidParameter('ending_before', 'give starting_after or ending_before, not both');
+  for (const field of ['starting_after', 'ending_before'] as const) {
+    const cursor = query[field];
+    if (cursor === undefined || cursor === '') continue;
+    if (!SENDER_ID.test(cursor)) throw invalidParameter(field, `${field} must be a sender id (snd_…)`);
+    if (field === 'starting_after') page.startingAfter = cursor;
+    else page.endingBefore = cursor;
+  }
+  return page;
+}
+
+/** GET /senders and GET /senders/{id} (README, "Senders"): read bucket, scoped to the key's account and environment. */
+export function registerSenderRoutes(app: FastifyInstance, services: Services): void {
+  const routes = app.withTypeProvider<TypeBoxTypeProvider>();
+
+  routes.get(
+    '/senders',
+    {
+      schema: {
+        summary: "The account's senders and their health, newest first",
+        description: 'Every WhatsApp session, Telegram bot and LinkedIn cookie the account has sent with in this environment. Cursor paging with starting_after / ending_before.',
+        tags: ['senders'],
+        querystring: ListQuery,
+        response: { 200: SenderList, ...withErrors(422) },
+      },
+    },
+    async (request) => {
+      const caller = request.caller!;
+      const page = pageOf(request.query);
+      const { data, hasMore } = await listSenders(services.db.kysely, { accountId: caller.accountId, env: caller.env }, page, services.rhythmDefaults);
+      return { data, has_more: hasMore };
+    },
+  );
+
+  routes.get(
+    '/senders/:sender_id',
+    { schema: { summary: 'One sender and its health', tags: ['senders'], params: SenderIdParams, response: { 200: Sender, ...withErrors(404) } } },
+    async (request) => {
+      const caller = request.caller!;
+      const sender = await findSender(services.db.kysely, { accountId: caller.accountId, env: caller.env }, request.params.sender_id, services.rhythmDefaults);
+      if (!sender) throw notFound(`sender ${request.params.sender_id}`);
+      return sender;
+    },
+  );
+}

@@ -1,0 +1,249 @@
+import type { Kysely } from 'kysely';
+import { newSenderId } from '../core/ids.js';
+import { utcDay, type Rhythm } from '../core/rhythm.js';
+import { dbNow } from './dialect.js';
+import { FixedStatement } from './fixed-statement.js';
+import type { Database, SenderRecordsTable } from './schema.js';
+import { senderViews, type SenderView } from './sender-view.js';
+import { enqueueEvent } from './webhook-outbox.js';
+
+/**
+ * Each sender's health in one place (README, "Senders"): a WhatsApp session, a Telegram bot, a LinkedIn
+ * cookie, as one account uses it in one environment. Named by the platform's own `sender_key` (never the
+ * credential). Its status comes from what the platforms say: a delivery's outcome, a session's listener.
+ */
+
+export type SenderRow = SenderRecordsTable;
+export const SENDER_STATUSES = ['ok', 'resting', 'restricted', 'expired', 'disconnected'] as const;
+export type SenderStatus = (typeof SENDER_STATUSES)[number];
+
+/** A sender as a note names it: its owner, its platform and the platform's key for it. */
+export interface SenderRef {
+  accountId: string;
+  env: string;
+  platform: string;
+  senderKey: string;
+}
+
+export interface SenderChange {
+  status: SenderStatus;
+  reason: string | null;
+  /** When a rest or a lock ends (epoch ms), if known. */
+  until: number | null;
+  /** `expired`: the delivery error its other notes fail with (session_expired, invalid_session). */
+  failureCode?: string | null;
+}
+
+// The worker writes this with every settled note, in the settle's transaction: one statement that
+// creates the record on first use and counts the note when it was delivered. Written out once
+// (fixed-statement.ts).
+const TOUCH = new FixedStatement(
+  `insert into sender_records (id, account_id, env, platform, sender_key, kind, status, last_sent_at, sent_day, sent_today, created_at, updated_at)
+   values (?, ?, ?, ?, ?, ?, 'ok', cast(? as bigint), cast(? as bigint), ?, cast(? as bigint), cast(? as bigint))
+   on conflict (sender_key, platform, account_id, env) do update set
+     sent_today = case when excluded.sent_day is null then sender_records.sent_today
+                       when sender_records.sent_day = excluded.sent_day then sender_records.sent_today + 1
+                       else 1 end,
+     sent_day = coalesce(excluded.sent_day, sender_records.sent_day),
+     last_sent_at = coalesce(excluded.last_sent_at, sender_records.last_sent_at),
+     updated_at = excluded.updated_at`,
+);
+
+/** A note of this sender was settled at `at` (delivered or failed): the record made or brought up to date. */
+export async function touchSender(db: Kysely<Database>, ref: SenderRef, kind: string, outcome: { delivered: boolean; at: number }): Promise<void> {
+  const sentAt = outcome.delivered ? outcome.at : null;
+  await TOUCH.execute(db, [
+    newSenderId(outcome.at),
+    ref.accountId,
+    ref.env,
+    ref.platform,
+    ref.senderKey,
+    kind,
+    sentAt,
+    sentAt === null ? null : utcDay(sentAt),
+    sentAt === null ? 0 : 1,
+    outcome.at,
+    outcome.at,
+  ]);
+}
+
+const byRef = (db: Kysely<Database>, ref: SenderRef) =>
+  db
+    .selectFrom('sender_records')
+    .selectAll()
+    .where('sender_key', '=', ref.senderKey)
+    .where('platform', '=', ref.platform)
+    .where('account_id', '=', ref.accountId)
+    .where('env', '=', ref.env);
+
+export async function findSenderByRef(db: Kysely<Database>, ref: SenderRef): Promise<SenderRow | undefined> {
+  return byRef(db, ref).executeTakeFirst();
+}
+
+/**
+ * Sets a sender's status; when the status changed, its `sender.updated` event is written in the same
+ * transaction. The record is made when missing, unless `onlyIfKnown` (a listener's news of a sender no
+ * note used yet). Compare-and-set on the status read: of two processes making the same change, one
+ * writes it and its event. When a sender becomes `expired`, its queued notes waiting for a retry are made
+ * due now, to fail at once with the same error (delivery/sender-gate.ts). True when the status changed.
+ */
+export async function setSenderStatus(
+  db: Kysely<Database>,
+  ref: SenderRef,
+  change: SenderChange,
+  options: { kind?: string; onlyIfKnown?: boolean; now?: number } = {},
+): Promise<boolean> {
+  const work = async (trx: Kysely<Database>): Promise<boolean> => {
+    const now = options.now ?? Date.now();
+    let row = await findSenderByRef(trx, ref);
+    if (!row) {
+      if (options.onlyIfKnown) return false;
+      const fresh: SenderRow = {
+        id: newSenderId(now),
+        account_id: ref.accountId,
+        env: ref.env,
+        platform: ref.platform,
+        sender_key: ref.senderKey,
+        kind: options.kind ?? ref.platform,
+        label: null,
+        status: 'ok',
+        reason: null,
+        until: null,
+        failure_code: null,
+        last_sent_at: null,
+        sent_day: null,
+        sent_today: 0,
+        created_at: now,
+        updated_at: now,
+      };
+      await trx
+        .insertInto('sender_records')
+        .values(fresh)
+        .onConflict((oc) => oc.columns(['sender_key', 'platform', 'account_id', 'env']).doNothing())
+        .execute();
+      row = await findSenderByRef(trx, ref);
+      if (!row) return false;
+    }
+    const failureCode = change.status === 'expired' ? (change.failureCode ?? row.failure_code ?? 'session_expired') : null;
+    const same = row.status === change.status && row.reason === change.reason && numberOrNull(row.until) === change.until && row.failure_code === failureCode;
+    if (same) return false;
+    const result = await trx
+      .updateTable('sender_records')
+      .set({ status: change.status, reason: change.reason, until: change.until, failure_code: failureCode, updated_at: now })
+      .where('id', '=', row.id)
+      .where('status', '=', row.status)
+      .executeTakeFirst();
+    if (Number(result.numUpdatedRows) === 0 || row.status === change.status) return false;
+    const [view] = await senderViews(trx, [{ ...row, status: change.status, reason: change.reason, until: change.until, updated_at: now }], now);
+    await enqueueEvent(trx, { accountId: ref.accountId, env: ref.env, type: 'sender.updated', data: view, at: now });
+    if (change.status === 'expired') await hurryQueuedNotes(trx, ref);
+    return true;
+  };
+  return db.isTransaction ? work(db) : db.transaction().execute(work);
+}
+
+const numberOrNull = (value: number | null): number | null => (value === null ? null : Number(value));
+
+/**
+ * An expired sender's queued notes that wait for a retry or a rest are made due now, so that they fail
+ * at once (without trying the platform). Scheduled ones (`send_at` ahead) keep their time: a session
+ * linked again by then sends them.
+ */
+async function hurryQueuedNotes(trx: Kysely<Database>, ref: SenderRef): Promise<void> {
+  const now = dbNow(trx);
+  await trx
+    .updateTable('messages')
+    .set({ next_attempt_at: now })
+    .where('sender_key', '=', ref.senderKey)
+    .where('account_id', '=', ref.accountId)
+    .where('env', '=', ref.env)
+    .where('platform', '=', ref.platform)
+    .where('status', '=', 'queued')
+    .where('next_attempt_at', '>', now)
+    .where((eb) => eb.or([eb('send_at', 'is', null), eb('send_at', '<=', now)]))
+    .execute();
+}
+
+/** The senders not `ok` among those the notes of one claim name (one statement), by senderHoldKey. */
+export async function findSenderHolds(db: Kysely<Database>, refs: readonly SenderRef[]): Promise<Map<string, SenderRow>> {
+  const found = new Map<string, SenderRow>();
+  if (refs.length === 0) return found;
+  const keys = [...new Set(refs.map((r) => r.senderKey))];
+  const rows = await db.selectFrom('sender_records').selectAll().where('sender_key', 'in', keys).where('status', '<>', 'ok').execute();
+  for (const row of rows) found.set(senderHoldKey({ accountId: row.account_id, env: row.env, platform: row.platform, senderKey: row.sender_key }), row);
+  return found;
+}
+
+export const senderHoldKey = (ref: SenderRef): string => `${ref.accountId}\n${ref.env}\n${ref.platform}\n${ref.senderKey}`;
+
+/** The sender delivered a note to this recipient before (its chat exists). */
+export async function senderWroteTo(db: Kysely<Database>, ref: SenderRef, recipient: string): Promise<boolean> {
+  const row = await db
+    .selectFrom('messages')
+    .select('id')
+    .where('sender_key', '=', ref.senderKey)
+    .where('recipient', '=', recipient)
+    .where('account_id', '=', ref.accountId)
+    .where('env', '=', ref.env)
+    .where('status', '=', 'delivered')
+    .limit(1)
+    .executeTakeFirst();
+  return row !== undefined;
+}
+
+/** Keeps a label once a platform told it (a bot's @username); never a credential. */
+export async function setSenderLabel(db: Kysely<Database>, ref: SenderRef, label: string): Promise<void> {
+  await db
+    .updateTable('sender_records')
+    .set({ label })
+    .where('sender_key', '=', ref.senderKey)
+    .where('platform', '=', ref.platform)
+    .where('account_id', '=', ref.accountId)
+    .where('env', '=', ref.env)
+    .execute();
+}
+
+export interface Owner {
+  accountId: string;
+  env: string;
+}
+
+export interface SenderPage {
+  limit: number;
+  startingAfter?: string;
+  endingBefore?: string;
+}
+
+/** One page of an account's senders, newest first (ids are time-sortable: the cursor, as for messages). */
+export async function listSenders(
+  db: Kysely<Database>,
+  owner: Owner,
+  page: SenderPage,
+  defaults?: Readonly<Record<string, Rhythm>>,
+): Promise<{ data: SenderView[]; hasMore: boolean }> {
+  const backwards = page.endingBefore !== undefined && page.startingAfter === undefined;
+  const rows = await db
+    .selectFrom('sender_records')
+    .selectAll()
+    .where('account_id', '=', owner.accountId)
+    .where('env', '=', owner.env)
+    .$if(page.startingAfter !== undefined, (qb) => qb.where('id', '<', page.startingAfter!))
+    .$if(backwards, (qb) => qb.where('id', '>', page.endingBefore!))
+    .orderBy('id', backwards ? 'asc' : 'desc')
+    .limit(page.limit + 1)
+    .execute();
+  const hasMore = rows.length > page.limit;
+  const kept = rows.slice(0, page.limit);
+  return { data: await senderViews(db, backwards ? kept.reverse() : kept, Date.now(), defaults), hasMore };
+}
+
+export async function findSender(db: Kysely<Database>, owner: Owner, id: string, defaults?: Readonly<Record<string, Rhythm>>): Promise<SenderView | undefined> {
+  const row = await db.selectFrom('sender_records').selectAll().where('id', '=', id).where('account_id', '=', owner.accountId).where('env', '=', owner.env).executeTakeFirst();
+  if (!row) return undefined;
+  return (await senderViews(db, [row], Date.now(), defaults))[0];
+}
+
+/** Senders whose rest or lock has ended by `now` but whose record still says so (to write the end, with its event). */
+export async function findEndedHolds(db: Kysely<Database>, now: number, limit = 100): Promise<SenderRow[]> {
+  return db.selectFrom('sender_records').selectAll().where('status', 'in', ['resting', 'restricted']).where('until', '<=', now).limit(limit).execute();
+}

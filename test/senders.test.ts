@@ -1,0 +1,208 @@
+/**
+ * Senders (README, "Senders"): each WhatsApp session, Telegram bot and LinkedIn cookie an account used,
+ * with its health as the platforms told it; an expired one fails its notes without trying the platform,
+ * a resting one holds them in the queue; `sender.updated` on every change of status.
+ */
+import assert from 'node:assert/strict';
+import { after, describe, it } from 'node:test';
+import { startTelegramApi, type TelegramCall } from './fakes/telegram-api.js';
+import { startWebhookReceiver } from './fakes/webhook-receiver.js';
+import { eventually } from './fakes/whatsapp-socket.js';
+import {
+  assertErrorEnvelope,
+  closeSharedAudio,
+  defaultSendBody,
+  startTestApp,
+  STORAGE_LABEL,
+  TELEGRAM_TOKEN,
+  withRestartableStorage,
+  type TestApp,
+} from './fixtures/app-harness.js';
+
+after(closeSharedAudio);
+
+const API = '/api/v1';
+const OTHER_TOKEN = '987654321:BBHdqTcvCH1vGWJxfSeofSAs0K5PALDsawQ';
+const isVoice = (c: TelegramCall): boolean => c.method.toLowerCase() === 'sendvoice';
+
+async function accepted(t: TestApp, key: string, body: Record<string, unknown>): Promise<string> {
+  const res = await t.send(key, body);
+  assert.equal(res.statusCode, 202, res.body);
+  return res.json().id;
+}
+
+async function senders(t: TestApp, key: string, query = ''): Promise<any> {
+  const res = await t.request({ method: 'GET', url: `${API}/senders${query}`, key });
+  assert.equal(res.statusCode, 200, res.body);
+  return res.json();
+}
+
+const telegramNote = (t: TestApp, recipient: string, token = TELEGRAM_TOKEN) => ({ ...defaultSendBody('telegram', t.voiceUrl), recipient, session: { bot_token: token } });
+
+describe(`senders (${STORAGE_LABEL})`, () => {
+  it('GET /senders lists the senders used, with exactly the documented fields; paged; scoped to the account and environment', async () => {
+    const fake = await startTelegramApi();
+    const t = await startTestApp({ env: { TELEGRAM_API_ROOT: fake.apiRoot } });
+    try {
+      const account = await t.createAccount();
+      const other = await t.createAccount();
+      assert.deepEqual(await senders(t, account.liveKey), { data: [], has_more: false });
+      const first = await accepted(t, account.liveKey, telegramNote(t, '310000001'));
+      assert.equal((await t.waitForStatus(account.liveKey, first, ['delivered', 'failed'])).status, 'delivered');
+      const second = await accepted(t, account.liveKey, telegramNote(t, '310000002'));
+      assert.equal((await t.waitForStatus(account.liveKey, second, ['delivered', 'failed'])).status, 'delivered');
+      const third = await accepted(t, account.liveKey, telegramNote(t, '310000003', OTHER_TOKEN));
+      assert.equal((await t.waitForStatus(account.liveKey, third, ['delivered', 'failed'])).status, 'delivered');
+
+      const list = await senders(t, account.liveKey);
+      assert.equal(list.has_more, false);
+      assert.equal(list.data.length, 2, JSON.stringify(list));
+      const [newer, older] = list.data;
+      assert.deepEqual(Object.keys(older).sort(), ['daily_cap', 'id', 'kind', 'label', 'last_sent_at', 'platform', 'reason', 'sent_today', 'status', 'until'].sort());
+      assert.match(older.id, /^snd_[0-9A-Za-z]{24}$/);
+      assert.deepEqual(
+        { platform: older.platform, kind: older.kind, status: older.status, reason: older.reason, until: older.until, sent_today: older.sent_today, daily_cap: older.daily_cap },
+        { platform: 'telegram', kind: 'telegram_bot', status: 'ok', reason: null, until: null, sent_today: 2, daily_cap: null },
+      );
+      assert.ok(Date.parse(older.last_sent_at) > Date.now() - 60_000, older.last_sent_at);
+      assert.equal(newer.sent_today, 1);
+      assert.ok(!JSON.stringify(list).includes(TELEGRAM_TOKEN.split(':')[1]!), 'no credential in the answer');
+
+      const one = await t.request({ method: 'GET', url: `${API}/senders/${older.id}`, key: account.liveKey });
+      assert.equal(one.statusCode, 200, one.body);
+      assert.deepEqual(one.json(), older);
+
+      const page = await senders(t, account.liveKey, '?limit=1');
+      assert.deepEqual([page.data.map((s: any) => s.id), page.has_more], [[newer.id], true]);
+      const next = await senders(t, account.liveKey, `?limit=1&starting_after=${newer.id}`);
+      assert.deepEqual([next.data.map((s: any) => s.id), next.has_more], [[older.id], false]);
+      const back = await senders(t, account.liveKey, `?limit=1&ending_before=${older.id}`);
+      assert.deepEqual(back.data.map((s: any) => s.id), [newer.id]);
+      assert.equal(assertErrorEnvelope(await t.request({ method: 'GET', url: `${API}/senders?starting_after=msg_1`, key: account.liveKey }), 422, 'invalid_parameter').details.field, 'starting_after');
+      assert.equal(assertErrorEnvelope(await t.request({ method: 'GET', url: `${API}/senders?limit=0`, key: account.liveKey }), 422, 'invalid_parameter').details.field, 'limit');
+
+      // Another environment of the same account, another account: not there.
+      assert.deepEqual((await senders(t, account.testKey)).data, []);
+      assertErrorEnvelope(await t.request({ method: 'GET', url: `${API}/senders/${older.id}`, key: account.testKey }), 404, 'not_found');
+      assertErrorEnvelope(await t.request({ method: 'GET', url: `${API}/senders/${older.id}`, key: other.liveKey }), 404, 'not_found');
+      // The read bucket: its rate-limit headers are the read ones.
+      const limited = await t.request({ method: 'GET', url: `${API}/senders`, key: account.liveKey });
+      const sent = await t.request({ method: 'GET', url: `${API}/usage`, key: account.liveKey });
+      assert.equal(limited.headers['x-ratelimit-limit'], sent.headers['x-ratelimit-limit']);
+    } finally {
+      await t.close();
+      await fake.close();
+    }
+  });
+
+  it('a revoked bot token: the sender is expired (sender.updated), its later notes fail invalid_session without reaching Telegram; a new token is a new sender', async () => {
+    const fake = await startTelegramApi();
+    const receiver = await startWebhookReceiver();
+    const t = await startTestApp({ env: { TELEGRAM_API_ROOT: fake.apiRoot }, webhooks: { pollMs: 100 } });
+    try {
+      const account = await t.createAccount();
+      const hook = await t.request({ method: 'POST', url: `${API}/webhook_endpoints`, key: account.liveKey, body: { url: receiver.url(), events: ['sender.updated'] } });
+      assert.equal(hook.statusCode, 201, hook.body);
+      fake.failForToken(TELEGRAM_TOKEN, { kind: 'unauthorized' });
+      const first = await accepted(t, account.liveKey, telegramNote(t, '320000001'));
+      const failed = await t.waitForStatus(account.liveKey, first, ['delivered', 'failed']);
+      assert.equal(failed.error.code, 'invalid_session');
+
+      const [event] = await receiver.waitFor(1, 'sender.updated');
+      const body = JSON.parse(event!.body);
+      assert.equal(body.type, 'sender.updated');
+      assert.equal(body.data.status, 'expired');
+      assert.equal(body.data.kind, 'telegram_bot');
+      assert.match(body.data.reason, /revoked/);
+      const [listed] = (await senders(t, account.liveKey)).data;
+      assert.deepEqual({ ...listed, last_sent_at: null }, { ...body.data, last_sent_at: null });
+
+      const callsBefore = fake.calls.filter(isVoice).length;
+      const later = await accepted(t, account.liveKey, telegramNote(t, '320000002'));
+      const laterStatus = await t.waitForStatus(account.liveKey, later, ['delivered', 'failed']);
+      assert.equal(laterStatus.error.code, 'invalid_session');
+      assert.match(laterStatus.error.message, /revoked/);
+      assert.equal(fake.calls.filter(isVoice).length, callsBefore, 'Telegram was not asked again');
+
+      const fresh = await accepted(t, account.liveKey, telegramNote(t, '320000003', OTHER_TOKEN));
+      assert.equal((await t.waitForStatus(account.liveKey, fresh, ['delivered', 'failed'])).status, 'delivered');
+      const statuses = (await senders(t, account.liveKey)).data.map((s: any) => s.status);
+      assert.deepEqual(statuses, ['ok', 'expired']);
+      await new Promise((r) => setTimeout(r, 300));
+      assert.equal(receiver.received.length, 1, 'one event: the status changed once');
+    } finally {
+      await t.close();
+      await fake.close();
+      await receiver.close();
+    }
+  });
+
+  it("a flood wait: the bot rests until retry_after ends (waiting_for sender_rest on its other notes), then sends them; sender.updated at the start and the end", async () => {
+    const fake = await startTelegramApi();
+    const receiver = await startWebhookReceiver();
+    const t = await startTestApp({ env: { TELEGRAM_API_ROOT: fake.apiRoot }, webhooks: { pollMs: 100 } });
+    try {
+      const account = await t.createAccount();
+      await t.request({ method: 'POST', url: `${API}/webhook_endpoints`, key: account.liveKey, body: { url: receiver.url(), events: ['sender.updated'] } });
+      fake.failForChat('330000001', { kind: 'rate_limited', retryAfter: 3 }, 1);
+      const first = await accepted(t, account.liveKey, telegramNote(t, '330000001'));
+      await eventually(async () => (await senders(t, account.liveKey)).data[0]?.status === 'resting', 'the sender to rest');
+      const [resting] = (await senders(t, account.liveKey)).data;
+      const until = Date.parse(resting.until);
+      assert.ok(until > Date.now() && until < Date.now() + 4_000, resting.until);
+      assert.match(resting.reason, /too fast/);
+
+      const second = await accepted(t, account.liveKey, telegramNote(t, '330000002'));
+      await eventually(async () => {
+        const detail = (await t.request({ method: 'GET', url: `${API}/messages/${second}`, key: account.liveKey })).json();
+        return detail.waiting_for === 'sender_rest' && detail.status === 'queued';
+      }, 'the other note to wait for the rest');
+      for (const id of [first, second]) assert.equal((await t.waitForStatus(account.liveKey, id, ['delivered', 'failed'], 20_000)).status, 'delivered');
+      const voice = fake.callsForChat('330000002').filter(isVoice);
+      assert.equal(voice.length, 1);
+      assert.ok(voice[0]!.receivedAt >= until - 50, 'not sent before the rest ended');
+
+      const events = (await receiver.waitFor(2, 'sender.updated')).map((e) => JSON.parse(e.body).data);
+      assert.deepEqual(
+        events.map((d) => [d.status, d.until === null]),
+        [
+          ['resting', false],
+          ['ok', true],
+        ],
+      );
+      assert.equal((await senders(t, account.liveKey)).data[0].status, 'ok');
+    } finally {
+      await t.close();
+      await fake.close();
+      await receiver.close();
+    }
+  });
+
+  it('two processes on one storage: a sender expired by one is seen by the other, whose notes for it fail without reaching the platform', async () => {
+    const fake = await startTelegramApi();
+    try {
+      await withRestartableStorage(async (reuse) => {
+        const env = { TELEGRAM_API_ROOT: fake.apiRoot };
+        const worker = await startTestApp({ env, reuse });
+        const front = await startTestApp({ env, reuse, worker: false });
+        try {
+          const account = await worker.createAccount();
+          fake.failForToken(TELEGRAM_TOKEN, { kind: 'unauthorized' }, 1);
+          const first = await accepted(front, account.liveKey, telegramNote(front, '340000001'));
+          assert.equal((await front.waitForStatus(account.liveKey, first, ['delivered', 'failed'])).error?.code, 'invalid_session');
+          await eventually(async () => (await senders(front, account.liveKey)).data[0]?.status === 'expired', 'the other process to see it expired');
+          const calls = fake.calls.filter(isVoice).length;
+          // Telegram would take it now (the failure answered once): the stored status alone stops it.
+          const later = await accepted(front, account.liveKey, telegramNote(front, '340000002'));
+          assert.equal((await front.waitForStatus(account.liveKey, later, ['delivered', 'failed'])).error?.code, 'invalid_session');
+          assert.equal(fake.calls.filter(isVoice).length, calls);
+        } finally {
+          await front.close();
+          await worker.close();
+        }
+      });
+    } finally {
+      await fake.close();
+    }
+  });
+});
