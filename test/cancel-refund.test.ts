@@ -3,7 +3,8 @@
  * waiting for a retry after the platform was called (a timeout, any answer) may have been delivered.
  */
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
+import { after, before, describe } from 'node:test';
+import { it } from './fixtures/timed.js';
 import { closeSharedAudio, defaultSendBody, STORAGE_LABEL, startTestApp, type TestAccount, type TestApp } from './fixtures/app-harness.js';
 import { startTelegramApi, type TelegramFake } from './fakes/telegram-api.js';
 import { eventually } from './fakes/whatsapp-socket.js';

@@ -6,7 +6,8 @@ import assert from 'node:assert/strict';
 import { EventEmitter } from 'node:events';
 import type { Server } from 'node:http';
 import type { Socket } from 'node:net';
-import { describe, test } from 'node:test';
+import { describe } from 'node:test';
+import { test } from './fixtures/timed.js';
 import { capConnections, clientOf, maxPerAddressFor } from '../src/api/http-limits.js';
 
 const limits = { headersTimeoutMs: 1, requestTimeoutMs: 1, keepAliveTimeoutMs: 1, maxRequestsPerSocket: 1, maxConnections: undefined, maxConnectionsPerAddress: undefined };

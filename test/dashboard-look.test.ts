@@ -9,6 +9,7 @@ import { BROWSER_SKIP_REASON, launchBrowser, type Browser } from './fixtures/bro
 import { ROOT } from './fixtures/cli-process.js';
 import { createDashboardAccount, type DashboardAccount } from './fixtures/dashboard-harness.js';
 import { updatePlan } from '../src/store/accounts.js';
+import { listKeys, rollKey } from '../src/store/keys.js';
 
 /*
  * The dashboard's look, as a person sees it: every page in Chromium at a desktop (1280 px) and a
@@ -20,6 +21,39 @@ import { updatePlan } from '../src/store/accounts.js';
 const ARTIFACTS = path.join(ROOT, 'test-artifacts', 'dashboard');
 const AXE_SOURCE = readFile(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
 const WIDTHS = [1280, 390] as const;
+
+/** Run in the page (as text: this file is compiled without the DOM's types). */
+const SEEN_SCRIPT = `(() => {
+  const width = window.innerWidth;
+  const shown = (el) => {
+    const r = el.getBoundingClientRect();
+    return r.width > 0 && r.height > 0 && getComputedStyle(el).visibility !== 'hidden';
+  };
+  const name = (el) => el.tagName.toLowerCase() + ' "' + (el.getAttribute('aria-label') || el.textContent || el.value || '').trim().replace(/\\s+/g, ' ').slice(0, 40) + '"';
+  const offscreen = [];
+  for (const el of document.querySelectorAll('a[href], button, input:not([type=hidden]), select, textarea, summary')) {
+    // The skip link waits off-screen until it is focused.
+    if (el.classList.contains('skip') || !shown(el)) continue;
+    const r = el.getBoundingClientRect();
+    if (r.left < -1 || r.right > width + 1) offscreen.push(name(el) + ' (x ' + Math.round(r.left) + ' to ' + Math.round(r.right) + ')');
+  }
+  const tiny = [];
+  const seen = new Set();
+  const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+  while (walker.nextNode()) {
+    const el = walker.currentNode.parentElement;
+    if (!el || seen.has(el) || !walker.currentNode.textContent.trim()) continue;
+    seen.add(el);
+    if (!shown(el)) continue;
+    let size = parseFloat(getComputedStyle(el).fontSize);
+    if (el instanceof SVGElement && el.getScreenCTM()) {
+      const m = el.getScreenCTM();
+      size *= Math.hypot(m.a, m.b);
+    }
+    if (size < 11) tiny.push('text "' + el.textContent.trim().slice(0, 30) + '" is ' + size.toFixed(1) + ' px');
+  }
+  return { offscreen: offscreen.slice(0, 8), tiny: tiny.slice(0, 8) };
+})()`;
 
 interface Violation {
   id: string;
@@ -41,6 +75,9 @@ describe(`the dashboard's look: screenshots and accessibility (${STORAGE_LABEL})
     base = await t.listen();
     account = await createDashboardAccount(t);
     await updatePlan(t.app.services.db.kysely, account.accountId, { plan: 'starter', quota: 10_000 });
+    // A rolled key: its row says until when the old one works, the widest the keys table gets.
+    const [firstKey] = await listKeys(t.app.services.db.kysely, account.accountId);
+    await rollKey(t.app.services.db.kysely, firstKey!, 24 * 3_600_000);
     t.audio.route('/gone.ogg', { kind: 'status', status: 404 });
     const gone = await t.send(account.testKey, { ...defaultSendBody('telegram', t.audio.url('/gone.ogg')) });
     assert.equal(gone.statusCode, 202, gone.body);
@@ -92,6 +129,11 @@ describe(`the dashboard's look: screenshots and accessibility (${STORAGE_LABEL})
     // Nothing wider than the window: a phone scrolls down, not sideways (wide tables scroll inside their own box).
     const overflow = await page.evaluate<number>('document.documentElement.scrollWidth - window.innerWidth');
     if (overflow > 0) problems.push(`${name} @${width}px: the page is ${overflow} px wider than the window`);
+    // Every button and link within the window's width (not hidden in a box scrolled sideways), and no
+    // visible text under 11 px as drawn (an SVG's text is scaled with its drawing).
+    const seen = await page.evaluate<{ offscreen: string[]; tiny: string[] }>(SEEN_SCRIPT);
+    problems.push(...seen.offscreen.map((a) => `${name} @${width}px: ${a} is outside the window`));
+    problems.push(...seen.tiny.map((t) => `${name} @${width}px: ${t}`));
     return problems;
   }
 

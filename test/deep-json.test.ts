@@ -3,7 +3,8 @@
  * guard's walk: a 500, logged as an error, on the API and on the dashboard's sign-in (no key needed).
  */
 import assert from 'node:assert/strict';
-import { after, describe, test } from 'node:test';
+import { after, describe } from 'node:test';
+import { test } from './fixtures/timed.js';
 import { assertErrorEnvelope, closeSharedAudio, defaultSendBody, STORAGE_LABEL, startTestApp } from './fixtures/app-harness.js';
 import { captureLogs } from './fixtures/log-capture.js';
 

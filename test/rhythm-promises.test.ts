@@ -5,7 +5,8 @@
  * recording indicator's 30 s at most.
  */
 import assert from 'node:assert/strict';
-import { after, describe, it } from 'node:test';
+import { after, describe } from 'node:test';
+import { it } from './fixtures/timed.js';
 import { allowanceOn, DAY_MS, defaultRhythm, indicatorMs, utcDay } from '../src/core/rhythm.js';
 import { saveRhythm } from '../src/store/rhythm.js';
 import { closeSharedAudio, defaultSendBody, startTestApp, STORAGE_LABEL } from './fixtures/app-harness.js';

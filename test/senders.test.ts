@@ -4,7 +4,8 @@
  * a resting one holds them in the queue; `sender.updated` on every change of status.
  */
 import assert from 'node:assert/strict';
-import { after, describe, it } from 'node:test';
+import { after, describe } from 'node:test';
+import { it } from './fixtures/timed.js';
 import { startTelegramApi, type TelegramCall } from './fakes/telegram-api.js';
 import { startWebhookReceiver } from './fakes/webhook-receiver.js';
 import { eventually } from './fakes/whatsapp-socket.js';

@@ -6,7 +6,8 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { stat } from 'node:fs/promises';
-import { after, describe, test } from 'node:test';
+import { after, describe } from 'node:test';
+import { test } from './fixtures/timed.js';
 import { Redis } from 'ioredis';
 import { SIGN_IN_FREE_FAILURES, SignInLimiter } from '../src/dashboard/sign-in-limiter.js';
 import { hashPasswordAsync, verifyPasswordAsync } from '../src/store/password-hash.js';

@@ -4,7 +4,8 @@
  * and the insert, and the copy stayed for a device that was gone.
  */
 import assert from 'node:assert/strict';
-import { after, describe, test } from 'node:test';
+import { after, describe } from 'node:test';
+import { test } from './fixtures/timed.js';
 import { sql, type Kysely } from 'kysely';
 import type { Database } from '../src/store/schema.js';
 import { endLiveSession } from '../src/store/whatsapp-live.js';

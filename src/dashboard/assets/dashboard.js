@@ -93,3 +93,14 @@ document.addEventListener('submit', (event) => {
   const question = form && form.getAttribute('data-confirm');
   if (question && !window.confirm(question)) event.preventDefault();
 });
+
+// On a phone each table row is drawn as a card (dashboard.css): every cell is named by its column's
+// header, so a value is never shown without what it is.
+for (const table of document.querySelectorAll('.table-wrap table')) {
+  const headers = [...table.querySelectorAll('thead th')].map((th) => th.textContent.trim());
+  for (const row of table.querySelectorAll('tbody tr')) {
+    [...row.children].forEach((cell, i) => {
+      if (headers[i]) cell.setAttribute('data-label', headers[i]);
+    });
+  }
+}
