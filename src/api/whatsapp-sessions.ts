@@ -2,6 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { Services } from '../services.js';
 import { SessionStateError, SIMULATED_EVENTS, WhatsappUnavailableError, type SimulatedEvent } from '../platforms/whatsapp/sessions.js';
+import { LimitReachedError } from '../store/limits.js';
 import { ApiError, invalidParameter, notFound } from './errors.js';
 import { rejectUnknownFields } from './unknown-fields.js';
 import { runIdempotent, sendOutcome } from './idempotency.js';
@@ -69,6 +70,7 @@ export function registerWhatsappSessionRoutes(app: FastifyInstance, services: Se
             return { statusCode: 201, body: { session_id: created.row.id, ...code, status: created.row.status } };
           } catch (error) {
             if (error instanceof WhatsappUnavailableError) throw new ApiError('platform_error', error.message);
+            if (error instanceof LimitReachedError) throw new ApiError('limit_reached', error.message, { limit: error.limit, max: error.max });
             throw error;
           }
         },
