@@ -261,11 +261,11 @@ process had not taken yet count too), and what \`GET /healthz\` from a third add
 ${runs.map((r) => `| ${r.label} | ${r.share.held} | ${r.share.other === 0 ? 'no answer' : r.share.other} |`).join('\n')}
 
 What changed between the two: an account holds at most 10 active keys per environment and 100
-sandbox sessions (live: 5 to 100 by plan), \\`409 limit_reached\\` past that; bodies nested deeper than
+sandbox sessions (live: 5 to 100 by plan), \`409 limit_reached\` past that; bodies nested deeper than
 32 levels are refused by a walk that does not recurse; a refused audio host is told one sentence
 whether or not its name resolves (the operator's log has the detail); one address checks one
 email's password at a time and at most 2 hashes run at once per process, so the burst got one check
-(and no longer kept libuv's threads busy for 7.7 s); one client holds at most a twentieth of the
+(all ten were checked at once before, holding libuv's threads for the time in the last column); one client holds at most a twentieth of the
 connection places (an IPv6 client counted by its /64), so two addresses no longer fill the process.
 `;
 
