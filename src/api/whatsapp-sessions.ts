@@ -37,7 +37,9 @@ export function registerWhatsappSessionRoutes(app: FastifyInstance, services: Se
         description:
           'Without a body: returns a QR code (PNG data URI, valid about 45 s) to scan in the phone app under Linked devices. ' +
           'With {"phone_number": "<digits>"}: returns an 8-character pairing_code to type on that phone under Linked devices → ' +
-          'Link with phone number instead (valid as long as a QR code). Sandbox keys get a code that depends only on the number.',
+          'Link with phone number instead (valid as long as a QR code). Sandbox keys get a code that depends only on the number. ' +
+          'Sessions linking or linked are capped per account and environment (live: 5 on starter, 20 on growth, 50 on scale, 100 on enterprise; ' +
+          'sandbox: 100): one more is 409 limit_reached with details.limit "whatsapp_sessions" and details.max.',
         tags: ['whatsapp'],
         body: CreateWhatsappSessionBody,
         response: { 201: CreatedWhatsappSession, ...withErrors(400, 409, 422, 502) },
