@@ -11,6 +11,7 @@ export type ErrorCode =
   | 'request_timeout'
   | 'idempotency_conflict'
   | 'not_cancelable'
+  | 'limit_reached'
   | 'payload_too_large'
   | 'unsupported_media_type'
   | 'invalid_parameter'
@@ -30,6 +31,7 @@ const STATUS_OF: Record<ErrorCode, number> = {
   request_timeout: 408,
   idempotency_conflict: 409,
   not_cancelable: 409,
+  limit_reached: 409,
   payload_too_large: 413,
   unsupported_media_type: 415,
   invalid_parameter: 422,

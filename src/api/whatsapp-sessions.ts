@@ -2,6 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { Services } from '../services.js';
 import { SessionStateError, SIMULATED_EVENTS, WhatsappUnavailableError, type SimulatedEvent } from '../platforms/whatsapp/sessions.js';
+import { LimitReachedError } from '../store/limits.js';
 import { ApiError, invalidParameter, notFound } from './errors.js';
 import { rejectUnknownFields } from './unknown-fields.js';
 import { runIdempotent, sendOutcome } from './idempotency.js';
@@ -36,7 +37,9 @@ export function registerWhatsappSessionRoutes(app: FastifyInstance, services: Se
         description:
           'Without a body: returns a QR code (PNG data URI, valid about 45 s) to scan in the phone app under Linked devices. ' +
           'With {"phone_number": "<digits>"}: returns an 8-character pairing_code to type on that phone under Linked devices → ' +
-          'Link with phone number instead (valid as long as a QR code). Sandbox keys get a code that depends only on the number.',
+          'Link with phone number instead (valid as long as a QR code). Sandbox keys get a code that depends only on the number. ' +
+          'Sessions linking or linked are capped per account and environment (live: 5 on starter, 20 on growth, 50 on scale, 100 on enterprise; ' +
+          'sandbox: 100): one more is 409 limit_reached with details.limit "whatsapp_sessions" and details.max.',
         tags: ['whatsapp'],
         body: CreateWhatsappSessionBody,
         response: { 201: CreatedWhatsappSession, ...withErrors(400, 409, 422, 502) },
@@ -69,6 +72,7 @@ export function registerWhatsappSessionRoutes(app: FastifyInstance, services: Se
             return { statusCode: 201, body: { session_id: created.row.id, ...code, status: created.row.status } };
           } catch (error) {
             if (error instanceof WhatsappUnavailableError) throw new ApiError('platform_error', error.message);
+            if (error instanceof LimitReachedError) throw new ApiError('limit_reached', error.message, { limit: error.limit, max: error.max });
             throw error;
           }
         },

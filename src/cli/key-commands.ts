@@ -1,6 +1,7 @@
 import { Command, Option } from 'commander';
 import { findAccount } from '../store/accounts.js';
-import { findKey, issueKey, listKeys, revokeKey, rollKey } from '../store/keys.js';
+import { createKey, findKey, listKeys, revokeKey, rollKey } from '../store/keys.js';
+import { LimitReachedError } from '../store/limits.js';
 import { iso } from '../api/views.js';
 import { CliError, out, json, withDb, parseDuration, keyView, config } from './common.js';
 
@@ -18,7 +19,7 @@ export function registerKeyCommands(program: Command): void {
     .action(async (options: { account: string; env: 'test' | 'live'; json?: boolean }) => {
       const issued = await withDb(config(), async (db) => {
         if (!(await findAccount(db.kysely, options.account))) throw new CliError(`no account ${options.account}`);
-        return issueKey(db.kysely, options.account, options.env);
+        return withinCap(() => createKey(db.kysely, options.account, options.env));
       });
       if (options.json) json({ id: issued.row.id, env: issued.row.env, secret: issued.secret });
       else out(`${issued.row.id}  ${issued.secret}  (shown once)`);
@@ -53,7 +54,7 @@ export function registerKeyCommands(program: Command): void {
         if (!old) throw new CliError(`no key ${keyId}`);
         if (old.revoked_at !== null) throw new CliError(`key ${keyId} is revoked`);
         if (old.expires_at !== null && old.expires_at <= Date.now()) throw new CliError(`key ${keyId} has expired`);
-        return { old, ...(await rollKey(db.kysely, old, options.expiresIn)) };
+        return { old, ...(await withinCap(() => rollKey(db.kysely, old, options.expiresIn))) };
       });
       const view = {
         id: rolled.row.id,
@@ -79,4 +80,14 @@ export function registerKeyCommands(program: Command): void {
       if (options.json) json({ id: keyId, revoked: true });
       else out(`revoked ${keyId}`);
     });
+}
+
+/** Over the cap on active keys: the CLI's one line on stderr (and a non-zero exit), not a stack trace. */
+async function withinCap<T>(work: () => Promise<T>): Promise<T> {
+  try {
+    return await work();
+  } catch (error) {
+    if (error instanceof LimitReachedError) throw new CliError(error.message);
+    throw error;
+  }
 }

@@ -58,3 +58,24 @@ export function billingPeriod(accountCreatedAt: Date, now: Date): { start: Date;
   const end = month === 11 ? anchoredMonthStart(year + 1, 0, day) : anchoredMonthStart(year, month + 1, day);
   return { start, end };
 }
+
+/**
+ * Active API keys per account and environment, at most: keys neither revoked nor expired, a key rolled
+ * and still working until its expiry included. Rate limits are per key, so without a cap an account
+ * multiplied its own limit by creating keys (a starter account with 50 keys sent 5,000 a minute). Ten
+ * is room for a key per service or developer and a roll of each.
+ */
+export const MAX_ACTIVE_KEYS = 10;
+
+/**
+ * Live WhatsApp sessions per account that are linking or linked (`qr_pending`, `connected`), at most,
+ * by plan: each holds a socket to WhatsApp in the process that serves it.
+ */
+export const WHATSAPP_SESSIONS_BY_PLAN: Record<PlanName, number> = {
+  starter: 5,
+  growth: 20,
+  scale: 50,
+  enterprise: 100,
+};
+/** Sandbox sessions hold no socket: one cap for every plan, the largest plan's, so rows cannot pile up without end. */
+export const SANDBOX_WHATSAPP_SESSIONS = 100;

@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import type { Kysely } from 'kysely';
 import { newKeyId, newKeySecret, type KeyEnv } from '../core/ids.js';
 import { announceAuthChange, markAuthChanged } from './auth-changes.js';
+import { checkKeyRoom, withinLimit } from './limits.js';
 import type { AccountsTable, ApiKeysTable, Database } from './schema.js';
 
 export type KeyRow = ApiKeysTable;
@@ -40,6 +41,18 @@ export async function issueKey(
   return { row, secret };
 }
 
+/**
+ * A new key for the CLI and the dashboard, within the cap on active keys (core/plans.ts): throws
+ * LimitReachedError when the account and environment already have as many as allowed.
+ */
+export async function createKey(db: Kysely<Database>, accountId: string, env: KeyEnv, now = Date.now()): Promise<IssuedKey> {
+  return withinLimit(
+    db,
+    (trx) => checkKeyRoom(trx, accountId, env, now),
+    (trx) => issueKey(trx, accountId, env, { now }),
+  );
+}
+
 export async function findKey(db: Kysely<Database>, id: string): Promise<KeyRow | undefined> {
   return db.selectFrom('api_keys').selectAll().where('id', '=', id).executeTakeFirst();
 }
@@ -48,9 +61,14 @@ export async function listKeys(db: Kysely<Database>, accountId: string): Promise
   return db.selectFrom('api_keys').selectAll().where('account_id', '=', accountId).orderBy('created_at').orderBy('id').execute();
 }
 
-/** Issues a successor and lets the old key live until `now + graceMs`, so callers switch without downtime. */
+/**
+ * Issues a successor and lets the old key live until `now + graceMs`, so callers switch without downtime.
+ * The old key counts against the cap on active keys until it expires: at the cap, a roll throws
+ * LimitReachedError (revoke a key first).
+ */
 export async function rollKey(db: Kysely<Database>, old: KeyRow, graceMs: number, now = Date.now()): Promise<IssuedKey & { oldExpiresAt: number }> {
   const rolled = await db.transaction().execute(async (trx) => {
+    await checkKeyRoom(trx, old.account_id, old.env, now);
     const issued = await issueKey(trx, old.account_id, old.env as KeyEnv, { replaces: old.id, now });
     const expiresAt = now + graceMs;
     // An old key that already expires sooner keeps its earlier expiry.

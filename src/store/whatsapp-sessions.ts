@@ -1,5 +1,6 @@
 import type { Kysely } from 'kysely';
 import type { Database, WhatsappSessionsTable } from './schema.js';
+import { checkWhatsappSessionRoom, withinLimit } from './limits.js';
 import { recordSessionStatusChange } from './webhook-outbox.js';
 
 export type WhatsappSessionRow = WhatsappSessionsTable;
@@ -9,8 +10,16 @@ export interface Owner {
   env: string;
 }
 
+/**
+ * Stores a new session, within its account's cap on sessions linking or linked (by plan, core/plans.ts):
+ * throws LimitReachedError, storing nothing, when the account and environment have as many as allowed.
+ */
 export async function insertWhatsappSession(db: Kysely<Database>, row: WhatsappSessionRow): Promise<void> {
-  await db.insertInto('whatsapp_sessions').values(row).execute();
+  await withinLimit(
+    db,
+    (trx) => checkWhatsappSessionRoom(trx, row.account_id, row.env),
+    async (trx) => void (await trx.insertInto('whatsapp_sessions').values(row).execute()),
+  );
 }
 
 export async function findWhatsappSession(db: Kysely<Database>, owner: Owner, id: string): Promise<WhatsappSessionRow | undefined> {

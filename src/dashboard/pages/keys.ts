@@ -1,6 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import type { KeyEnv } from '../../core/ids.js';
-import { findKey, issueKey, listKeys, revokeKey, rollKey, type KeyRow } from '../../store/keys.js';
+import { createKey, findKey, listKeys, revokeKey, rollKey, type KeyRow } from '../../store/keys.js';
+import { LimitReachedError } from '../../store/limits.js';
 import { ctxOf, field, redirectTo, type DashboardDeps } from '../deps.js';
 import { html, timeCell, type Html } from '../html.js';
 import { page, sendPage, type Notice } from '../layout.js';
@@ -110,7 +111,13 @@ export function registerKeyPages(app: FastifyInstance, deps: DashboardDeps): voi
   app.post('/keys', async (request, reply) => {
     const ctx = ctxOf(request);
     const env: KeyEnv = field(request.body, 'env') === 'live' ? 'live' : 'test';
-    const issued = await issueKey(db, ctx.account.id, env);
+    let issued;
+    try {
+      issued = await createKey(db, ctx.account.id, env);
+    } catch (error) {
+      if (!(error instanceof LimitReachedError)) throw error;
+      return sendPage(reply, keysPage(deps, ctx, await listKeys(db, ctx.account.id), { kind: 'error', text: `No new key: ${error.message}.` }), 409);
+    }
     const notice: Notice = { kind: 'ok', text: `Created a ${env} key (${issued.row.prefix}…).` };
     return sendPage(reply, keysPage(deps, ctx, await listKeys(db, ctx.account.id), notice, { secret: issued.secret, env }), 201);
   });
@@ -123,7 +130,13 @@ export function registerKeyPages(app: FastifyInstance, deps: DashboardDeps): voi
       return redirectTo(reply, '/dashboard/keys?notice=unknown');
     }
     const grace = ROLL_GRACE[field(request.body, 'grace')] ?? ROLL_GRACE['24h']!;
-    const rolled = await rollKey(db, old, grace.ms, now);
+    let rolled;
+    try {
+      rolled = await rollKey(db, old, grace.ms, now);
+    } catch (error) {
+      if (!(error instanceof LimitReachedError)) throw error;
+      return sendPage(reply, keysPage(deps, ctx, await listKeys(db, ctx.account.id), { kind: 'error', text: `Not rolled: ${error.message}.` }), 409);
+    }
     const notice: Notice = { kind: 'ok', text: `Rolled ${old.prefix}…: here is its successor.` };
     return sendPage(
       reply,

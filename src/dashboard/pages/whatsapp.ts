@@ -1,4 +1,5 @@
 import type { FastifyInstance } from 'fastify';
+import { LimitReachedError } from '../../store/limits.js';
 import { WhatsappUnavailableError, type CreatedSession } from '../../platforms/whatsapp/sessions.js';
 import type { WhatsappSessionRow } from '../../store/whatsapp-sessions.js';
 import type { DashboardContext } from '../context.js';
@@ -120,6 +121,7 @@ ${sessionRows(ctx, rows)}`,
       const created = await sessions.create({ accountId: ctx.account.id, env: ctx.env }, phoneNumber === '' ? {} : { phoneNumber });
       return sendPage(reply, await render(ctx, undefined, created), 201);
     } catch (error) {
+      if (error instanceof LimitReachedError) return sendPage(reply, await render(ctx, { kind: 'error', text: `No new session: ${error.message}.` }), 409);
       if (!(error instanceof WhatsappUnavailableError)) throw error;
       return sendPage(reply, await render(ctx, { kind: 'error', text: `WhatsApp could not be reached: ${error.message}` }), 502);
     }
