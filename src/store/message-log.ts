@@ -29,9 +29,37 @@ const AUDIO_COLUMNS = [
   'updated_at',
 ] as const satisfies ReadonlyArray<keyof MessageAudioRow>;
 
-/** PostgreSQL array types of the columns, for the batched forms of the inserts below (statement-batch.ts). */
-const ATTEMPT_TYPES = ['text[]', 'text[]', 'integer[]', 'bigint[]', 'bigint[]', 'text[]', 'text[]', 'text[]', 'bigint[]'] as const;
-const AUDIO_TYPES = ['text[]', 'text[]', 'text[]', 'double precision[]', 'bigint[]', 'text[]', 'text[]', 'text[]', 'double precision[]', 'bigint[]', 'text[]', 'bigint[]'] as const;
+/**
+ * PostgreSQL array types of the columns, for the batched forms of the inserts below (statement-batch.ts);
+ * by column, so that a column added to a list above cannot be left out here.
+ */
+const ATTEMPT_TYPE: Record<(typeof ATTEMPT_COLUMNS)[number], string> = {
+  id: 'text[]',
+  message_id: 'text[]',
+  attempt: 'integer[]',
+  started_at: 'bigint[]',
+  ended_at: 'bigint[]',
+  outcome: 'text[]',
+  error_code: 'text[]',
+  error_message: 'text[]',
+  next_attempt_at: 'bigint[]',
+};
+const AUDIO_TYPE: Record<(typeof AUDIO_COLUMNS)[number], string> = {
+  message_id: 'text[]',
+  source_format: 'text[]',
+  source_codec: 'text[]',
+  source_duration: 'double precision[]',
+  source_size: 'bigint[]',
+  source_sha256: 'text[]',
+  converted_format: 'text[]',
+  converted_mime: 'text[]',
+  converted_duration: 'double precision[]',
+  converted_size: 'bigint[]',
+  waveform: 'text[]',
+  updated_at: 'bigint[]',
+};
+const ATTEMPT_TYPES = ATTEMPT_COLUMNS.map((column) => ATTEMPT_TYPE[column]);
+const AUDIO_TYPES = AUDIO_COLUMNS.map((column) => AUDIO_TYPE[column]);
 const unnestOf = (types: readonly string[]): string => `unnest(${types.map((type, i) => `$${i + 1}::${type}`).join(', ')})`;
 const AUDIO_UPDATE = AUDIO_COLUMNS.filter((c) => c !== 'message_id')
   .map((c) => `${c} = excluded.${c}`)
