@@ -20,7 +20,7 @@ import { createLiveWhatsapp, type LiveTuning } from './platforms/whatsapp/live.j
 import { createBaileysSocketFactory, type WhatsappSocketFactory } from './platforms/whatsapp/socket.js';
 import { startRetention } from './housekeeping/retention.js';
 import { loadOrCreateSecretKey } from './secret-key.js';
-import { buildServer, type Server } from './server.js';
+import type { Server } from './server.js';
 import type { Services } from './services.js';
 import { migrate, openDb } from './store/db.js';
 import { checkSecretKey } from './store/key-check.js';
@@ -267,6 +267,9 @@ export async function createApp(config: Config, options: AppOptions): Promise<Ap
       })
     : undefined;
   if (running) opened.attachWorker(running.worker);
+  // Loaded here, not at the top: a `voicenote worker` process never builds the HTTP server, and loading
+  // Fastify, the routes and their schemas was most of its start-up.
+  const { buildServer } = await import('./server.js');
   const server = await buildServer(services, options.pressureSampleMs !== undefined ? { pressureSampleMs: options.pressureSampleMs } : {});
 
   let closing: Promise<void> | undefined;

@@ -22,7 +22,8 @@ export function outcomeOf(attempt: AttemptRecord): AttemptOutcome {
  * logged and dropped: the log is a record, and delivery never waits on it or fails because of it.
  * The attempt's record is written by the worker in the transaction of the attempt's outcome; the
  * audio's goes through the store's outcome batch, so on SQLite it shares a transaction and a disk
- * flush with the outcomes written at the same moment instead of paying its own.
+ * flush with the outcomes written at the same moment instead of paying its own, and the attempt does
+ * not wait for it.
  */
 export function createAttemptRecorder(store: Db, logger: Logger): AttemptRecorder {
   return {
@@ -61,7 +62,12 @@ export function createAttemptRecorder(store: Db, logger: Logger): AttemptRecorde
           waveform: JSON.stringify([...audio.waveform]),
           updated_at: Date.now(),
         };
-        await outcomeBatchOf(store).run((trx) => saveAudio(trx, row));
+        // Not waited for: the platform call does not wait for a record (this cost a whole commit and disk
+        // flush per message before the send). It goes into the outcome batch ahead of the message's
+        // outcome, so on SQLite (one connection, batches in order) it commits before or with it.
+        void outcomeBatchOf(store)
+          .run((trx) => saveAudio(trx, row))
+          .catch((err: unknown) => logger.warn({ err, message_id: message.id }, 'could not record the audio of a message'));
       } catch (err) {
         logger.warn({ err, message_id: message.id }, 'could not record the audio of a message');
       }

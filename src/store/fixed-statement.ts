@@ -1,4 +1,5 @@
 import { CompiledQuery, sql, type Kysely, type QueryResult } from 'kysely';
+import { statementBatchOf, type BatchedForm } from './statement-batch.js';
 
 /**
  * A statement written out once as SQL, for the few the worker runs for every message (settling it,
@@ -10,19 +11,28 @@ import { CompiledQuery, sql, type Kysely, type QueryResult } from 'kysely';
  *
  * The text uses `?` for its parameters (and no `?` anywhere else); PostgreSQL's `$1, $2, …` are made
  * from them once.
+ *
+ * `batched`: how the statement is written over arrays, for PostgreSQL transactions whose pieces run
+ * side by side (statement-batch.ts): their calls of it in one turn become one statement.
  */
 export class FixedStatement {
   readonly #questionMarks: string;
   readonly #numbered: string;
+  readonly #batched: BatchedForm | undefined;
 
-  constructor(text: string) {
+  constructor(text: string, batched?: BatchedForm) {
     this.#questionMarks = text;
     let n = 0;
     this.#numbered = text.replace(/\?/g, () => `$${++n}`);
+    this.#batched = batched;
   }
 
   /** Runs it with `parameters` (an array of the caller's own: Kysely freezes it). */
   execute<R = unknown, DB = unknown>(db: Kysely<DB>, parameters: unknown[] = []): Promise<QueryResult<R>> {
+    if (this.#batched) {
+      const batch = statementBatchOf(db);
+      if (batch) return batch.add(this.#numbered, this.#batched, parameters) as Promise<QueryResult<R>>;
+    }
     const text = numberedPlaceholders(db) ? this.#numbered : this.#questionMarks;
     return db.executeQuery<R>(CompiledQuery.raw(text, parameters));
   }

@@ -29,14 +29,58 @@ const AUDIO_COLUMNS = [
   'updated_at',
 ] as const satisfies ReadonlyArray<keyof MessageAudioRow>;
 
-// Every attempt writes these two: written out once (fixed-statement.ts).
-const INSERT_ATTEMPT = new FixedStatement(`insert into message_attempts (${ATTEMPT_COLUMNS.join(', ')}) values (${placeholders(ATTEMPT_COLUMNS.length)})`);
+/**
+ * PostgreSQL array types of the columns, for the batched forms of the inserts below (statement-batch.ts);
+ * by column, so that a column added to a list above cannot be left out here.
+ */
+const ATTEMPT_TYPE: Record<(typeof ATTEMPT_COLUMNS)[number], string> = {
+  id: 'text[]',
+  message_id: 'text[]',
+  attempt: 'integer[]',
+  started_at: 'bigint[]',
+  ended_at: 'bigint[]',
+  outcome: 'text[]',
+  error_code: 'text[]',
+  error_message: 'text[]',
+  next_attempt_at: 'bigint[]',
+};
+const AUDIO_TYPE: Record<(typeof AUDIO_COLUMNS)[number], string> = {
+  message_id: 'text[]',
+  source_format: 'text[]',
+  source_codec: 'text[]',
+  source_duration: 'double precision[]',
+  source_size: 'bigint[]',
+  source_sha256: 'text[]',
+  converted_format: 'text[]',
+  converted_mime: 'text[]',
+  converted_duration: 'double precision[]',
+  converted_size: 'bigint[]',
+  waveform: 'text[]',
+  updated_at: 'bigint[]',
+};
+const ATTEMPT_TYPES = ATTEMPT_COLUMNS.map((column) => ATTEMPT_TYPE[column]);
+const AUDIO_TYPES = AUDIO_COLUMNS.map((column) => AUDIO_TYPE[column]);
+const unnestOf = (types: readonly string[]): string => `unnest(${types.map((type, i) => `$${i + 1}::${type}`).join(', ')})`;
+const AUDIO_UPDATE = AUDIO_COLUMNS.filter((c) => c !== 'message_id')
+  .map((c) => `${c} = excluded.${c}`)
+  .join(', ');
+
+// Every attempt writes these two: written out once (fixed-statement.ts); on PostgreSQL, those of an outcome batch as one statement each.
+const INSERT_ATTEMPT = new FixedStatement(`insert into message_attempts (${ATTEMPT_COLUMNS.join(', ')}) values (${placeholders(ATTEMPT_COLUMNS.length)})`, {
+  text: `insert into message_attempts (${ATTEMPT_COLUMNS.join(', ')}) select * from ${unnestOf(ATTEMPT_TYPES)}`,
+  arrays: ATTEMPT_TYPES.map((type, i) => [i, type] as const),
+  perCall: 'none',
+});
 // The audio of the latest attempt replaces an earlier one's (a retry may have fetched a changed file).
+// (Two records of one message in one batch would make the batched form fail: the batch then runs one by one.)
 const SAVE_AUDIO = new FixedStatement(
   `insert into message_audio (${AUDIO_COLUMNS.join(', ')}) values (${placeholders(AUDIO_COLUMNS.length)})
-   on conflict (message_id) do update set ${AUDIO_COLUMNS.filter((c) => c !== 'message_id')
-     .map((c) => `${c} = excluded.${c}`)
-     .join(', ')}`,
+   on conflict (message_id) do update set ${AUDIO_UPDATE}`,
+  {
+    text: `insert into message_audio (${AUDIO_COLUMNS.join(', ')}) select * from ${unnestOf(AUDIO_TYPES)} on conflict (message_id) do update set ${AUDIO_UPDATE}`,
+    arrays: AUDIO_TYPES.map((type, i) => [i, type] as const),
+    perCall: 'none',
+  },
 );
 
 export async function insertAttempt(db: Kysely<Database>, row: MessageAttemptRow): Promise<void> {

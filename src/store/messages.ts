@@ -237,9 +237,18 @@ export async function scheduleRetry(
 }
 
 // Every settled message runs this: written out once (fixed-statement.ts). The credentials go with the lease.
+// On PostgreSQL, the settling updates of an outcome batch are one statement (statement-batch.ts).
 const SETTLE = new FixedStatement(
   `update messages set status = ?, delivered_at = ?, error_code = ?, error_message = ?, credentials = null, lease_owner = null, lease_expires_at = null, updated_at = ?
    where id = ? and lease_owner = ? and status in (${placeholders(UNSETTLED.length)})`,
+  {
+    text: `update messages as m set status = v.status, delivered_at = v.delivered_at, error_code = v.error_code, error_message = v.error_message, credentials = null, lease_owner = null, lease_expires_at = null, updated_at = v.updated_at
+      from unnest($1::text[], $2::bigint[], $3::text[], $4::text[], $5::bigint[], $6::text[], $7::text[]) with ordinality as v(status, delivered_at, error_code, error_message, updated_at, id, owner, i)
+      where m.id = v.id and m.lease_owner = v.owner and m.status in (${UNSETTLED.map((status) => `'${status}'`).join(', ')})
+      returning v.i`,
+    arrays: [[0, 'text[]'], [1, 'bigint[]'], [2, 'text[]'], [3, 'text[]'], [4, 'bigint[]'], [5, 'text[]'], [6, 'text[]']],
+    perCall: 'ordinal',
+  },
 );
 
 export type Settlement = { status: 'delivered'; at: number } | { status: 'failed'; at: number; errorCode: string; errorMessage: string };

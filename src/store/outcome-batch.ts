@@ -1,7 +1,8 @@
 import type { Kysely } from 'kysely';
 import type { Db } from './db.js';
 import type { Database } from './schema.js';
-import { inSavepoint } from './savepoint.js';
+import { inSavepoint, NeedsSavepoints, runWithoutSavepoints } from './savepoint.js';
+import { runSideBySide } from './statement-batch.js';
 import { TurnBatch, type ItemResult } from './turn-batch.js';
 
 /** Database work that must run in a transaction, through the `trx` it is given only. */
@@ -12,8 +13,8 @@ const MAX_BATCH = 128;
 
 /**
  * Group commit for the worker's writes (outcomes with their attempt records, audio records). On
- * SQLite, pieces asked for in the same turn of the event loop run in ONE transaction, each inside a
- * savepoint of its own, so one that fails is rolled back alone and gets its own error; every piece's
+ * SQLite, pieces asked for in the same turn of the event loop run in ONE transaction (should one fail,
+ * again with each inside a savepoint of its own, so it is rolled back alone and gets its own error); every piece's
  * promise settles only after the commit, and after that commit is on disk (the dialect flushes before
  * a write resolves: sqlite-durable.ts). A commit and its flush cost far more than the statements of one
  * outcome, so a worker delivering hundreds of messages a second shares them. The same on PostgreSQL,
@@ -35,7 +36,31 @@ export class OutcomeBatch {
     return this.#batch.add(work as Work<unknown>) as Promise<T>;
   }
 
+  /**
+   * First without savepoints: one statement per piece and nothing else (a savepoint and its release are
+   * two more statements per piece, two more round trips on PostgreSQL, and on SQLite a copy of every page
+   * the piece changes). Should anything fail, that transaction is rolled back and the batch runs again
+   * as before: each piece in a savepoint of its own, so a failing piece fails alone and the others are
+   * written. The pieces are database work only, so running one again does nothing twice.
+   */
   async #commit(works: Array<Work<unknown>>): Promise<Array<ItemResult<unknown>>> {
+    try {
+      return await this.#db.kysely.transaction().execute((trx) =>
+        runWithoutSavepoints(trx, async () => {
+          // PostgreSQL: side by side, each fixed statement once for all of them (statement-batch.ts); a
+          // round trip there costs far more than a statement. SQLite runs a statement in microseconds.
+          const values = this.#db.dialect === 'postgres' && works.length > 1 ? await runSideBySide(trx, works) : await inTurn(trx, works);
+          return values.map((value): ItemResult<unknown> => ({ ok: true, value }));
+        }),
+      );
+    } catch (error) {
+      // Alone, and failed by its own statements (not by a part it keeps in a savepoint): its error, as it would be with one.
+      if (works.length === 1 && !(error instanceof NeedsSavepoints)) throw error;
+      return this.#commitWithSavepoints(works);
+    }
+  }
+
+  async #commitWithSavepoints(works: Array<Work<unknown>>): Promise<Array<ItemResult<unknown>>> {
     // Alone: the transaction itself is the piece's boundary (its failure rejects it through the batch).
     if (works.length === 1) return [{ ok: true, value: await this.#db.kysely.transaction().execute(works[0]!) }];
     return this.#db.kysely.transaction().execute(async (trx) => {
@@ -44,6 +69,13 @@ export class OutcomeBatch {
       return results;
     });
   }
+}
+
+/** The pieces one after the other. */
+async function inTurn(trx: Kysely<Database>, works: Array<Work<unknown>>): Promise<unknown[]> {
+  const values: unknown[] = [];
+  for (const work of works) values.push(await work(trx));
+  return values;
 }
 
 const batches = new WeakMap<Db, OutcomeBatch>();

@@ -52,8 +52,15 @@ export async function readSent(db: Kysely<Database>, scope: UsageScope): Promise
 }
 
 // One of these runs for every settled message: written out once (fixed-statement.ts).
+// On PostgreSQL, the counts of an outcome batch are one statement (statement-batch.ts).
 const countOutcome = (column: 'delivered' | 'failed') =>
-  new FixedStatement(`update usage_periods set ${column} = ${column} + 1 where account_id = ? and env = ? and period_start = ?`);
+  new FixedStatement(`update usage_periods set ${column} = ${column} + 1 where account_id = ? and env = ? and period_start = ?`, {
+    text: `update usage_periods as u set ${column} = u.${column} + v.n
+      from (select a, e, p, count(*) as n from unnest($1::text[], $2::text[], $3::bigint[]) as x(a, e, p) group by a, e, p) as v
+      where u.account_id = v.a and u.env = v.e and u.period_start = v.p`,
+    arrays: [[0, 'text[]'], [1, 'text[]'], [2, 'bigint[]']],
+    perCall: 'none',
+  });
 const COUNT_OUTCOME = { delivered: countOutcome('delivered'), failed: countOutcome('failed') };
 
 export async function recordOutcome(db: Kysely<Database>, scope: UsageScope, outcome: 'delivered' | 'failed'): Promise<void> {

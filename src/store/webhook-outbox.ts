@@ -64,6 +64,17 @@ function enqueueStatement(type: WebhookEventType, toOneEndpoint: boolean): Fixed
        from webhook_endpoints
        where account_id = ? and env = ? and ${subscribesToSql(type)}${toOneEndpoint ? ' and id = ?' : ''}
        limit 1`,
+      // On PostgreSQL, the events of an outcome batch are one statement (statement-batch.ts).
+      toOneEndpoint
+        ? undefined
+        : {
+            text: `insert into webhook_events (id, account_id, env, type, payload, endpoint_id, available_at, created_at)
+              select v.id, v.account_id, v.env, v.type, v.payload, v.endpoint_id, v.available_at, v.created_at
+              from unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::bigint[], $8::bigint[]) as v(id, account_id, env, type, payload, endpoint_id, available_at, created_at)
+              where exists (select 1 from webhook_endpoints as w where w.account_id = v.account_id and w.env = v.env and w.${subscribesToSql(type)})`,
+            arrays: [[0, 'text[]'], [1, 'text[]'], [2, 'text[]'], [3, 'text[]'], [4, 'text[]'], [5, 'text[]'], [6, 'bigint[]'], [7, 'bigint[]']],
+            perCall: 'none',
+          },
     );
     enqueueStatements.set(key, statement);
   }
