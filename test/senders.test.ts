@@ -7,11 +7,12 @@ import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
 import { startTelegramApi, type TelegramCall } from './fakes/telegram-api.js';
 import { startWebhookReceiver } from './fakes/webhook-receiver.js';
-import { eventually } from './fakes/whatsapp-socket.js';
+import { eventually, FakeWhatsapp } from './fakes/whatsapp-socket.js';
 import {
   assertErrorEnvelope,
   closeSharedAudio,
   defaultSendBody,
+  FAST_WHATSAPP,
   startTestApp,
   STORAGE_LABEL,
   TELEGRAM_TOKEN,
@@ -35,6 +36,15 @@ async function senders(t: TestApp, key: string, query = ''): Promise<any> {
   const res = await t.request({ method: 'GET', url: `${API}/senders${query}`, key });
   assert.equal(res.statusCode, 200, res.body);
   return res.json();
+}
+
+async function linkedSession(t: TestApp, world: FakeWhatsapp, key: string): Promise<string> {
+  const res = await t.request({ method: 'POST', url: `${API}/whatsapp/sessions`, key });
+  assert.equal(res.statusCode, 201, res.body);
+  const id: string = res.json().session_id;
+  world.scan(id, '14155550123');
+  await eventually(async () => (await t.request({ method: 'GET', url: `${API}/whatsapp/sessions/${id}`, key })).json().status === 'connected', 'a connected session');
+  return id;
 }
 
 const telegramNote = (t: TestApp, recipient: string, token = TELEGRAM_TOKEN) => ({ ...defaultSendBody('telegram', t.voiceUrl), recipient, session: { bot_token: token } });
@@ -203,6 +213,85 @@ describe(`senders (${STORAGE_LABEL})`, () => {
       });
     } finally {
       await fake.close();
+    }
+  });
+
+  it('WhatsApp: the session id and phone number as label; logged out from the phone, the sender is expired (sender.updated)', async () => {
+    const world = new FakeWhatsapp();
+    const receiver = await startWebhookReceiver();
+    const t = await startTestApp({ whatsappSocketFactory: world.factory('a'), whatsappLive: FAST_WHATSAPP, webhooks: { pollMs: 100 } });
+    try {
+      const account = await t.createAccount();
+      await t.request({ method: 'POST', url: `${API}/webhook_endpoints`, key: account.liveKey, body: { url: receiver.url(), events: ['sender.updated'] } });
+      const sessionId = await linkedSession(t, world, account.liveKey);
+      const first = await accepted(t, account.liveKey, { ...defaultSendBody('whatsapp', t.voiceUrl, sessionId), recipient: '14155550100' });
+      assert.equal((await t.waitForStatus(account.liveKey, first, ['delivered', 'failed'])).status, 'delivered');
+      const [sender] = (await senders(t, account.liveKey)).data;
+      assert.deepEqual(
+        { kind: sender.kind, label: sender.label, status: sender.status, sent_today: sender.sent_today },
+        { kind: 'whatsapp_session', label: `${sessionId} +14155550123`, status: 'ok', sent_today: 1 },
+      );
+
+      world.current(sessionId)!.closeWith(401, 'Stream Errored (conflict)');
+      const [event] = await receiver.waitFor(1, 'sender.updated');
+      const data = JSON.parse(event!.body).data;
+      assert.deepEqual([data.id, data.status, data.reason], [sender.id, 'expired', 'the device was logged out from the phone']);
+      const [after] = (await senders(t, account.liveKey)).data;
+      assert.equal(after.status, 'expired');
+    } finally {
+      await t.close();
+      await receiver.close();
+    }
+  });
+
+  it("WhatsApp's reachout lock (463): restricted until it ends, notes to new numbers wait (sender_restricted) while existing chats go on; sender.updated at its start and end, also when Baileys announces it", async () => {
+    const world = new FakeWhatsapp();
+    const receiver = await startWebhookReceiver();
+    const t = await startTestApp({ whatsappSocketFactory: world.factory('a'), whatsappLive: FAST_WHATSAPP, webhooks: { pollMs: 100 } });
+    try {
+      const account = await t.createAccount();
+      const key = account.liveKey;
+      await t.request({ method: 'POST', url: `${API}/webhook_endpoints`, key, body: { url: receiver.url(), events: ['sender.updated'] } });
+      const sessionId = await linkedSession(t, world, key);
+      const note = (recipient: string) => accepted(t, key, { ...defaultSendBody('whatsapp', t.voiceUrl, sessionId), recipient });
+      const known = '14155550100';
+      assert.equal((await t.waitForStatus(key, await note(known), ['delivered', 'failed'])).status, 'delivered');
+
+      const until = new Date(Date.now() + 6_000);
+      world.reachoutLock = { until };
+      const refused = await note('14155550201');
+      const [started] = await receiver.waitFor(1, 'sender.updated');
+      const restricted = JSON.parse(started!.body).data;
+      assert.deepEqual([restricted.status, restricted.until], ['restricted', until.toISOString()]);
+      assert.match(restricted.reason, /new chats/);
+      const detail = async (id: string) => (await t.request({ method: 'GET', url: `${API}/messages/${id}`, key })).json();
+      await eventually(async () => (await detail(refused)).waiting_for === 'sender_restricted', 'the refused note to wait for the lock');
+      assert.equal((await detail(refused)).status, 'queued');
+
+      // Another new number waits without being tried; an existing chat goes on.
+      const other = await note('14155550202');
+      await eventually(async () => (await detail(other)).waiting_for === 'sender_restricted', 'the other new note to wait');
+      assert.equal((await t.waitForStatus(key, await note(known), ['delivered', 'failed'])).status, 'delivered');
+      assert.ok(Date.now() < until.getTime(), 'the existing chat was written to during the lock');
+      assert.deepEqual(world.refusedNewChats, ['14155550201@s.whatsapp.net'], 'WhatsApp refused one note; the other never went');
+
+      for (const id of [refused, other]) assert.equal((await t.waitForStatus(key, id, ['delivered', 'failed'], 20_000)).status, 'delivered');
+      const firstNew = world.sent.find((s) => s.jid === '14155550201@s.whatsapp.net')!;
+      assert.ok(firstNew, 'sent once the lock ended');
+      const events = (await receiver.waitFor(2, 'sender.updated')).map((e) => JSON.parse(e.body).data.status);
+      assert.deepEqual(events, ['restricted', 'ok']);
+
+      // Baileys announces a lock (and its end) in connection.update: the sender follows without a send.
+      world.reachoutLock = { until: new Date(Date.now() + 60_000) };
+      world.announceReachoutLock(sessionId);
+      await eventually(async () => (await senders(t, key)).data[0].status === 'restricted', 'restricted by the announcement');
+      world.reachoutLock = undefined;
+      world.announceReachoutLock(sessionId);
+      await eventually(async () => (await senders(t, key)).data[0].status === 'ok', 'lifted by the announcement');
+      assert.deepEqual((await receiver.waitFor(4, 'sender.updated')).map((e) => JSON.parse(e.body).data.status), ['restricted', 'ok', 'restricted', 'ok']);
+    } finally {
+      await t.close();
+      await receiver.close();
     }
   });
 });

@@ -3,7 +3,7 @@ import { localSampleFor } from '../audio/samples.js';
 import type { SecretBox } from '../core/secret-box.js';
 import { extendLease } from '../store/messages.js';
 import type { MessageRow } from '../store/messages.js';
-import { DeliveryError, type FailureCode, type PlatformSession } from '../platforms/platform.js';
+import { DeliveryError, SenderRestricted, type FailureCode, type PlatformSession } from '../platforms/platform.js';
 import { AUDIO_CODES, outcomeOf, type Outcome } from './outcome.js';
 import { Deferral, type ClaimedRhythms } from './rhythm-gate.js';
 import { checkSender, senderChangeOf, senderOf, type ClaimedSenders } from './sender-gate.js';
@@ -122,9 +122,11 @@ export async function attemptWithLease(deps: AttemptDeps, job: Job, log: Logger)
         notAttempted: !job.reachedPlatform,
       };
     }
-    const error = asDeliveryError(thrown);
+    const refused = asDeliveryError(thrown);
     const now = dbNow(job, deps.options.clock);
-    const outcome: Outcome = { ...outcomeOf(message, error, now, log), sender: senderChangeOf(message, error, job.reachedPlatform, now) };
+    // A sender restricted by the platform (WhatsApp's reachout lock): the note waits for it, never failing for it.
+    const error = refused instanceof SenderRestricted ? new Deferral('sender_restricted', refused.message, refused.retryAfterMs ?? 0) : refused;
+    const outcome: Outcome = { ...outcomeOf(message, error, now, log), sender: senderChangeOf(message, refused, job.reachedPlatform, now) };
     const endedAt = Date.now();
     // A wait (a sender's cap, the indicator) is not an attempt: the message shows what it waits for instead.
     if (error instanceof Deferral) return outcome;

@@ -72,7 +72,8 @@ export function senderChangeOf(message: MessageRow, error: DeliveryError, reache
     case 'invalid_session':
       return { status: 'expired', reason: error.message, until: null, failureCode: error.code };
     case 'session_not_connected':
-      return { status: 'disconnected', reason: error.message, until: null };
+      // Not a handover to the process that holds the session (not attempted): not connected at all.
+      return error.notAttempted ? undefined : { status: 'disconnected', reason: error.message, until: null };
     case 'platform_rate_limited':
       if (error.notAttempted || !error.retryAfterMs) return undefined;
       return { status: 'resting', reason: error.message, until: now + error.retryAfterMs };

@@ -114,6 +114,12 @@ export interface PlatformAdapter {
   showRecording?(job: DeliveryJob, ms: number): Promise<void>;
 }
 
+/** What a platform said of a recipient (POST /recipients/check): `exists` null when it did not say. */
+export interface RecipientCheck {
+  exists: boolean | null;
+  reason: string | null;
+}
+
 /** Who a send belongs to. */
 export interface Owner {
   accountId: string;
@@ -182,6 +188,11 @@ export interface PlatformDefinition {
    * `linkedin_cookie`, …). Absent: the platform's name.
    */
   senderKind?(senderKey: string): string;
+  /**
+   * Live keys: asks the platform whether `recipient` exists for this sender (POST /recipients/check).
+   * Absent: the platform is not asked (`exists` null).
+   */
+  recipientExists?(input: { session: PlatformSession; recipient: string; owner: Owner }, services: PlatformServices): Promise<RecipientCheck>;
   /** Checks at accept time that need storage (a linked session that must be connected, say). */
   checkAtAccept?(session: PlatformSession, owner: Owner, services: PlatformServices): Promise<AcceptProblem | null>;
   /**

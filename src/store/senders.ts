@@ -247,3 +247,16 @@ export async function findSender(db: Kysely<Database>, owner: Owner, id: string,
 export async function findEndedHolds(db: Kysely<Database>, now: number, limit = 100): Promise<SenderRow[]> {
   return db.selectFrom('sender_records').selectAll().where('status', 'in', ['resting', 'restricted']).where('until', '<=', now).limit(limit).execute();
 }
+
+/**
+ * A WhatsApp session's connection changed (README, "Senders"): its sender follows, if a note used it —
+ * `expired` when the phone logged the device out, `disconnected` when it is not connected, `ok` when it is
+ * connected (again).
+ */
+export async function followWhatsappSession(db: Kysely<Database>, sessionId: string, change: { status: SenderStatus; reason: string | null }): Promise<void> {
+  const session = await db.selectFrom('whatsapp_sessions').select(['account_id', 'env']).where('id', '=', sessionId).executeTakeFirst();
+  if (!session) return;
+  const ref = { accountId: session.account_id, env: session.env, platform: 'whatsapp', senderKey: sessionId };
+  const failureCode = change.status === 'expired' ? 'session_expired' : null;
+  await setSenderStatus(db, ref, { status: change.status, reason: change.reason, until: null, failureCode }, { onlyIfKnown: true });
+}
