@@ -8,9 +8,13 @@ import { after, describe, it } from 'node:test';
 import { startTelegramApi, type TelegramCall } from './fakes/telegram-api.js';
 import { startWebhookReceiver } from './fakes/webhook-receiver.js';
 import { eventually, FakeWhatsapp } from './fakes/whatsapp-socket.js';
+import { createVoicenoteClient, type RecipientCheck, type Sender, type SenderList } from '../clients/typescript/src/index.js';
+import { runCli } from './fixtures/cli-process.js';
+import { createDashboardAccount, FormClient } from './fixtures/dashboard-harness.js';
 import {
   assertErrorEnvelope,
   closeSharedAudio,
+  connectedSandboxSession,
   defaultSendBody,
   FAST_WHATSAPP,
   startTestApp,
@@ -292,6 +296,83 @@ describe(`senders (${STORAGE_LABEL})`, () => {
     } finally {
       await t.close();
       await receiver.close();
+    }
+  });
+
+  it('the dashboard Senders page lists them with status, why, until and today against the cap; each row follows its sender (a sandbox session disconnected shows at once)', async () => {
+    const t = await startTestApp();
+    try {
+      const account = await createDashboardAccount(t);
+      const sessionId = await connectedSandboxSession(t, account.testKey);
+      const id = await accepted(t, account.testKey, { ...defaultSendBody('whatsapp', t.voiceUrl, sessionId), recipient: '14155550100' });
+      assert.equal((await t.waitForStatus(account.testKey, id, ['delivered', 'failed'])).status, 'delivered');
+      const [sender] = (await senders(t, account.testKey)).data;
+      assert.equal(sender.label, `${sessionId} +15550000000`);
+
+      const client = new FormClient(t, '10.28.0.1');
+      assert.equal((await client.signIn(account.email, account.password)).statusCode, 303);
+      const pageRes = await client.get('/dashboard/senders');
+      assert.equal(pageRes.statusCode, 200);
+      assert.match(pageRes.body, /<a href="\/dashboard\/senders" aria-current="page">Senders<\/a>/);
+      const row = pageRes.body.slice(pageRes.body.indexOf(`data-sender-id="${sender.id}"`), pageRes.body.indexOf('</tr>', pageRes.body.indexOf(`data-sender-id="${sender.id}"`)));
+      assert.match(row, /data-status="ok"/);
+      assert.match(row, new RegExp(`${sessionId} \\+15550000000`));
+      assert.match(row, /<td data-field="today">1<\/td>/, 'sandbox senders count against no cap');
+
+      const simulate = await t.request({ method: 'POST', url: `${API}/whatsapp/sessions/${sessionId}/simulate`, key: account.testKey, body: { event: 'disconnect' } });
+      assert.equal(simulate.statusCode, 200, simulate.body);
+      const polled = await client.get(`/dashboard/senders/${sender.id}/status`);
+      assert.equal(polled.statusCode, 200, polled.body);
+      const live = JSON.parse(polled.body);
+      assert.deepEqual([live.status, live.status_text, live.reason, live.today_text], ['disconnected', 'disconnected', 'the WhatsApp session is disconnected', '1']);
+      assert.equal((await client.get('/dashboard/senders/snd_nope/status')).statusCode, 404);
+    } finally {
+      await t.close();
+    }
+  });
+
+  it('voicenote senders list [--json]: the same senders through the HTTP API', async () => {
+    const t = await startTestApp();
+    try {
+      const url = `${await t.listen()}/api/v1`;
+      const account = await t.createAccount();
+      const id = await accepted(t, account.testKey, telegramNote(t, '123450001'));
+      assert.equal((await t.waitForStatus(account.testKey, id, ['delivered', 'failed'])).status, 'delivered');
+      const expected = (await senders(t, account.testKey)).data;
+      assert.equal(expected.length, 1);
+
+      const asJson = await runCli(['senders', 'list', '--key', account.testKey, '--url', url, '--json'], {});
+      assert.equal(asJson.code, 0, asJson.stderr);
+      assert.deepEqual(JSON.parse(asJson.stdout), { data: expected });
+      const plain = await runCli(['senders', 'list', '--url', url], { VOICENOTE_KEY: account.testKey });
+      assert.equal(plain.code, 0, plain.stderr);
+      assert.match(plain.stdout, new RegExp(`^${expected[0].id}\\s+telegram\\s+telegram_bot\\s+1 today\\s+ok$`, 'm'));
+      const noKey = await runCli(['senders', 'list', '--url', url], {});
+      assert.notEqual(noKey.code, 0);
+      assert.match(noKey.stderr, /--key/);
+    } finally {
+      await t.close();
+    }
+  });
+
+  it('the typed client: GET /senders, GET /senders/{id} and POST /recipients/check, typed from the OpenAPI document', async () => {
+    const t = await startTestApp();
+    try {
+      const base = await t.listen();
+      const account = await t.createAccount();
+      const id = await accepted(t, account.testKey, telegramNote(t, '123450002'));
+      assert.equal((await t.waitForStatus(account.testKey, id, ['delivered', 'failed'])).status, 'delivered');
+      const client = createVoicenoteClient({ baseUrl: base, apiKey: account.testKey });
+      const list: SenderList | undefined = (await client.GET('/api/v1/senders', { params: { query: { limit: '10' } } })).data;
+      assert.equal(list?.data.length, 1);
+      const one: Sender | undefined = (await client.GET('/api/v1/senders/{sender_id}', { params: { path: { sender_id: list!.data[0]!.id } } })).data;
+      assert.deepEqual(one, list!.data[0]);
+      const checked: RecipientCheck | undefined = (
+        await client.POST('/api/v1/recipients/check', { body: { platform: 'telegram', recipient: '123450007', session: { bot_token: TELEGRAM_TOKEN } } })
+      ).data;
+      assert.deepEqual([checked?.exists, checked?.platform], [false, 'telegram']);
+    } finally {
+      await t.close();
     }
   });
 });
