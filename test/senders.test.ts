@@ -80,6 +80,8 @@ describe(`senders (${STORAGE_LABEL})`, () => {
       );
       assert.ok(Date.parse(older.last_sent_at) > Date.now() - 60_000, older.last_sent_at);
       assert.equal(newer.sent_today, 1);
+      // The bot's @username, as Telegram named the sender of the note it took; never the token.
+      assert.equal(older.label, '@voicenote_test_bot');
       assert.ok(!JSON.stringify(list).includes(TELEGRAM_TOKEN.split(':')[1]!), 'no credential in the answer');
 
       const one = await t.request({ method: 'GET', url: `${API}/senders/${older.id}`, key: account.liveKey });

@@ -51,6 +51,8 @@ export interface Job {
   rhythms?: ClaimedRhythms | undefined;
   /** The senders not `ok` among the claim's messages, read ahead (sender-gate.ts). */
   senders?: ClaimedSenders | undefined;
+  /** What the platform named the sender by in this attempt's answer (a bot's @username), kept on its record. */
+  senderLabel?: string;
 }
 
 /** The database's time now, from the claim's and this process's elapsed time. */
@@ -105,7 +107,13 @@ export async function attemptWithLease(deps: AttemptDeps, job: Job, log: Logger)
   try {
     await attempt(deps, job);
     const record = recordOf(deps, job, { startedAt, endedAt: Date.now(), error: null, retryAt: null });
-    return { kind: 'settle', settlement: { status: 'delivered', at: dbNow(job, deps.options.clock) }, record, sender: reconnected(job) };
+    return {
+      kind: 'settle',
+      settlement: { status: 'delivered', at: dbNow(job, deps.options.clock) },
+      record,
+      sender: reconnected(job),
+      ...(job.senderLabel !== undefined ? { senderLabel: job.senderLabel } : {}),
+    };
   } catch (thrown) {
     const reason: unknown = controller.signal.aborted ? controller.signal.reason : undefined;
     if (reason instanceof LeaseLost || thrown instanceof LeaseLost) {
@@ -211,6 +219,9 @@ async function attempt(deps: AttemptDeps, job: Job): Promise<void> {
       audio: voice,
       attempt: message.attempts,
       signal,
+      onSenderLabel: (label: string) => {
+        job.senderLabel = label;
+      },
     };
     if (deps.options.gate) await deps.options.gate.deliver({ message, workerId: deps.workerId, job: deliveryJob, adapter, ...(job.rhythms ? { rhythms: job.rhythms } : {}) });
     else await adapter.deliver(deliveryJob);

@@ -101,6 +101,8 @@ export interface DeliveryJob {
   signal: AbortSignal;
   /** The "recording…" indicator was shown before this delivery: end it once the note is sent, where the platform needs that. */
   recordingIndicator?: boolean;
+  /** Tells what a person recognises the sender by, when the platform's answer names it (a bot's @username); never a credential. */
+  onSenderLabel?(label: string): void;
 }
 
 /** One platform's way of handing over a voice note. Resolves when the platform accepted it. */

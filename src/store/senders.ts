@@ -38,9 +38,10 @@ export interface SenderChange {
 // creates the record on first use and counts the note when it was delivered. Written out once
 // (fixed-statement.ts).
 const TOUCH = new FixedStatement(
-  `insert into sender_records (id, account_id, env, platform, sender_key, kind, status, last_sent_at, sent_day, sent_today, created_at, updated_at)
-   values (?, ?, ?, ?, ?, ?, 'ok', cast(? as bigint), cast(? as bigint), ?, cast(? as bigint), cast(? as bigint))
+  `insert into sender_records (id, account_id, env, platform, sender_key, kind, label, status, last_sent_at, sent_day, sent_today, created_at, updated_at)
+   values (?, ?, ?, ?, ?, ?, ?, 'ok', cast(? as bigint), cast(? as bigint), ?, cast(? as bigint), cast(? as bigint))
    on conflict (sender_key, platform, account_id, env) do update set
+     label = coalesce(excluded.label, sender_records.label),
      sent_today = case when excluded.sent_day is null then sender_records.sent_today
                        when sender_records.sent_day = excluded.sent_day then sender_records.sent_today + 1
                        else 1 end,
@@ -50,7 +51,7 @@ const TOUCH = new FixedStatement(
 );
 
 /** A note of this sender was settled at `at` (delivered or failed): the record made or brought up to date. */
-export async function touchSender(db: Kysely<Database>, ref: SenderRef, kind: string, outcome: { delivered: boolean; at: number }): Promise<void> {
+export async function touchSender(db: Kysely<Database>, ref: SenderRef, kind: string, outcome: { delivered: boolean; at: number; label?: string | null }): Promise<void> {
   const sentAt = outcome.delivered ? outcome.at : null;
   await TOUCH.execute(db, [
     newSenderId(outcome.at),
@@ -59,6 +60,7 @@ export async function touchSender(db: Kysely<Database>, ref: SenderRef, kind: st
     ref.platform,
     ref.senderKey,
     kind,
+    outcome.label ?? null,
     sentAt,
     sentAt === null ? null : utcDay(sentAt),
     sentAt === null ? 0 : 1,
@@ -191,18 +193,6 @@ export async function senderWroteTo(db: Kysely<Database>, ref: SenderRef, recipi
   return row !== undefined;
 }
 
-/** Keeps a label once a platform told it (a bot's @username); never a credential. */
-export async function setSenderLabel(db: Kysely<Database>, ref: SenderRef, label: string): Promise<void> {
-  await db
-    .updateTable('sender_records')
-    .set({ label })
-    .where('sender_key', '=', ref.senderKey)
-    .where('platform', '=', ref.platform)
-    .where('account_id', '=', ref.accountId)
-    .where('env', '=', ref.env)
-    .execute();
-}
-
 export interface Owner {
   accountId: string;
   env: string;
@@ -241,11 +231,6 @@ export async function findSender(db: Kysely<Database>, owner: Owner, id: string,
   const row = await db.selectFrom('sender_records').selectAll().where('id', '=', id).where('account_id', '=', owner.accountId).where('env', '=', owner.env).executeTakeFirst();
   if (!row) return undefined;
   return (await senderViews(db, [row], Date.now(), defaults))[0];
-}
-
-/** Senders whose rest or lock has ended by `now` but whose record still says so (to write the end, with its event). */
-export async function findEndedHolds(db: Kysely<Database>, now: number, limit = 100): Promise<SenderRow[]> {
-  return db.selectFrom('sender_records').selectAll().where('status', 'in', ['resting', 'restricted']).where('until', '<=', now).limit(limit).execute();
 }
 
 /**
