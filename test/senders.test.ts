@@ -377,4 +377,30 @@ describe(`senders (${STORAGE_LABEL})`, () => {
       await t.close();
     }
   });
+
+  it('a sender that expires fails its notes waiting in the queue at once, with the error that killed it, without trying the platform', async () => {
+    const world = new FakeWhatsapp();
+    const t = await startTestApp({ whatsappSocketFactory: world.factory('a'), whatsappLive: FAST_WHATSAPP });
+    try {
+      const account = await t.createAccount();
+      const key = account.liveKey;
+      const sessionId = await linkedSession(t, world, key);
+      // Locked out of new chats for a minute: a note to someone new waits for that minute.
+      world.reachoutLock = { until: new Date(Date.now() + 60_000) };
+      world.announceReachoutLock(sessionId);
+      await eventually(async () => (await senders(t, key)).data[0]?.status === 'restricted', 'the lock on the sender');
+      const waiting = await accepted(t, key, { ...defaultSendBody('whatsapp', t.voiceUrl, sessionId), recipient: '14155550301' });
+      await eventually(async () => (await t.request({ method: 'GET', url: `${API}/messages/${waiting}`, key })).json().waiting_for === 'sender_restricted', 'the note to wait');
+
+      const started = Date.now();
+      world.current(sessionId)!.closeWith(401, 'Stream Errored (conflict)');
+      const failed = await t.waitForStatus(key, waiting, ['delivered', 'failed'], 15_000);
+      assert.deepEqual([failed.status, failed.error.code, failed.error.message], ['failed', 'session_expired', 'the device was logged out from the phone']);
+      assert.ok(Date.now() - started < 15_000, 'not at the end of the lock');
+      assert.equal(world.sent.length, 0, 'nothing was sent');
+      assert.deepEqual(world.refusedNewChats, [], 'WhatsApp was not asked');
+    } finally {
+      await t.close();
+    }
+  });
 });
