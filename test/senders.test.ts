@@ -295,6 +295,12 @@ describe(`senders (${STORAGE_LABEL})`, () => {
       world.announceReachoutLock(sessionId);
       await eventually(async () => (await senders(t, key)).data[0].status === 'ok', 'lifted by the announcement');
       assert.deepEqual((await receiver.waitFor(4, 'sender.updated')).map((e) => JSON.parse(e.body).data.status), ['restricted', 'ok', 'restricted', 'ok']);
+
+      // A lock that simply runs out, with no note waiting and no announcement: its end is written all the same.
+      world.reachoutLock = { until: new Date(Date.now() + 1_500) };
+      world.announceReachoutLock(sessionId);
+      const all = (await receiver.waitFor(6, 'sender.updated', 20_000)).map((e) => JSON.parse(e.body).data);
+      assert.deepEqual(all.slice(4).map((d) => [d.status, d.until === null]), [['restricted', false], ['ok', true]]);
     } finally {
       await t.close();
       await receiver.close();

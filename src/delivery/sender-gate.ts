@@ -41,7 +41,7 @@ export async function checkSender(deps: { db: Kysely<Database>; logger: Logger }
   const until = hold.until === null ? null : Number(hold.until);
   if (until !== null && until <= now) {
     // The rest or the lock is over: written once (compare-and-set), with its sender.updated event.
-    await setSenderStatus(deps.db, ref, { status: 'ok', reason: null, until: null }).catch((err: unknown) =>
+    await setSenderStatus(deps.db, ref, { status: 'ok', reason: null, until: null }, { endedBy: now }).catch((err: unknown) =>
       deps.logger.warn({ err, message_id: message.id }, "could not record the end of a sender's rest"),
     );
     return;

@@ -93,7 +93,8 @@ export async function setSenderStatus(
   db: Kysely<Database>,
   ref: SenderRef,
   change: SenderChange,
-  options: { kind?: string; onlyIfKnown?: boolean; now?: number } = {},
+  /** `endedBy`: only if the record's rest or lock ends by then (writing its end never undoes a newer one). */
+  options: { kind?: string; onlyIfKnown?: boolean; now?: number; endedBy?: number } = {},
 ): Promise<boolean> {
   const work = async (trx: Kysely<Database>): Promise<boolean> => {
     const now = options.now ?? Date.now();
@@ -134,6 +135,7 @@ export async function setSenderStatus(
       .set({ status: change.status, reason: change.reason, until: change.until, failure_code: failureCode, updated_at: now })
       .where('id', '=', row.id)
       .where('status', '=', row.status)
+      .$if(options.endedBy !== undefined, (qb) => qb.where('until', '<=', options.endedBy!))
       .executeTakeFirst();
     if (Number(result.numUpdatedRows) === 0 || row.status === change.status) return false;
     const [view] = await senderViews(trx, [{ ...row, status: change.status, reason: change.reason, until: change.until, updated_at: now }], now);
@@ -177,6 +179,11 @@ export async function findSenderHolds(db: Kysely<Database>, refs: readonly Sende
 }
 
 export const senderHoldKey = (ref: SenderRef): string => `${ref.accountId}\n${ref.env}\n${ref.platform}\n${ref.senderKey}`;
+
+/** Senders whose rest or lock has ended by `now` while their record still says so (to write the end, with its event). */
+export async function findEndedHolds(db: Kysely<Database>, now: number, limit = 100): Promise<SenderRow[]> {
+  return db.selectFrom('sender_records').selectAll().where('status', 'in', ['resting', 'restricted']).where('until', '<=', now).limit(limit).execute();
+}
 
 /** The sender delivered a note to this recipient before (its chat exists). */
 export async function senderWroteTo(db: Kysely<Database>, ref: SenderRef, recipient: string): Promise<boolean> {
