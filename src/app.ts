@@ -19,6 +19,7 @@ import { createWhatsappSessions } from './platforms/whatsapp/sessions.js';
 import { createLiveWhatsapp, type LiveTuning } from './platforms/whatsapp/live.js';
 import { createBaileysSocketFactory, type WhatsappSocketFactory } from './platforms/whatsapp/socket.js';
 import { startRetention } from './housekeeping/retention.js';
+import { startSenderEndWatch } from './delivery/sender-ends.js';
 import { loadOrCreateSecretKey } from './secret-key.js';
 import type { Server } from './server.js';
 import type { Services } from './services.js';
@@ -242,10 +243,12 @@ export function startWorker(services: Services, tuning: WorkerTuning = {}): Runn
   worker.start();
   // Housekeeping of the worker's process, beside the delivery loop rather than in it.
   const retention = startRetention(services.db.kysely, config.messageRetentionDays, logger);
+  const senderEnds = startSenderEndWatch(services.db.kysely, logger);
   return {
     worker,
     async stop() {
       await retention.stop();
+      await senderEnds.stop();
       await worker.stop(config.shutdownGraceMs);
       replier.stop();
       await audio.close();

@@ -23,6 +23,7 @@ import { registerWhatsappSessionRoutes } from './api/whatsapp-sessions.js';
 import { registerDashboard } from './dashboard/index.js';
 import { registerMessageLogRoutes } from './api/messages.js';
 import { registerSenderRoutes } from './api/senders.js';
+import { registerRecipientCheckRoute } from './api/recipients.js';
 import { registerCancelRoute } from './api/cancel.js';
 import { registerWebhookEndpointRoutes } from './api/webhook-endpoints.js';
 import type { Services } from './services.js';
@@ -170,6 +171,7 @@ export async function buildServer(services: Services, options: ServerOptions = {
       registerWhatsappSessionRoutes(api, services);
       registerMessageLogRoutes(api, services);
       registerSenderRoutes(api, services);
+      registerRecipientCheckRoute(api, services);
       registerCancelRoute(api, services);
       registerWebhookEndpointRoutes(api, services);
       api.setNotFoundHandler((request, reply) => sendError(reply, new ApiError('not_found', `no route ${request.method} ${request.url.split('?')[0]}`)));

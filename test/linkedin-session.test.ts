@@ -278,9 +278,13 @@ describe(`LinkedIn sessions as the browser holds them (${STORAGE_LABEL})`, () =>
     const detail = await waitForRetry(t, waiting);
     assert.equal(detail.status, 'queued');
     assert.equal(detail.attempt_count, 0, 'a wait for the rest is not an attempt');
-    const held = detail.attempts.at(-1);
-    assert.equal(held.error.code, 'platform_rate_limited');
-    assert.match(held.error.message, /automated/);
+    // The li_at's sender rests (README, "Senders"): its note waits for the rest, shown as such.
+    assert.equal(detail.waiting_for, 'sender_rest');
+    const senders = (await t.request({ method: 'GET', url: '/api/v1/senders', key: account.liveKey })).json().data;
+    const resting = senders.find((x: any) => x.status === 'resting');
+    assert.ok(resting, JSON.stringify(senders));
+    assert.match(resting.reason, /automated/);
+    assert.ok(Math.abs(Date.parse(resting.until) - (before + 15 * 60_000)) < 10_000, resting.until);
     const nextAt = Date.parse(detail.next_attempt_at);
     assert.ok(nextAt >= before + 14 * 60_000 && nextAt <= Date.now() + 15 * 60_000 + 5_000, `next attempt at ${detail.next_attempt_at}`);
     assert.deepEqual(callsOf(s).map((c) => c.status), [999], 'LinkedIn is not called while the account rests');
@@ -310,7 +314,7 @@ describe(`LinkedIn sessions as the browser holds them (${STORAGE_LABEL})`, () =>
     while (Date.now() < deadline) {
       const res = await app.request({ method: 'GET', url: `/api/v1/messages/${id}`, key });
       last = res.json();
-      if (res.statusCode === 200 && last.status === 'queued' && last.attempts.length > 0) return last;
+      if (res.statusCode === 200 && last.status === 'queued' && (last.attempts.length > 0 || last.waiting_for !== null)) return last;
       await new Promise((r) => setTimeout(r, 50));
     }
     throw new Error(`message ${id} was not put back in the queue; last: ${JSON.stringify(last)}`);

@@ -8,11 +8,16 @@ import { after, describe } from 'node:test';
 import { it } from './fixtures/timed.js';
 import { startTelegramApi, type TelegramCall } from './fakes/telegram-api.js';
 import { startWebhookReceiver } from './fakes/webhook-receiver.js';
-import { eventually } from './fakes/whatsapp-socket.js';
+import { eventually, FakeWhatsapp } from './fakes/whatsapp-socket.js';
+import { createVoicenoteClient, type RecipientCheck, type Sender, type SenderList } from '../clients/typescript/src/index.js';
+import { runCli } from './fixtures/cli-process.js';
+import { createDashboardAccount, FormClient } from './fixtures/dashboard-harness.js';
 import {
   assertErrorEnvelope,
   closeSharedAudio,
+  connectedSandboxSession,
   defaultSendBody,
+  FAST_WHATSAPP,
   startTestApp,
   STORAGE_LABEL,
   TELEGRAM_TOKEN,
@@ -36,6 +41,15 @@ async function senders(t: TestApp, key: string, query = ''): Promise<any> {
   const res = await t.request({ method: 'GET', url: `${API}/senders${query}`, key });
   assert.equal(res.statusCode, 200, res.body);
   return res.json();
+}
+
+async function linkedSession(t: TestApp, world: FakeWhatsapp, key: string): Promise<string> {
+  const res = await t.request({ method: 'POST', url: `${API}/whatsapp/sessions`, key });
+  assert.equal(res.statusCode, 201, res.body);
+  const id: string = res.json().session_id;
+  world.scan(id, '14155550123');
+  await eventually(async () => (await t.request({ method: 'GET', url: `${API}/whatsapp/sessions/${id}`, key })).json().status === 'connected', 'a connected session');
+  return id;
 }
 
 const telegramNote = (t: TestApp, recipient: string, token = TELEGRAM_TOKEN) => ({ ...defaultSendBody('telegram', t.voiceUrl), recipient, session: { bot_token: token } });
@@ -67,6 +81,8 @@ describe(`senders (${STORAGE_LABEL})`, () => {
       );
       assert.ok(Date.parse(older.last_sent_at) > Date.now() - 60_000, older.last_sent_at);
       assert.equal(newer.sent_today, 1);
+      // The bot's @username, as Telegram named the sender of the note it took; never the token.
+      assert.equal(older.label, '@voicenote_test_bot');
       assert.ok(!JSON.stringify(list).includes(TELEGRAM_TOKEN.split(':')[1]!), 'no credential in the answer');
 
       const one = await t.request({ method: 'GET', url: `${API}/senders/${older.id}`, key: account.liveKey });
@@ -204,6 +220,194 @@ describe(`senders (${STORAGE_LABEL})`, () => {
       });
     } finally {
       await fake.close();
+    }
+  });
+
+  it('WhatsApp: the session id and phone number as label; logged out from the phone, the sender is expired (sender.updated)', async () => {
+    const world = new FakeWhatsapp();
+    const receiver = await startWebhookReceiver();
+    const t = await startTestApp({ whatsappSocketFactory: world.factory('a'), whatsappLive: FAST_WHATSAPP, webhooks: { pollMs: 100 } });
+    try {
+      const account = await t.createAccount();
+      await t.request({ method: 'POST', url: `${API}/webhook_endpoints`, key: account.liveKey, body: { url: receiver.url(), events: ['sender.updated'] } });
+      const sessionId = await linkedSession(t, world, account.liveKey);
+      const first = await accepted(t, account.liveKey, { ...defaultSendBody('whatsapp', t.voiceUrl, sessionId), recipient: '14155550100' });
+      assert.equal((await t.waitForStatus(account.liveKey, first, ['delivered', 'failed'])).status, 'delivered');
+      const [sender] = (await senders(t, account.liveKey)).data;
+      assert.deepEqual(
+        { kind: sender.kind, label: sender.label, status: sender.status, sent_today: sender.sent_today },
+        { kind: 'whatsapp_session', label: `${sessionId} +14155550123`, status: 'ok', sent_today: 1 },
+      );
+
+      world.current(sessionId)!.closeWith(401, 'Stream Errored (conflict)');
+      const [event] = await receiver.waitFor(1, 'sender.updated');
+      const data = JSON.parse(event!.body).data;
+      assert.deepEqual([data.id, data.status, data.reason], [sender.id, 'expired', 'the device was logged out from the phone']);
+      const [after] = (await senders(t, account.liveKey)).data;
+      assert.equal(after.status, 'expired');
+    } finally {
+      await t.close();
+      await receiver.close();
+    }
+  });
+
+  it("WhatsApp's reachout lock (463): restricted until it ends, notes to new numbers wait (sender_restricted) while existing chats go on; sender.updated at its start and end, also when Baileys announces it", async () => {
+    const world = new FakeWhatsapp();
+    const receiver = await startWebhookReceiver();
+    const t = await startTestApp({ whatsappSocketFactory: world.factory('a'), whatsappLive: FAST_WHATSAPP, webhooks: { pollMs: 100 } });
+    try {
+      const account = await t.createAccount();
+      const key = account.liveKey;
+      await t.request({ method: 'POST', url: `${API}/webhook_endpoints`, key, body: { url: receiver.url(), events: ['sender.updated'] } });
+      const sessionId = await linkedSession(t, world, key);
+      const note = (recipient: string) => accepted(t, key, { ...defaultSendBody('whatsapp', t.voiceUrl, sessionId), recipient });
+      const known = '14155550100';
+      assert.equal((await t.waitForStatus(key, await note(known), ['delivered', 'failed'])).status, 'delivered');
+
+      const until = new Date(Date.now() + 6_000);
+      world.reachoutLock = { until };
+      const refused = await note('14155550201');
+      const [started] = await receiver.waitFor(1, 'sender.updated');
+      const restricted = JSON.parse(started!.body).data;
+      assert.deepEqual([restricted.status, restricted.until], ['restricted', until.toISOString()]);
+      assert.match(restricted.reason, /new chats/);
+      const detail = async (id: string) => (await t.request({ method: 'GET', url: `${API}/messages/${id}`, key })).json();
+      await eventually(async () => (await detail(refused)).waiting_for === 'sender_restricted', 'the refused note to wait for the lock');
+      assert.equal((await detail(refused)).status, 'queued');
+
+      // Another new number waits without being tried; an existing chat goes on.
+      const other = await note('14155550202');
+      await eventually(async () => (await detail(other)).waiting_for === 'sender_restricted', 'the other new note to wait');
+      assert.equal((await t.waitForStatus(key, await note(known), ['delivered', 'failed'])).status, 'delivered');
+      assert.ok(Date.now() < until.getTime(), 'the existing chat was written to during the lock');
+      assert.deepEqual(world.refusedNewChats, ['14155550201@s.whatsapp.net'], 'WhatsApp refused one note; the other never went');
+
+      for (const id of [refused, other]) assert.equal((await t.waitForStatus(key, id, ['delivered', 'failed'], 20_000)).status, 'delivered');
+      const firstNew = world.sent.find((s) => s.jid === '14155550201@s.whatsapp.net')!;
+      assert.ok(firstNew, 'sent once the lock ended');
+      const events = (await receiver.waitFor(2, 'sender.updated')).map((e) => JSON.parse(e.body).data.status);
+      assert.deepEqual(events, ['restricted', 'ok']);
+
+      // Baileys announces a lock (and its end) in connection.update: the sender follows without a send.
+      world.reachoutLock = { until: new Date(Date.now() + 60_000) };
+      world.announceReachoutLock(sessionId);
+      await eventually(async () => (await senders(t, key)).data[0].status === 'restricted', 'restricted by the announcement');
+      world.reachoutLock = undefined;
+      world.announceReachoutLock(sessionId);
+      await eventually(async () => (await senders(t, key)).data[0].status === 'ok', 'lifted by the announcement');
+      assert.deepEqual((await receiver.waitFor(4, 'sender.updated')).map((e) => JSON.parse(e.body).data.status), ['restricted', 'ok', 'restricted', 'ok']);
+
+      // A lock that simply runs out, with no note waiting and no announcement: its end is written all the same.
+      world.reachoutLock = { until: new Date(Date.now() + 1_500) };
+      world.announceReachoutLock(sessionId);
+      const all = (await receiver.waitFor(6, 'sender.updated', 20_000)).map((e) => JSON.parse(e.body).data);
+      assert.deepEqual(all.slice(4).map((d) => [d.status, d.until === null]), [['restricted', false], ['ok', true]]);
+    } finally {
+      await t.close();
+      await receiver.close();
+    }
+  });
+
+  it('the dashboard Senders page lists them with status, why, until and today against the cap; each row follows its sender (a sandbox session disconnected shows at once)', async () => {
+    const t = await startTestApp();
+    try {
+      const account = await createDashboardAccount(t);
+      const sessionId = await connectedSandboxSession(t, account.testKey);
+      const id = await accepted(t, account.testKey, { ...defaultSendBody('whatsapp', t.voiceUrl, sessionId), recipient: '14155550100' });
+      assert.equal((await t.waitForStatus(account.testKey, id, ['delivered', 'failed'])).status, 'delivered');
+      const [sender] = (await senders(t, account.testKey)).data;
+      assert.equal(sender.label, `${sessionId} +15550000000`);
+
+      const client = new FormClient(t, '10.28.0.1');
+      assert.equal((await client.signIn(account.email, account.password)).statusCode, 303);
+      const pageRes = await client.get('/dashboard/senders');
+      assert.equal(pageRes.statusCode, 200);
+      assert.match(pageRes.body, /<a href="\/dashboard\/senders" aria-current="page">Senders<\/a>/);
+      const row = pageRes.body.slice(pageRes.body.indexOf(`data-sender-id="${sender.id}"`), pageRes.body.indexOf('</tr>', pageRes.body.indexOf(`data-sender-id="${sender.id}"`)));
+      assert.match(row, /data-status="ok"/);
+      assert.match(row, new RegExp(`${sessionId} \\+15550000000`));
+      assert.match(row, /<td data-field="today">1<\/td>/, 'sandbox senders count against no cap');
+
+      const simulate = await t.request({ method: 'POST', url: `${API}/whatsapp/sessions/${sessionId}/simulate`, key: account.testKey, body: { event: 'disconnect' } });
+      assert.equal(simulate.statusCode, 200, simulate.body);
+      const polled = await client.get(`/dashboard/senders/${sender.id}/status`);
+      assert.equal(polled.statusCode, 200, polled.body);
+      const live = JSON.parse(polled.body);
+      assert.deepEqual([live.status, live.status_text, live.reason, live.today_text], ['disconnected', 'disconnected', 'the WhatsApp session is disconnected', '1']);
+      assert.equal((await client.get('/dashboard/senders/snd_nope/status')).statusCode, 404);
+    } finally {
+      await t.close();
+    }
+  });
+
+  it('voicenote senders list [--json]: the same senders through the HTTP API', async () => {
+    const t = await startTestApp();
+    try {
+      const url = `${await t.listen()}/api/v1`;
+      const account = await t.createAccount();
+      const id = await accepted(t, account.testKey, telegramNote(t, '123450001'));
+      assert.equal((await t.waitForStatus(account.testKey, id, ['delivered', 'failed'])).status, 'delivered');
+      const expected = (await senders(t, account.testKey)).data;
+      assert.equal(expected.length, 1);
+
+      const asJson = await runCli(['senders', 'list', '--key', account.testKey, '--url', url, '--json'], {});
+      assert.equal(asJson.code, 0, asJson.stderr);
+      assert.deepEqual(JSON.parse(asJson.stdout), { data: expected });
+      const plain = await runCli(['senders', 'list', '--url', url], { VOICENOTE_KEY: account.testKey });
+      assert.equal(plain.code, 0, plain.stderr);
+      assert.match(plain.stdout, new RegExp(`^${expected[0].id}\\s+telegram\\s+telegram_bot\\s+1 today\\s+ok$`, 'm'));
+      const noKey = await runCli(['senders', 'list', '--url', url], {});
+      assert.notEqual(noKey.code, 0);
+      assert.match(noKey.stderr, /--key/);
+    } finally {
+      await t.close();
+    }
+  });
+
+  it('the typed client: GET /senders, GET /senders/{id} and POST /recipients/check, typed from the OpenAPI document', async () => {
+    const t = await startTestApp();
+    try {
+      const base = await t.listen();
+      const account = await t.createAccount();
+      const id = await accepted(t, account.testKey, telegramNote(t, '123450002'));
+      assert.equal((await t.waitForStatus(account.testKey, id, ['delivered', 'failed'])).status, 'delivered');
+      const client = createVoicenoteClient({ baseUrl: base, apiKey: account.testKey });
+      const list: SenderList | undefined = (await client.GET('/api/v1/senders', { params: { query: { limit: '10' } } })).data;
+      assert.equal(list?.data.length, 1);
+      const one: Sender | undefined = (await client.GET('/api/v1/senders/{sender_id}', { params: { path: { sender_id: list!.data[0]!.id } } })).data;
+      assert.deepEqual(one, list!.data[0]);
+      const checked: RecipientCheck | undefined = (
+        await client.POST('/api/v1/recipients/check', { body: { platform: 'telegram', recipient: '123450007', session: { bot_token: TELEGRAM_TOKEN } } })
+      ).data;
+      assert.deepEqual([checked?.exists, checked?.platform], [false, 'telegram']);
+    } finally {
+      await t.close();
+    }
+  });
+
+  it('a sender that expires fails its notes waiting in the queue at once, with the error that killed it, without trying the platform', async () => {
+    const world = new FakeWhatsapp();
+    const t = await startTestApp({ whatsappSocketFactory: world.factory('a'), whatsappLive: FAST_WHATSAPP });
+    try {
+      const account = await t.createAccount();
+      const key = account.liveKey;
+      const sessionId = await linkedSession(t, world, key);
+      // Locked out of new chats for a minute: a note to someone new waits for that minute.
+      world.reachoutLock = { until: new Date(Date.now() + 60_000) };
+      world.announceReachoutLock(sessionId);
+      await eventually(async () => (await senders(t, key)).data[0]?.status === 'restricted', 'the lock on the sender');
+      const waiting = await accepted(t, key, { ...defaultSendBody('whatsapp', t.voiceUrl, sessionId), recipient: '14155550301' });
+      await eventually(async () => (await t.request({ method: 'GET', url: `${API}/messages/${waiting}`, key })).json().waiting_for === 'sender_restricted', 'the note to wait');
+
+      const started = Date.now();
+      world.current(sessionId)!.closeWith(401, 'Stream Errored (conflict)');
+      const failed = await t.waitForStatus(key, waiting, ['delivered', 'failed'], 15_000);
+      assert.deepEqual([failed.status, failed.error.code, failed.error.message], ['failed', 'session_expired', 'the device was logged out from the phone']);
+      assert.ok(Date.now() - started < 15_000, 'not at the end of the lock');
+      assert.equal(world.sent.length, 0, 'nothing was sent');
+      assert.deepEqual(world.refusedNewChats, [], 'WhatsApp was not asked');
+    } finally {
+      await t.close();
     }
   });
 });

@@ -170,7 +170,7 @@ export function registerWebhookEndpointRoutes(app: FastifyInstance, services: Se
     {
       schema: {
         summary: 'Send a test event to this endpoint',
-        description: 'A made-up message (msg_test_event) or session (ws_test_event) in the real shape, delivered and retried like any event.',
+        description: 'A made-up message (msg_test_event), session (ws_test_event) or sender (snd_test_event) in the real shape, delivered and retried like any event.',
         tags,
         params: EndpointParams,
         body: TestBody,

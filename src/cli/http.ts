@@ -87,6 +87,26 @@ export class ApiClient {
   status(id: string): Promise<ApiAnswer<MessageStatus>> {
     return this.call<MessageStatus>('GET', `/status/${encodeURIComponent(id)}`);
   }
+
+  /** One page of GET /senders, after the sender `startingAfter` when given. */
+  senders(startingAfter?: string): Promise<ApiAnswer<{ data: SenderListItem[]; has_more: boolean }>> {
+    const query = `?limit=100${startingAfter ? `&starting_after=${encodeURIComponent(startingAfter)}` : ''}`;
+    return this.call('GET', `/senders${query}`);
+  }
+}
+
+/** A sender as GET /senders shows it (README, "Senders"). */
+export interface SenderListItem {
+  id: string;
+  platform: string;
+  kind: string;
+  label: string | null;
+  status: string;
+  reason: string | null;
+  until: string | null;
+  last_sent_at: string | null;
+  sent_today: number;
+  daily_cap: number | null;
 }
 
 /** Seconds to wait before retrying a 429 or 503: Retry-After when given, else the fallback. */

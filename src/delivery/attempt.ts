@@ -3,7 +3,7 @@ import { localSampleFor } from '../audio/samples.js';
 import type { SecretBox } from '../core/secret-box.js';
 import { extendLease } from '../store/messages.js';
 import type { MessageRow } from '../store/messages.js';
-import { DeliveryError, type FailureCode, type PlatformSession } from '../platforms/platform.js';
+import { DeliveryError, SenderRestricted, type FailureCode, type PlatformSession } from '../platforms/platform.js';
 import { AUDIO_CODES, outcomeOf, type Outcome } from './outcome.js';
 import { Deferral, type ClaimedRhythms } from './rhythm-gate.js';
 import { checkSender, senderChangeOf, senderOf, type ClaimedSenders } from './sender-gate.js';
@@ -51,6 +51,8 @@ export interface Job {
   rhythms?: ClaimedRhythms | undefined;
   /** The senders not `ok` among the claim's messages, read ahead (sender-gate.ts). */
   senders?: ClaimedSenders | undefined;
+  /** What the platform named the sender by in this attempt's answer (a bot's @username), kept on its record. */
+  senderLabel?: string;
 }
 
 /** The database's time now, from the claim's and this process's elapsed time. */
@@ -105,7 +107,13 @@ export async function attemptWithLease(deps: AttemptDeps, job: Job, log: Logger)
   try {
     await attempt(deps, job);
     const record = recordOf(deps, job, { startedAt, endedAt: Date.now(), error: null, retryAt: null });
-    return { kind: 'settle', settlement: { status: 'delivered', at: dbNow(job, deps.options.clock) }, record, sender: reconnected(job) };
+    return {
+      kind: 'settle',
+      settlement: { status: 'delivered', at: dbNow(job, deps.options.clock) },
+      record,
+      sender: reconnected(job),
+      ...(job.senderLabel !== undefined ? { senderLabel: job.senderLabel } : {}),
+    };
   } catch (thrown) {
     const reason: unknown = controller.signal.aborted ? controller.signal.reason : undefined;
     if (reason instanceof LeaseLost || thrown instanceof LeaseLost) {
@@ -123,9 +131,11 @@ export async function attemptWithLease(deps: AttemptDeps, job: Job, log: Logger)
         reachedPlatform: job.reachedPlatform,
       };
     }
-    const error = asDeliveryError(thrown);
+    const refused = asDeliveryError(thrown);
     const now = dbNow(job, deps.options.clock);
-    const outcome: Outcome = { ...outcomeOf(message, error, now, log), sender: senderChangeOf(message, error, job.reachedPlatform, now) };
+    // A sender restricted by the platform (WhatsApp's reachout lock): the note waits for it, never failing for it.
+    const error = refused instanceof SenderRestricted ? new Deferral('sender_restricted', refused.message, refused.retryAfterMs ?? 0) : refused;
+    const outcome: Outcome = { ...outcomeOf(message, error, now, log), sender: senderChangeOf(message, refused, job.reachedPlatform, now) };
     const endedAt = Date.now();
     // A wait (a sender's cap, the indicator) is not an attempt: the message shows what it waits for instead.
     if (error instanceof Deferral) return outcome;
@@ -210,6 +220,9 @@ async function attempt(deps: AttemptDeps, job: Job): Promise<void> {
       audio: voice,
       attempt: message.attempts,
       signal,
+      onSenderLabel: (label: string) => {
+        job.senderLabel = label;
+      },
     };
     if (deps.options.gate) await deps.options.gate.deliver({ message, workerId: deps.workerId, job: deliveryJob, adapter, ...(job.rhythms ? { rhythms: job.rhythms } : {}) });
     else await adapter.deliver(deliveryJob);

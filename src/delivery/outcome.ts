@@ -21,7 +21,7 @@ export const AUDIO_CODES = new Set<FailureCode>(['audio_fetch_failed', 'audio_fe
 export type Outcome = (
   | { kind: 'settle'; settlement: Settlement }
   | { kind: 'retry'; delayMs: number; errorCode: FailureCode; errorMessage: string; notAttempted: boolean; waitReason?: WaitReason; reachedPlatform?: boolean }
-) & { record?: RecordWrite | undefined; sender?: SenderChange | undefined };
+) & { record?: RecordWrite | undefined; sender?: SenderChange | undefined; senderLabel?: string };
 
 /** What a failed attempt means for its message, at database time `now`: a retry, or the end. */
 export function outcomeOf(message: MessageRow, error: DeliveryError, now: number, log: Logger): Outcome {
@@ -161,7 +161,7 @@ export class OutcomeWriter {
     if (!sender) return;
     const kind = this.deps.senderKind?.(sender.platform, sender.senderKey) ?? sender.platform;
     if (written && outcome.kind === 'settle') {
-      await touchSender(trx, sender, kind, { delivered: outcome.settlement.status === 'delivered', at: outcome.settlement.at });
+      await touchSender(trx, sender, kind, { delivered: outcome.settlement.status === 'delivered', at: outcome.settlement.at, label: outcome.senderLabel ?? null });
     }
     const change = outcome.sender;
     if (!change) return;

@@ -41,7 +41,7 @@ export async function checkSender(deps: { db: Kysely<Database>; logger: Logger }
   const until = hold.until === null ? null : Number(hold.until);
   if (until !== null && until <= now) {
     // The rest or the lock is over: written once (compare-and-set), with its sender.updated event.
-    await setSenderStatus(deps.db, ref, { status: 'ok', reason: null, until: null }).catch((err: unknown) =>
+    await setSenderStatus(deps.db, ref, { status: 'ok', reason: null, until: null }, { endedBy: now }).catch((err: unknown) =>
       deps.logger.warn({ err, message_id: message.id }, "could not record the end of a sender's rest"),
     );
     return;
@@ -72,7 +72,8 @@ export function senderChangeOf(message: MessageRow, error: DeliveryError, reache
     case 'invalid_session':
       return { status: 'expired', reason: error.message, until: null, failureCode: error.code };
     case 'session_not_connected':
-      return { status: 'disconnected', reason: error.message, until: null };
+      // Not a handover to the process that holds the session (not attempted): not connected at all.
+      return error.notAttempted ? undefined : { status: 'disconnected', reason: error.message, until: null };
     case 'platform_rate_limited':
       if (error.notAttempted || !error.retryAfterMs) return undefined;
       return { status: 'resting', reason: error.message, until: now + error.retryAfterMs };

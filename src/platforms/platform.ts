@@ -101,6 +101,8 @@ export interface DeliveryJob {
   signal: AbortSignal;
   /** The "recording…" indicator was shown before this delivery: end it once the note is sent, where the platform needs that. */
   recordingIndicator?: boolean;
+  /** Tells what a person recognises the sender by, when the platform's answer names it (a bot's @username); never a credential. */
+  onSenderLabel?(label: string): void;
 }
 
 /** One platform's way of handing over a voice note. Resolves when the platform accepted it. */
@@ -112,6 +114,12 @@ export interface PlatformAdapter {
    * at most; if the process dies the indicator just stops). Absent: the adapter has none to show.
    */
   showRecording?(job: DeliveryJob, ms: number): Promise<void>;
+}
+
+/** What a platform said of a recipient (POST /recipients/check): `exists` null when it did not say. */
+export interface RecipientCheck {
+  exists: boolean | null;
+  reason: string | null;
 }
 
 /** Who a send belongs to. */
@@ -182,6 +190,11 @@ export interface PlatformDefinition {
    * `linkedin_cookie`, …). Absent: the platform's name.
    */
   senderKind?(senderKey: string): string;
+  /**
+   * Live keys: asks the platform whether `recipient` exists for this sender (POST /recipients/check).
+   * Absent: the platform is not asked (`exists` null).
+   */
+  recipientExists?(input: { session: PlatformSession; recipient: string; owner: Owner }, services: PlatformServices): Promise<RecipientCheck>;
   /** Checks at accept time that need storage (a linked session that must be connected, say). */
   checkAtAccept?(session: PlatformSession, owner: Owner, services: PlatformServices): Promise<AcceptProblem | null>;
   /**

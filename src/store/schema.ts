@@ -136,6 +136,15 @@ export interface SenderRecordsTable {
   updated_at: number;
 }
 
+/** What a platform said of a recipient, per sender (store/recipient-checks.ts). */
+export interface RecipientChecksTable {
+  sender_key: string;
+  recipient: string;
+  exists: number;
+  address: string | null;
+  checked_at: number;
+}
+
 export interface UsagePeriodsTable {
   account_id: string;
   env: string;
@@ -375,4 +384,5 @@ export interface Database {
   sender_days: SenderDaysTable;
   senders: SendersTable;
   sender_records: SenderRecordsTable;
+  recipient_checks: RecipientChecksTable;
 }

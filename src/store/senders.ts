@@ -38,9 +38,10 @@ export interface SenderChange {
 // creates the record on first use and counts the note when it was delivered. Written out once
 // (fixed-statement.ts).
 const TOUCH = new FixedStatement(
-  `insert into sender_records (id, account_id, env, platform, sender_key, kind, status, last_sent_at, sent_day, sent_today, created_at, updated_at)
-   values (?, ?, ?, ?, ?, ?, 'ok', cast(? as bigint), cast(? as bigint), ?, cast(? as bigint), cast(? as bigint))
+  `insert into sender_records (id, account_id, env, platform, sender_key, kind, label, status, last_sent_at, sent_day, sent_today, created_at, updated_at)
+   values (?, ?, ?, ?, ?, ?, ?, 'ok', cast(? as bigint), cast(? as bigint), ?, cast(? as bigint), cast(? as bigint))
    on conflict (sender_key, platform, account_id, env) do update set
+     label = coalesce(excluded.label, sender_records.label),
      sent_today = case when excluded.sent_day is null then sender_records.sent_today
                        when sender_records.sent_day = excluded.sent_day then sender_records.sent_today + 1
                        else 1 end,
@@ -50,7 +51,7 @@ const TOUCH = new FixedStatement(
 );
 
 /** A note of this sender was settled at `at` (delivered or failed): the record made or brought up to date. */
-export async function touchSender(db: Kysely<Database>, ref: SenderRef, kind: string, outcome: { delivered: boolean; at: number }): Promise<void> {
+export async function touchSender(db: Kysely<Database>, ref: SenderRef, kind: string, outcome: { delivered: boolean; at: number; label?: string | null }): Promise<void> {
   const sentAt = outcome.delivered ? outcome.at : null;
   await TOUCH.execute(db, [
     newSenderId(outcome.at),
@@ -59,6 +60,7 @@ export async function touchSender(db: Kysely<Database>, ref: SenderRef, kind: st
     ref.platform,
     ref.senderKey,
     kind,
+    outcome.label ?? null,
     sentAt,
     sentAt === null ? null : utcDay(sentAt),
     sentAt === null ? 0 : 1,
@@ -91,7 +93,8 @@ export async function setSenderStatus(
   db: Kysely<Database>,
   ref: SenderRef,
   change: SenderChange,
-  options: { kind?: string; onlyIfKnown?: boolean; now?: number } = {},
+  /** `endedBy`: only if the record's rest or lock ends by then (writing its end never undoes a newer one). */
+  options: { kind?: string; onlyIfKnown?: boolean; now?: number; endedBy?: number } = {},
 ): Promise<boolean> {
   const work = async (trx: Kysely<Database>): Promise<boolean> => {
     const now = options.now ?? Date.now();
@@ -132,6 +135,7 @@ export async function setSenderStatus(
       .set({ status: change.status, reason: change.reason, until: change.until, failure_code: failureCode, updated_at: now })
       .where('id', '=', row.id)
       .where('status', '=', row.status)
+      .$if(options.endedBy !== undefined, (qb) => qb.where('until', '<=', options.endedBy!))
       .executeTakeFirst();
     if (Number(result.numUpdatedRows) === 0 || row.status === change.status) return false;
     const [view] = await senderViews(trx, [{ ...row, status: change.status, reason: change.reason, until: change.until, updated_at: now }], now);
@@ -176,6 +180,11 @@ export async function findSenderHolds(db: Kysely<Database>, refs: readonly Sende
 
 export const senderHoldKey = (ref: SenderRef): string => `${ref.accountId}\n${ref.env}\n${ref.platform}\n${ref.senderKey}`;
 
+/** Senders whose rest or lock has ended by `now` while their record still says so (to write the end, with its event). */
+export async function findEndedHolds(db: Kysely<Database>, now: number, limit = 100): Promise<SenderRow[]> {
+  return db.selectFrom('sender_records').selectAll().where('status', 'in', ['resting', 'restricted']).where('until', '<=', now).limit(limit).execute();
+}
+
 /** The sender delivered a note to this recipient before (its chat exists). */
 export async function senderWroteTo(db: Kysely<Database>, ref: SenderRef, recipient: string): Promise<boolean> {
   const row = await db
@@ -189,18 +198,6 @@ export async function senderWroteTo(db: Kysely<Database>, ref: SenderRef, recipi
     .limit(1)
     .executeTakeFirst();
   return row !== undefined;
-}
-
-/** Keeps a label once a platform told it (a bot's @username); never a credential. */
-export async function setSenderLabel(db: Kysely<Database>, ref: SenderRef, label: string): Promise<void> {
-  await db
-    .updateTable('sender_records')
-    .set({ label })
-    .where('sender_key', '=', ref.senderKey)
-    .where('platform', '=', ref.platform)
-    .where('account_id', '=', ref.accountId)
-    .where('env', '=', ref.env)
-    .execute();
 }
 
 export interface Owner {
@@ -243,7 +240,15 @@ export async function findSender(db: Kysely<Database>, owner: Owner, id: string,
   return (await senderViews(db, [row], Date.now(), defaults))[0];
 }
 
-/** Senders whose rest or lock has ended by `now` but whose record still says so (to write the end, with its event). */
-export async function findEndedHolds(db: Kysely<Database>, now: number, limit = 100): Promise<SenderRow[]> {
-  return db.selectFrom('sender_records').selectAll().where('status', 'in', ['resting', 'restricted']).where('until', '<=', now).limit(limit).execute();
+/**
+ * A WhatsApp session's connection changed (README, "Senders"): its sender follows, if a note used it —
+ * `expired` when the phone logged the device out, `disconnected` when it is not connected, `ok` when it is
+ * connected (again).
+ */
+export async function followWhatsappSession(db: Kysely<Database>, sessionId: string, change: { status: SenderStatus; reason: string | null }): Promise<void> {
+  const session = await db.selectFrom('whatsapp_sessions').select(['account_id', 'env']).where('id', '=', sessionId).executeTakeFirst();
+  if (!session) return;
+  const ref = { accountId: session.account_id, env: session.env, platform: 'whatsapp', senderKey: sessionId };
+  const failureCode = change.status === 'expired' ? 'session_expired' : null;
+  await setSenderStatus(db, ref, { status: change.status, reason: change.reason, until: null, failureCode }, { onlyIfKnown: true });
 }

@@ -1,5 +1,6 @@
 import type { Kysely } from 'kysely';
 import { claimAffinity, dropAffinity, lockHeldAffinity, releaseAffinity, renewAffinities } from './affinity.js';
+import { followWhatsappSession, type SenderStatus } from './senders.js';
 import { recordSessionStatusChange } from './webhook-outbox.js';
 import type { Database } from './schema.js';
 import type { WhatsappSessionRow, WhatsappSessionStatus } from './whatsapp-sessions.js';
@@ -144,6 +145,8 @@ export async function endLiveSession(
   from: WhatsappSessionStatus[],
   status: WhatsappSessionStatus,
   now: number,
+  /** What it means for the session's sender, if a note used it (README, "Senders"). */
+  sender?: { status: SenderStatus; reason: string },
 ): Promise<void> {
   await db.transaction().execute(async (trx) => {
     await dropAffinity(trx, id);
@@ -156,6 +159,7 @@ export async function endLiveSession(
     const ended = await trx.updateTable('whatsapp_sessions').set({ status, updated_at: now }).where('id', '=', id).where('status', 'in', from).executeTakeFirst();
     // Webhooks: whatsapp_session.updated, committed with the status it reports.
     if (Number(ended.numUpdatedRows) > 0) await recordSessionStatusChange(trx, id, now);
+    if (Number(ended.numUpdatedRows) > 0 && sender) await followWhatsappSession(trx, id, sender);
   });
 }
 

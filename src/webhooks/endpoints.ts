@@ -229,6 +229,20 @@ function sampleData(type: WebhookEventType, at: number): unknown {
   if (type === 'whatsapp_session.updated') {
     return { session_id: 'ws_test_event', status: 'connected', phone_number: '15550000000', created_at: when, last_connected_at: when };
   }
+  if (type === 'sender.updated') {
+    return {
+      id: 'snd_test_event',
+      platform: 'whatsapp',
+      kind: 'whatsapp_session',
+      label: 'ws_test_event +15550000000',
+      status: 'restricted',
+      reason: 'test event: WhatsApp does not let this number start new chats for now',
+      until: iso(at + 3_600_000),
+      last_sent_at: when,
+      sent_today: 3,
+      daily_cap: 15,
+    };
+  }
   const failed = type === 'voice_note.failed';
   const canceled = type === 'voice_note.canceled';
   const message = {

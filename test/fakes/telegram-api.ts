@@ -92,6 +92,8 @@ export interface TelegramFake {
   readonly openConnections: number;
   /** Runs once a request's headers are in and before its body is read (the client is still uploading). */
   beforeReadingBody: ((token: string) => Promise<void>) | undefined;
+  /** Users who never started the bot: getChat answers "chat not found" for them, as Telegram does. */
+  readonly unstartedChats: Set<string>;
   close(): Promise<void>;
 }
 
@@ -259,6 +261,7 @@ export async function startTelegramApi(options: TelegramFakeOptions = {}): Promi
   let floodRefusals = 0;
   const lastByChat = new Map<string, number>();
   const recentByBot = new Map<string, number[]>();
+  const unstartedChats = new Set<string>();
 
   /**
    * Flood control as Telegram applies it, on calls that would otherwise be accepted: every call against
@@ -314,6 +317,20 @@ export async function startTelegramApi(options: TelegramFakeOptions = {}): Promi
     });
   }
 
+  /** getChat: the chat when the bot knows it (a user who started it, a group it is in); "chat not found" otherwise. */
+  function decideGetChat(token: string, form: ParsedForm): Reply {
+    const tokenFailure = takeRule((r) => r.token === token);
+    if (tokenFailure) return failureReply(tokenFailure);
+    if (knownTokens && !knownTokens.has(token)) return failure(401, 'Unauthorized');
+    if (form.error) return form.error;
+    const chatId = form.fields.chat_id;
+    if (chatId === undefined || chatId === '') return failure(400, 'Bad Request: chat_id is empty');
+    if (unstartedChats.has(chatId)) return failure(400, 'Bad Request: chat not found');
+    const chatFailure = takeRule((r) => r.chatId === chatId);
+    if (chatFailure) return failureReply(chatFailure);
+    return json(200, { ok: true, result: { id: Number(chatId), first_name: 'Test', type: 'private' } });
+  }
+
   /** sendChatAction as the Bot API takes it: a chat and one of the documented actions; `true` back. */
   function decideChatAction(token: string, form: ParsedForm): Reply {
     const tokenFailure = takeRule((r) => r.token === token);
@@ -331,6 +348,7 @@ export async function startTelegramApi(options: TelegramFakeOptions = {}): Promi
   function decide(token: string, method: string, form: ParsedForm): Reply {
     if (!readableToken(token)) return failure(401, 'Unauthorized: invalid token specified');
     if (method.toLowerCase() === 'sendchataction') return decideChatAction(token, form);
+    if (method.toLowerCase() === 'getchat') return decideGetChat(token, form);
     const tokenFailure = takeRule((r) => r.token === token);
     if (tokenFailure) return failureReply(tokenFailure);
     if (!WELL_FORMED_TOKEN.test(token) || (knownTokens && !knownTokens.has(token))) return failure(401, 'Unauthorized');
@@ -426,6 +444,7 @@ export async function startTelegramApi(options: TelegramFakeOptions = {}): Promi
       hooks.beforeReadingBody = hook;
     },
     callsForChat: (chatId) => calls.filter((c) => c.chatId === chatId),
+    unstartedChats,
     failForChat(chatId, f, times = Infinity) {
       rules.push({ chatId, failure: f, remaining: times });
     },

@@ -179,6 +179,12 @@ export class FakeSocket implements WhatsappSocket {
       throw boom(`fake WhatsApp refused the send: ${problem}`, 400);
     }
     const messageId = options!.messageId!;
+    // WhatsApp's reachout lock: a first message to someone this number never wrote to is refused with 463.
+    const lock = this.world.reachoutLock;
+    if (lock && lock.until.getTime() > Date.now() && !this.world.sent.some((s) => s.sessionId === this.sessionId && s.jid === jid)) {
+      this.world.refusedNewChats.push(jid);
+      throw boom('fake WhatsApp: 463 (reachout timelocked)', 463);
+    }
     if (this.world.failSends > 0) {
       this.world.failSends -= 1;
       throw boom('Timed Out', DISCONNECT.connectionLost);
@@ -227,6 +233,14 @@ export class FakeSocket implements WhatsappSocket {
     const recorded = { instance: this.instance, sessionId: this.sessionId, key, answer, relayed };
     this.world.resendRequests.push(recorded);
     return recorded;
+  }
+
+  /** Baileys 7's `fetchAccountReachoutTimelock`: the lock as the server reports it. */
+  async fetchAccountReachoutTimelock(): Promise<{ isActive: boolean; timeEnforcementEnds?: Date }> {
+    this.assertOpen();
+    this.world.lockReads += 1;
+    const lock = this.world.reachoutLock;
+    return lock && lock.until.getTime() > Date.now() ? { isActive: true, timeEnforcementEnds: lock.until } : { isActive: false };
   }
 
   async sendPresenceUpdate(type: 'recording' | 'paused', jid: string): Promise<void> {
@@ -367,6 +381,12 @@ export class FakeWhatsapp {
   readonly logouts: Array<{ instance: string; sessionId: string }> = [];
   /** Recipients WhatsApp addresses by linked identity (phone number → LID user): a send stores the mapping, as Baileys 7 does. */
   readonly lids = new Map<string, string>();
+  /** WhatsApp's reachout lock on every number of this world, until then (sends to new chats answer 463). */
+  reachoutLock: { until: Date } | undefined;
+  /** Chats a send was refused for by the reachout lock. */
+  readonly refusedNewChats: string[] = [];
+  /** Times a socket read the reachout lock. */
+  lockReads = 0;
   /** Every resend request a recipient's device made, with the sender's answer. */
   readonly resendRequests: ResendRequest[] = [];
 
@@ -402,6 +422,13 @@ export class FakeWhatsapp {
    * The phone scans the code: the device gets its identity (creds with `me`), then the server asks
    * for a restart (515) and the next connection opens as `<phone>:<device>@s.whatsapp.net`.
    */
+  /** WhatsApp tells the session's socket that its reachout lock started or was lifted (as Baileys emits it). */
+  announceReachoutLock(sessionId: string): void {
+    const lock = this.reachoutLock;
+    const state = lock && lock.until.getTime() > Date.now() ? { isActive: true, timeEnforcementEnds: lock.until } : { isActive: false };
+    this.current(sessionId)?.emit('connection.update', { reachoutTimeLock: state });
+  }
+
   scan(sessionId: string, phone: string, device = 12): void {
     const socket = this.current(sessionId);
     if (!socket?.qr) throw new Error(`session ${sessionId} shows no QR code to scan`);

@@ -32,3 +32,7 @@ export type SentMessage = Json<paths['/api/v1/send']['post']['responses'][202]>;
 export type MessageStatus = Json<paths['/api/v1/status/{message_id}']['get']['responses'][200]>;
 export type Usage = Json<paths['/api/v1/usage']['get']['responses'][200]>;
 export type ApiError = components['schemas']['Error'];
+export type Sender = Json<paths['/api/v1/senders/{sender_id}']['get']['responses'][200]>;
+export type SenderList = Json<paths['/api/v1/senders']['get']['responses'][200]>;
+export type RecipientCheckRequest = Json<paths['/api/v1/recipients/check']['post']['requestBody']>;
+export type RecipientCheck = Json<paths['/api/v1/recipients/check']['post']['responses'][200]>;

@@ -87,6 +87,37 @@ for (const row of document.querySelectorAll('tr[data-row-poll]')) {
   tick();
 }
 
+// The senders table: every row follows its sender (status, why, until, today's count) while the page is open.
+for (const row of document.querySelectorAll('tr[data-sender-poll]')) {
+  const url = row.getAttribute('data-sender-poll');
+  const cell = (name) => row.querySelector(`[data-field="${name}"]`);
+  const timeOrDash = (iso) => {
+    if (!iso) return document.createTextNode('—');
+    const time = document.createElement('time');
+    time.dateTime = iso;
+    time.textContent = `${iso.slice(0, 19).replace('T', ' ')} UTC`;
+    return time;
+  };
+  const tick = async () => {
+    try {
+      const res = await fetch(url, { headers: { accept: 'application/json' }, credentials: 'same-origin' });
+      if (res.status === 404) return;
+      if (!res.ok) throw new Error(String(res.status));
+      const sender = await res.json();
+      row.setAttribute('data-status', sender.status);
+      cell('status_text').textContent = sender.status_text;
+      cell('reason').textContent = sender.reason || '—';
+      cell('until').replaceChildren(timeOrDash(sender.until));
+      cell('today').textContent = sender.today_text;
+      cell('last_sent_at').replaceChildren(timeOrDash(sender.last_sent_at));
+    } catch {
+      // Try again at the next tick.
+    }
+    setTimeout(tick, 5000);
+  };
+  setTimeout(tick, 5000);
+}
+
 // Forms that undo something ask first: <form data-confirm="…">.
 document.addEventListener('submit', (event) => {
   const form = event.target instanceof HTMLFormElement ? event.target : null;

@@ -119,6 +119,8 @@ export function automatedRefusal(step: FlowStep): DeliveryError {
     'platform_rate_limited',
     `LinkedIn refused the ${step} request as automated traffic (status 999); not retried: this li_at rests ${REST_AFTER_999_MS / 60_000} minutes before its other voice notes are tried`,
     false,
+    // Not a retry of this note (it fails): how long its sender rests (GET /senders: `resting` until then).
+    REST_AFTER_999_MS,
   );
 }
 

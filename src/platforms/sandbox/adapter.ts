@@ -12,6 +12,9 @@ export const SANDBOX_RECIPIENTS = {
   twoTransientErrors: '10000000004',
 } as const;
 
+/** Sandbox recipients ending in 7 do not exist on any platform (POST /recipients/check says so; a send fails recipient_not_found). */
+export const sandboxRecipientExists = (recipient: string): boolean => !recipient.endsWith('7');
+
 // "failed after retries": this many attempts fail transiently before the last one fails for good,
 // so the outcome arrives in seconds instead of after the full hour of backoff.
 const SANDBOX_FAILING_ATTEMPTS = 3;
@@ -34,6 +37,7 @@ export function createSandboxAdapter(options: SandboxOptions): PlatformAdapter {
       if (options.latencyMs > 0) await sleep(options.latencyMs, undefined, { signal: job.signal });
       job.signal.throwIfAborted();
       await options.checkFor(job.platform)?.(job);
+      if (!sandboxRecipientExists(job.recipient)) throw new DeliveryError('recipient_not_found', 'sandbox: the recipient does not exist on the platform (recipients ending in 7)', false);
       switch (job.recipient) {
         case SANDBOX_RECIPIENTS.sessionExpired:
           throw new DeliveryError('session_expired', 'sandbox: the platform session has expired; re-authenticate and send a new session', false);

@@ -5,6 +5,7 @@ import { Agent, request, type Dispatcher } from 'undici';
 import { createMemorySlotPacer, waitForSlot, type SlotPacer } from '../pacing.js';
 import { DeliveryError, type DeliveryJob, type PlatformAdapter } from '../platform.js';
 import { VoiceBytes } from '../voice-bytes.js';
+import { tellBotName } from './bot-name.js';
 import type { TelegramSession } from './rules.js';
 
 /**
@@ -26,7 +27,6 @@ export interface TelegramAdapterOptions {
 }
 
 const DEFAULT_CHAT_ACTION_EVERY_MS = 4_000;
-
 // Telegram's flood limits (not published exactly; a 429's retry_after is the authority): about 30
 // messages a second per bot, about 1 a second per chat, about 20 a minute per group or channel.
 const BOT_INTERVAL_MS = 35;
@@ -318,7 +318,7 @@ export function createTelegramAdapter(options: TelegramAdapterOptions): Platform
         const form = multipartParts(fields, part);
         const payload = Buffer.concat([form.head, bytes, form.tail]);
         const { status, text } = await post(token, job, { contentType: form.contentType, length: payload.length, payload }, payload.length, scrub);
-        handleReply(status, text, scrub);
+        handleReply(status, text, scrub, job);
         return;
       }
       // One handle for the whole upload: the file stays the same bytes even if the audio cache
@@ -328,7 +328,7 @@ export function createTelegramAdapter(options: TelegramAdapterOptions): Platform
         const { size } = await file.stat();
         const body = multipartBody(fields, { ...part, file, size });
         const { status, text } = await post(token, job, { contentType: body.contentType, length: body.length, payload: Readable.from(body.stream(), { objectMode: false }) }, size, scrub);
-        handleReply(status, text, scrub);
+        handleReply(status, text, scrub, job);
       } finally {
         await file.close();
       }
@@ -336,14 +336,14 @@ export function createTelegramAdapter(options: TelegramAdapterOptions): Platform
   };
 }
 
-function handleReply(status: number, text: string | undefined, scrub: (text: string) => string): void {
+function handleReply(status: number, text: string | undefined, scrub: (text: string) => string, job?: DeliveryJob): void {
   const reply = parseReply(text);
   if (reply === undefined) {
     // A 404 page that is not the Bot API's: the address is another server's.
     const hint = status === 404 ? "; TELEGRAM_API_ROOT is probably wrong (it is the Bot API's root, such as https://api.telegram.org)" : '';
     throw new DeliveryError('platform_error', `Telegram answered HTTP ${status} without a Bot API reply${hint}`, true);
   }
-  if (reply.ok) return;
+  if (reply.ok) return void (job && tellBotName(job, text));
   const failure = telegramFailure(status, reply);
   throw new DeliveryError(failure.code, scrub(failure.message), failure.transient, failure.retryAfterMs);
 }

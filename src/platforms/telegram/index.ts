@@ -3,6 +3,7 @@ import { MiB, OGG_OPUS_VOICE } from '../../audio/targets.js';
 import { createRedisSlotPacer } from '../pacing.js';
 import type { PlatformDefinition } from '../platform.js';
 import { createTelegramAdapter } from './adapter.js';
+import { askTelegramAboutChat } from './recipient-check.js';
 import { checkTelegramRecipient, checkTelegramSession, MAX_CAPTION_LENGTH } from './rules.js';
 
 /** Tuning for benchmarks: `{ pace: false }` sends without flood-limit pacing; tests: how often `record_voice` repeats. */
@@ -25,6 +26,7 @@ export const telegram: PlatformDefinition = {
   // The bot, by a hash of its token (never the token).
   senderKey: (session) => createHash('sha256').update(String(session.bot_token)).digest('base64url').slice(0, 22),
   senderKind: () => 'telegram_bot',
+  recipientExists: ({ session, recipient }, services) => askTelegramAboutChat(services.config.telegramApiRoot, String(session.bot_token), recipient),
   createLiveAdapter: ({ services, tuning }) =>
     createTelegramAdapter({
       apiRoot: services.config.telegramApiRoot,

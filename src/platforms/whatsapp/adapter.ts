@@ -7,6 +7,8 @@ import { PacingBusy } from '../pacing.js';
 import { DeliveryError, type DeliveryJob, type PlatformAdapter } from '../platform.js';
 import { SessionNotOpenError, type LiveWhatsapp } from './live.js';
 import type { WhatsappSessionRef } from './rules.js';
+import { isReachoutRefusal, reachoutRefusal } from './reachout-refusal.js';
+import { recipientJidFor } from './recipient-check.js';
 import type { VoiceNoteContent, WhatsappSocket } from './socket.js';
 
 const OGG_OPUS = 'audio/ogg; codecs=opus';
@@ -79,19 +81,8 @@ export function createWhatsappAdapter(deps: { db: Kysely<Database>; live: LiveWh
     return acquired.held;
   }
 
-  /** The recipient's jid, from WhatsApp's own lookup (as the delivery below does it). */
-  async function recipientJid(socket: WhatsappSocket, recipient: string): Promise<string> {
-    let found: Awaited<ReturnType<typeof socket.onWhatsApp>>;
-    try {
-      found = await socket.onWhatsApp(recipient);
-    } catch (error) {
-      throw transient(`WhatsApp could not look up the recipient: ${(error as Error).message}`);
-    }
-    if (found === undefined) throw transient('WhatsApp did not answer the recipient lookup');
-    const account = found.find((entry) => entry.exists === true);
-    if (!account) throw new DeliveryError('recipient_not_found', `${recipient} is not on WhatsApp`, false);
-    return account.jid || `${recipient}@s.whatsapp.net`;
-  }
+  /** The recipient's jid: WhatsApp's answer, asked before the first note to a number and kept 30 days (recipient-check.ts). */
+  const recipientJid = (socket: WhatsappSocket, sessionId: string, recipient: string): Promise<string> => recipientJidFor(db, socket, sessionId, recipient);
 
   return {
     async showRecording(job: DeliveryJob): Promise<void> {
@@ -99,7 +90,7 @@ export function createWhatsappAdapter(deps: { db: Kysely<Database>; live: LiveWh
       // Paced with the session's sends. WhatsApp keeps "recording audio…" up until `paused` (sent after the note).
       const show = () =>
         held.paced(async (socket) => {
-          const jid = await recipientJid(socket, job.recipient);
+          const jid = await recipientJid(socket, held.sessionId, job.recipient);
           await socket.sendPresenceUpdate('recording', jid);
         });
       try {
@@ -118,7 +109,7 @@ export function createWhatsappAdapter(deps: { db: Kysely<Database>; live: LiveWh
       const audio = await readFile(job.audio.path);
       try {
         await held.paced(async (socket) => {
-          const jid = await recipientJid(socket, job.recipient);
+          const jid = await recipientJid(socket, held.sessionId, job.recipient);
           const note: VoiceNoteContent = {
             audio,
             mimetype: OGG_OPUS,
@@ -132,6 +123,8 @@ export function createWhatsappAdapter(deps: { db: Kysely<Database>; live: LiveWh
           try {
             sent = await socket.sendMessage(jid, note, { messageId: whatsappMessageId(job.messageId) });
           } catch (error) {
+            // 463: the number may not start new chats for now (the reachout lock): the note waits for it to end.
+            if (isReachoutRefusal(error)) throw await reachoutRefusal(socket, error as Error);
             throw transient(`WhatsApp did not accept the voice note: ${(error as Error).message}`);
           }
           // For a recipient's device that cannot decrypt it and asks for it again, days later or in another process.

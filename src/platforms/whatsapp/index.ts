@@ -1,6 +1,7 @@
 import { MiB, WHATSAPP_PTT_VOICE } from '../../audio/targets.js';
 import { DeliveryError, type PlatformDefinition, type PlatformSession } from '../platform.js';
 import { createWhatsappAdapter } from './adapter.js';
+import { askWhatsappAboutRecipient } from './recipient-check.js';
 import { checkWhatsappRecipient, checkWhatsappSession, type WhatsappSessionRef } from './rules.js';
 
 const sessionIdOf = (session: PlatformSession): string => (session as unknown as WhatsappSessionRef).session_id;
@@ -35,6 +36,8 @@ export const whatsapp: PlatformDefinition = {
     }
     return null;
   },
+
+  recipientExists: ({ session, recipient }, services) => askWhatsappAboutRecipient({ db: services.db.kysely, acquire: (id) => services.whatsappLive.acquire(id) }, sessionIdOf(session), recipient),
 
   // Only the process holding the session's socket can send through it.
   affinityKey: sessionIdOf,

@@ -41,6 +41,14 @@ export interface ConnectionUpdate {
   qr?: string;
   lastDisconnect?: { error: Error | undefined; date?: Date };
   isNewLogin?: boolean;
+  /** WhatsApp's reachout timelock (Baileys 7): the account may not start new chats until it ends. */
+  reachoutTimeLock?: ReachoutLock;
+}
+
+/** Baileys' `ReachoutTimelockState`, as much of it as we read. */
+export interface ReachoutLock {
+  isActive: boolean;
+  timeEnforcementEnds?: Date | undefined;
 }
 
 /** One entry of Baileys' `messages.update`: a message's new status (2 server, 3 device, 4 read, 5 played). */
@@ -125,6 +133,8 @@ export interface WhatsappSocket {
   requestPairingCode(phoneNumber: string): Promise<string>;
   /** Baileys' signal repository: its LID mapping store knows the phone numbers of LIDs it has seen. */
   readonly signalRepository?: { lidMapping?: { getPNForLID(lid: string): Promise<string | null> } };
+  /** Baileys 7 (`fetchAccountReachoutTimelock`): whether the account is locked out of new chats, and until when. */
+  fetchAccountReachoutTimelock?(): Promise<ReachoutLock>;
   /** Unlinks this device from the phone, then closes. */
   logout(message?: string): Promise<void>;
   /** Closes the connection; the device stays linked. */

@@ -2,6 +2,7 @@ import { createStoredAuthState } from '../auth-state.js';
 import { recordWhatsappStatusUpdates } from '../receipts.js';
 import { endLiveSession, releaseLease } from '../../../store/whatsapp-live.js';
 import { transitionWhatsappSession } from '../../../store/whatsapp-sessions.js';
+import { applyReachoutLock, readReachoutLock } from '../reachout-lock.js';
 import { DISCONNECT, disconnectCode, phoneOfJid, type AuthCreds, type ConnectionUpdate, type WhatsappSocket } from '../socket.js';
 import { heardFromUpsert, type LidResolver } from '../incoming.js';
 import { resendAnswers } from './resend.js';
@@ -109,6 +110,8 @@ export function createConnections(ctx: LiveContext, hooks: LeaseHooks) {
       link.firstQr = undefined;
       waiter.resolve(update.qr);
     }
+    // WhatsApp's reachout lock started or ended (Baileys announces both): the session's sender follows.
+    if (update.reachoutTimeLock) await applyReachoutLock(db, link.id, update.reachoutTimeLock);
     if (update.connection === 'open') await onOpen(link, socket);
     else if (update.connection === 'close') {
       link.socket = undefined;
@@ -136,6 +139,11 @@ export function createConnections(ctx: LiveContext, hooks: LeaseHooks) {
     }
     link.phase = 'open';
     log(link.id).info({ phone_number: phone }, 'WhatsApp session connected');
+    // Whether the number is locked out of new chats right now (a lock set while no socket was open).
+    void readReachoutLock(socket).then(
+      (lock) => (lock ? applyReachoutLock(db, link.id, lock) : undefined),
+      () => undefined,
+    ).catch((err: unknown) => log(link.id).warn({ err }, 'could not record the reachout lock'));
     for (const wake of link.openWaiters) wake();
     link.openWaiters.clear();
     // Without a worker here nothing would send through it: hand it to a process that has one.
@@ -167,7 +175,8 @@ export function createConnections(ctx: LiveContext, hooks: LeaseHooks) {
     }
     const final = code !== undefined ? FINAL_CLOSES.get(code) : undefined;
     if (final) {
-      void voidSession(link, 'disconnected', final);
+      // Logged out, refused, a session no longer valid: the sender's credential is dead.
+      void voidSession(link, 'disconnected', final, 'expired');
       return;
     }
     if (code === DISCONNECT.connectionReplaced) {
@@ -182,7 +191,7 @@ export function createConnections(ctx: LiveContext, hooks: LeaseHooks) {
     }
     link.attempts += 1;
     if (link.attempts > tuning.reconnectAttempts) {
-      void voidSession(link, 'disconnected', `WhatsApp could not be reached after ${tuning.reconnectAttempts} attempts`);
+      void voidSession(link, 'disconnected', `WhatsApp could not be reached after ${tuning.reconnectAttempts} attempts`, 'disconnected');
       return;
     }
     const delay = Math.min(tuning.reconnectFirstDelayMs * 2 ** (link.attempts - 1), tuning.reconnectMaxDelayMs);
@@ -195,13 +204,13 @@ export function createConnections(ctx: LiveContext, hooks: LeaseHooks) {
   }
 
   /** Ends the session for good: a final status, the creds voided, the socket closed, the lease let go. */
-  async function voidSession(link: Link, status: 'disconnected' | 'qr_expired', why: string): Promise<void> {
+  async function voidSession(link: Link, status: 'disconnected' | 'qr_expired', why: string, sender?: 'expired' | 'disconnected'): Promise<void> {
     log(link.id).info({ status }, `WhatsApp session ends: ${why}`);
     const from = status === 'qr_expired' ? (['qr_pending'] as const) : (['qr_pending', 'connected'] as const);
     endQuietly(closeLocally(link));
     await link.auth.flush();
     try {
-      await endLiveSession(db, link.id, [...from], status, now());
+      await endLiveSession(db, link.id, [...from], status, now(), sender ? { status: sender, reason: why } : undefined);
     } catch (err) {
       log(link.id).error({ err }, 'could not record the end of a WhatsApp session');
     }

@@ -1,0 +1,75 @@
+import type { FastifyInstance } from 'fastify';
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import { Type } from '@sinclair/typebox';
+import { isViolation, type Violation } from '../platforms/rules.js';
+import { sandboxRecipientExists } from '../platforms/sandbox/adapter.js';
+import type { RecipientCheck } from '../platforms/platform.js';
+import type { Services } from '../services.js';
+import { findSenderByRef } from '../store/senders.js';
+import { ApiError, invalidParameter, invalidRequest } from './errors.js';
+import { withErrors } from './schemas.js';
+import { rejectUnknownFields } from './unknown-fields.js';
+
+const fail = (violation: Violation): ApiError => invalidParameter(violation.field, violation.message);
+
+const CheckBody = Type.Object({
+  platform: Type.String({ description: 'linkedin, telegram or whatsapp' }),
+  recipient: Type.String({ description: 'As POST /send takes it' }),
+  session: Type.Object({}, { additionalProperties: true, description: 'As POST /send takes it: li_at + csrf_token, bot_token, or session_id' }),
+});
+const CheckAnswer = Type.Object({
+  platform: Type.String(),
+  recipient: Type.String(),
+  exists: Type.Union([Type.Boolean(), Type.Null()], { description: 'null: the platform did not say (it is down, the sender is resting, or it is not asked)' }),
+  reason: Type.Union([Type.String(), Type.Null()], { description: 'Why it does not exist, or why the platform did not say' }),
+});
+
+/**
+ * POST /recipients/check (README, "Recipients checked"): asks the platform, as the sender, whether a
+ * recipient exists, before any note goes. Read bucket. Sandbox keys: recipients ending in 7 do not exist.
+ */
+export function registerRecipientCheckRoute(app: FastifyInstance, services: Services): void {
+  app.withTypeProvider<TypeBoxTypeProvider>().post(
+    '/recipients/check',
+    {
+      schema: {
+        summary: 'Ask the platform whether a recipient exists for a sender',
+        description: 'WhatsApp asks the session (onWhatsApp); a Telegram bot asks getChat (a bot reaches only users who started it). exists null: the platform did not say.',
+        tags: ['senders'],
+        body: CheckBody,
+        response: { 200: CheckAnswer, ...withErrors(400, 415, 422) },
+      },
+    },
+    async (request) => {
+      const caller = request.caller!;
+      const body = request.body;
+      rejectUnknownFields(body, ['platform', 'recipient', 'session']);
+      const platform = services.platforms.get(body.platform);
+      if (!platform) throw invalidRequest('platform', `platform must be one of ${services.platforms.names.join(', ')}`);
+      const recipientProblem = platform.checkRecipient(body.recipient);
+      if (recipientProblem) throw fail(recipientProblem);
+      const session = platform.checkSession(body.session as Record<string, unknown>);
+      if (isViolation(session)) throw fail(session);
+      if (platform.sessionFields) rejectUnknownFields(body.session, platform.sessionFields, 'session.');
+      const owner = { accountId: caller.accountId, env: caller.env };
+      if (platform.checkAtAccept) {
+        const problem = await platform.checkAtAccept(session, owner, services);
+        if (problem) throw new ApiError(problem.code, problem.message, problem.details);
+      }
+      const answer = (check: RecipientCheck) => ({ platform: platform.name, recipient: body.recipient, exists: check.exists, reason: check.reason });
+      if (caller.env === 'test') {
+        return answer(sandboxRecipientExists(body.recipient) ? { exists: true, reason: null } : { exists: false, reason: 'sandbox: recipients ending in 7 do not exist' });
+      }
+      // A sender that may not ask now is not made to: the platform did not say.
+      const senderKey = platform.senderKey?.(session);
+      const sender = senderKey ? await findSenderByRef(services.db.kysely, { ...owner, platform: platform.name, senderKey }) : undefined;
+      const until = sender?.until == null ? null : Number(sender.until);
+      if (sender?.status === 'expired') return answer({ exists: null, reason: `the sender has expired: ${sender.reason ?? 'its credential no longer works'}` });
+      if (sender?.status === 'resting' && (until === null || until > Date.now())) {
+        return answer({ exists: null, reason: `the sender is resting${until !== null ? ` until ${new Date(until).toISOString()}` : ''}` });
+      }
+      if (!platform.recipientExists) return answer({ exists: null, reason: `${platform.name} is not asked ahead: the send itself resolves the recipient` });
+      return answer(await platform.recipientExists({ session, recipient: body.recipient, owner }, services));
+    },
+  );
+}

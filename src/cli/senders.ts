@@ -1,0 +1,37 @@
+import type { Command } from 'commander';
+import { CliError, defaultApiUrl, json, out } from './common.js';
+import { ApiClient, describeApiError, type SenderListItem } from './http.js';
+
+/** One line per sender: who, its status (and why, until when), today's count against its cap. */
+function describe(s: SenderListItem): string {
+  const today = s.daily_cap === null ? `${s.sent_today} today` : `${s.sent_today}/${s.daily_cap} today`;
+  const status = s.status === 'ok' ? 'ok' : `${s.status}${s.until ? ` until ${s.until}` : ''}${s.reason ? `: ${s.reason}` : ''}`;
+  return `${s.id}  ${s.platform.padEnd(8)} ${(s.label ?? s.kind).padEnd(40)} ${today.padEnd(12)} ${status}`;
+}
+
+/** `senders list`: the senders of the key's account and environment, with their health, through the HTTP API. */
+export function registerSenderCommands(program: Command): void {
+  const senders = program.command('senders').description("the account's senders (WhatsApp sessions, bots, LinkedIn cookies) and their health");
+  senders
+    .command('list')
+    .description('every sender the key\'s account and environment used: status, why, until when, today\'s count against the cap')
+    .option('--key <key>', 'API key (sk_test_… or sk_live_…); default: the VOICENOTE_KEY environment variable')
+    .option('--url <base>', 'API base address (default http://127.0.0.1:$PORT/api/v1)')
+    .option('--json', 'print one JSON object: {"data": [senders]}')
+    .action(async (options: { key?: string; url?: string; json?: boolean }) => {
+      const key = options.key ?? (process.env.VOICENOTE_KEY?.trim() || undefined);
+      if (key === undefined) throw new CliError('senders list needs --key KEY (or VOICENOTE_KEY in the environment)');
+      const client = new ApiClient(options.url ?? defaultApiUrl(), key);
+      const all: SenderListItem[] = [];
+      for (let after: string | undefined; ; ) {
+        const page = await client.senders(after);
+        if (!page.ok) throw new CliError(describeApiError(page.status, page.error));
+        all.push(...page.body.data);
+        if (!page.body.has_more || page.body.data.length === 0) break;
+        after = page.body.data.at(-1)!.id;
+      }
+      if (options.json) json({ data: all });
+      else if (all.length === 0) out('no senders yet: one appears once a note of it is delivered or fails');
+      else for (const s of all) out(describe(s));
+    });
+}
