@@ -22,6 +22,7 @@ import { registerWhatsappSessionRoutes } from './api/whatsapp-sessions.js';
 import { registerDashboard } from './dashboard/index.js';
 import { registerMessageLogRoutes } from './api/messages.js';
 import { registerCancelRoute } from './api/cancel.js';
+import { registerListeningRoutes } from './api/listening.js';
 import { registerWebhookEndpointRoutes } from './api/webhook-endpoints.js';
 import type { Services } from './services.js';
 
@@ -168,6 +169,7 @@ export async function buildServer(services: Services, options: ServerOptions = {
       registerWhatsappSessionRoutes(api, services);
       registerMessageLogRoutes(api, services);
       registerCancelRoute(api, services);
+      registerListeningRoutes(api, services);
       registerWebhookEndpointRoutes(api, services);
       api.setNotFoundHandler((request, reply) => sendError(reply, new ApiError('not_found', `no route ${request.method} ${request.url.split('?')[0]}`)));
     },

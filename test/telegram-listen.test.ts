@@ -12,6 +12,7 @@ import {
 } from './fixtures/app-harness.js';
 import { startTelegramApi, type TelegramFake } from './fakes/telegram-api.js';
 import { eventually } from './fakes/whatsapp-socket.js';
+import { createDashboardAccount, csrfIn, FormClient } from './fixtures/dashboard-harness.js';
 
 /**
  * Telegram bots listened to (`listen: true`): the bot's updates long-polled with getUpdates by one
@@ -101,6 +102,22 @@ describe(`Telegram bots listened to (${STORAGE_LABEL})`, () => {
       const again = await sendListened(t, a.liveKey, { recipient: '555001' });
       assert.equal((await t.waitForStatus(a.liveKey, again, ['failed', 'delivered'])).status, 'delivered');
       assert.equal(fake.pollConflicts, 0);
+
+      // The message log says the bot is listened to; the account ends it: the token is erased, polling stops.
+      const listening = (await t.request({ method: 'GET', url: `/api/v1/messages/${note}`, key: a.liveKey })).json().listening;
+      assert.equal(listening.status, 'listening');
+      assert.equal(listening.reason, null);
+      assert.ok(Date.parse(listening.until) > Date.now() + 29 * DAY);
+      const stop = await t.request({ method: 'DELETE', url: `/api/v1/messages/${note}/listening`, key: a.liveKey });
+      assert.equal(stop.statusCode, 200, stop.body);
+      assert.deepEqual(stop.json(), { deleted: true });
+      assert.equal((await t.app.services.db.kysely.selectFrom('telegram_listeners').select('sender_key').execute()).length, 0, 'token erased');
+      assertErrorEnvelope(await t.request({ method: 'DELETE', url: `/api/v1/messages/${note}/listening`, key: a.liveKey }), 404, 'not_found');
+      assert.equal((await t.request({ method: 'GET', url: `/api/v1/messages/${note}`, key: a.liveKey })).json().listening, null);
+      await sleep(1_500);
+      const polls = getUpdatesCalls(fake).length;
+      await sleep(1_500);
+      assert.equal(getUpdatesCalls(fake).length, polls, 'no more getUpdates');
     } finally {
       await t.close();
       await fake.close();
@@ -112,7 +129,7 @@ describe(`Telegram bots listened to (${STORAGE_LABEL})`, () => {
     fake.setWebhook(TELEGRAM_TOKEN);
     const t = await startTestApp({ env: { TELEGRAM_API_ROOT: fake.apiRoot }, platformTuning: { telegram: LISTEN } });
     try {
-      const a = await t.createAccount();
+      const a = await createDashboardAccount(t);
       const note = await sendListened(t, a.liveKey, { recipient: '556001', listen: true });
       await t.waitForStatus(a.liveKey, note, ['delivered']);
       const db = t.app.services.db.kysely;
@@ -125,6 +142,22 @@ describe(`Telegram bots listened to (${STORAGE_LABEL})`, () => {
       await sleep(600);
       assert.equal(getUpdatesCalls(fake).length, polls, 'no more getUpdates');
       assert.equal(fake.calls.filter((c) => /webhook/i.test(c.method)).length, 0, 'the webhook is never touched');
+      const shown = (await t.request({ method: 'GET', url: `/api/v1/messages/${note}`, key: a.liveKey })).json().listening;
+      assert.equal(shown.status, 'refused');
+      assert.match(shown.reason, /webhook/);
+      const client = new FormClient(t, '10.9.0.8');
+      assert.equal((await client.signIn(a.email, a.password)).statusCode, 303);
+      const page = await client.get(`/dashboard/messages/${note}?env=live`);
+      assert.match(page.body, /data-listening="refused">This bot cannot be listened to: the bot has a webhook set/);
+      const forged = await client.post(`/dashboard/messages/${note}/listening/delete`, { _csrf: 'forged' });
+      assert.equal(forged.statusCode, 403);
+      const stopped = await client.post(`/dashboard/messages/${note}/listening/delete`, { _csrf: csrfIn(page.body) });
+      assert.equal(stopped.statusCode, 303);
+      assert.equal((await db.selectFrom('telegram_listeners').select('sender_key').execute()).length, 0, 'the button erases the token');
+      assert.doesNotMatch((await client.get(`/dashboard/messages/${note}?env=live`)).body, /data-listening=/);
+      // Asked again: kept again (and refused again, the webhook still being there).
+      await sendListened(t, a.liveKey, { recipient: '556002', listen: true });
+      await eventually(async () => (await db.selectFrom('telegram_listeners').select('status').executeTakeFirst())?.status === 'conflict', 'refused again');
 
       // Thirty days without a note: the window ends and the kept token is erased.
       await db.updateTable('messages').set({ created_at: Date.now() - 31 * DAY }).execute();
