@@ -66,6 +66,9 @@ describe(`Telegram bots listened to (${STORAGE_LABEL})`, () => {
       const a = await t.createAccount();
       const note = await sendListened(t, a.liveKey, { recipient: '555001', listen: true });
       await t.waitForStatus(a.liveKey, note, ['delivered']);
+      // A sandbox note to the same chat with the same bot, delivered later: a real reply never lands on it.
+      const sandboxNote = await sendListened(t, a.testKey, { recipient: '555001' });
+      await t.waitForStatus(a.testKey, sandboxNote, ['delivered']);
       const stored = await t.app.services.db.kysely.selectFrom('telegram_listeners').select('token').executeTakeFirstOrThrow();
       assert.ok(!stored.token.includes(TELEGRAM_TOKEN.split(':')[1]!), 'the kept token is sealed');
 
@@ -83,6 +86,7 @@ describe(`Telegram bots listened to (${STORAGE_LABEL})`, () => {
         return found.length === 2 ? found : undefined;
       }, 'two replies');
       assert.deepEqual(replies.map((r) => [r.type, r.text]), [['text', 'Thanks for the note'], ['image', 'me']]);
+      assert.deepEqual(await repliesOf(t, a.testKey, sandboxNote), []);
       // Confirmed: the next poll asks from after the last update, so none comes twice.
       await eventually(() => getUpdatesCalls(fake).some((c) => Number(c.fields.offset) > replyId + 1), 'offset confirmed');
       assert.equal((await t.app.services.db.kysely.selectFrom('message_replies').select('id').execute()).length, 2);

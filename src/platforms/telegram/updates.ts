@@ -56,6 +56,8 @@ export function readUpdate(update: TelegramUpdate, senderKey: string): HeardUpda
         platform: 'telegram',
         senderKey,
         from: String(message.chat.id),
+        // Only live sends listen: a sandbox note sent with the same bot is never answered by a real person.
+        env: 'live',
         reply: { platformId: String(message.message_id), type: described.type, text: described.text, at: (message.date ?? Date.now() / 1000) * 1000 },
       },
     };
