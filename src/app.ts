@@ -30,6 +30,7 @@ import { createAttemptRecorder } from './message-log/recorder.js';
 import { createRecorder } from './inbound/recorder.js';
 import type { MessageRow } from './store/messages.js';
 import { SandboxReplier } from './inbound/sandbox-replies.js';
+import { startTelegramListener } from './platforms/telegram/listener.js';
 import { WebhookSender, type WebhookSenderOptions } from './webhooks/sender.js';
 import { sweepDueSandboxSessions } from './webhooks/session-sweep.js';
 
@@ -239,6 +240,17 @@ export function startWorker(services: Services, tuning: WorkerTuning = {}): Runn
   });
   // The sandbox's recipients that answer, answering notes this worker delivered.
   const replier = new SandboxReplier(services.onHeard);
+  // Telegram bots that asked to be listened to: one poller per bot across all processes (a lease).
+  const listenTuning = (tuning.platformTuning?.telegram ?? {}) as { listenScanMs?: number; listenPollSeconds?: number };
+  const telegramListener = startTelegramListener({
+    db: services.db.kysely,
+    secretBox: services.secretBox,
+    logger,
+    apiRoot: config.telegramApiRoot,
+    onHeard: services.onHeard,
+    ...(listenTuning.listenScanMs !== undefined ? { scanMs: listenTuning.listenScanMs } : {}),
+    ...(listenTuning.listenPollSeconds !== undefined ? { pollSeconds: listenTuning.listenPollSeconds } : {}),
+  });
   const worker = createWorker(services, audio, { ...tuning, onDelivered: (message) => replier.delivered(message) });
   worker.start();
   // Housekeeping of the worker's process, beside the delivery loop rather than in it.
@@ -251,6 +263,7 @@ export function startWorker(services: Services, tuning: WorkerTuning = {}): Runn
       await senderEnds.stop();
       await worker.stop(config.shutdownGraceMs);
       replier.stop();
+      await telegramListener.stop();
       await audio.close();
     },
   };

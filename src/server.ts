@@ -25,6 +25,7 @@ import { registerMessageLogRoutes } from './api/messages.js';
 import { registerSenderRoutes } from './api/senders.js';
 import { registerRecipientCheckRoute } from './api/recipients.js';
 import { registerCancelRoute } from './api/cancel.js';
+import { registerListeningRoutes } from './api/listening.js';
 import { registerWebhookEndpointRoutes } from './api/webhook-endpoints.js';
 import type { Services } from './services.js';
 
@@ -173,6 +174,7 @@ export async function buildServer(services: Services, options: ServerOptions = {
       registerSenderRoutes(api, services);
       registerRecipientCheckRoute(api, services);
       registerCancelRoute(api, services);
+      registerListeningRoutes(api, services);
       registerWebhookEndpointRoutes(api, services);
       api.setNotFoundHandler((request, reply) => sendError(reply, new ApiError('not_found', `no route ${request.method} ${request.url.split('?')[0]}`)));
     },

@@ -126,7 +126,7 @@ describe(`OpenAPI and docs (${STORAGE_LABEL})`, () => {
     assert.deepEqual(Object.keys(shapes).sort(), ['linkedin', 'telegram', 'whatsapp']);
     const fields = (platform: string) => Object.keys(shapes[platform].properties).sort();
     assert.deepEqual(fields('linkedin'), ['audio_url', 'cancel_on_reply', 'duration', 'platform', 'recipient', 'send_at', 'session']);
-    assert.deepEqual(fields('telegram'), ['audio_url', 'cancel_on_reply', 'caption', 'duration', 'platform', 'recipient', 'recording_indicator', 'send_at', 'session']);
+    assert.deepEqual(fields('telegram'), ['audio_url', 'cancel_on_reply', 'caption', 'duration', 'listen', 'platform', 'recipient', 'recording_indicator', 'send_at', 'session']);
     assert.deepEqual(fields('whatsapp'), ['audio_url', 'cancel_on_reply', 'duration', 'platform', 'recipient', 'recording_indicator', 'send_at', 'session']);
     for (const shape of Object.values(shapes) as Json[]) assert.equal(shape.additionalProperties, false);
     const session = (name: string) => doc.components.schemas[name];

@@ -7,6 +7,7 @@ import { messageDetail, messageLogPage, WAIT_REASONS } from '../message-log/view
 import type { Services } from '../services.js';
 import { invalidParameter, notFound } from './errors.js';
 import { MessageIdParams, withErrors } from './schemas.js';
+import { ListeningView } from './listening.js';
 
 const Timestamp = Type.String({ format: 'date-time' });
 const NullableTimestamp = Type.Union([Timestamp, Type.Null()]);
@@ -91,6 +92,7 @@ const Detail = Type.Object({
   receipts: Receipts,
   replies: Type.Array(Reply, { description: "The recipient's replies to this note, oldest first, at most 20" }),
   first_replied_at: Type.Union([Timestamp, Type.Null()], { description: 'When the recipient first replied; null until then' }),
+  listening: ListeningView,
 });
 
 const str = (description: string) => Type.Optional(Type.String({ description }));

@@ -86,6 +86,10 @@ export const SEND_SCHEMAS: Record<string, Schema> = {
     extra: {
       caption: nullable({ type: 'string', maxLength: 1024 }, 'Shown under the voice note; null is the same as omitted'),
       recording_indicator: recordingIndicator,
+      listen: {
+        type: 'boolean',
+        description: "Hear this bot's replies: voicenote long-polls its updates for 30 days after its last note (use a bot dedicated to voicenote; a bot with a webhook cannot be listened to)",
+      },
     },
   }),
   SendWhatsapp: sendShape('whatsapp', {

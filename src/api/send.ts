@@ -6,6 +6,7 @@ import { newMessageId } from '../core/ids.js';
 import { SealedMemo } from '../core/sealed-memo.js';
 import { checkCaption, checkDuration, isViolation, type Violation } from '../platforms/rules.js';
 import type { MessageRow } from '../store/messages.js';
+import { listenToTelegramBot } from '../store/listeners.js';
 import type { Services } from '../services.js';
 import { setUsageHeaders } from './auth.js';
 import { usageScope } from './caller.js';
@@ -19,7 +20,7 @@ import { iso, sentMessageView } from './views.js';
 const fail = (violation: Violation): ApiError => invalidParameter(violation.field, violation.message);
 
 /** The top-level fields POST /send takes; any other is refused (400 invalid_request naming it). */
-export const SEND_FIELDS = ['platform', 'recipient', 'audio_url', 'session', 'duration', 'caption', 'send_at', 'recording_indicator', 'cancel_on_reply'] as const;
+export const SEND_FIELDS = ['platform', 'recipient', 'audio_url', 'session', 'duration', 'caption', 'send_at', 'recording_indicator', 'cancel_on_reply', 'listen'] as const;
 
 export function registerSendRoute(app: FastifyInstance, services: Services): void {
   const credentials = new SealedMemo(services.secretBox);
@@ -74,6 +75,9 @@ export function registerSendRoute(app: FastifyInstance, services: Services): voi
       // A reply can only stop a note that waits: one sent at once is gone before anyone could answer.
       if (body.cancel_on_reply === true && (body.send_at === undefined || body.send_at === null)) {
         throw invalidParameter('cancel_on_reply', 'cancel_on_reply needs send_at: only a scheduled note can be canceled by a reply before it is sent');
+      }
+      if (body.listen === true && platform.name !== 'telegram') {
+        throw invalidParameter('listen', `${platform.name} takes no listen: Telegram bots are listened to on request; WhatsApp sessions are always heard; LinkedIn is not listened to in this version`);
       }
       if (platform.checkAtAccept) {
         const problem = await platform.checkAtAccept(session, { accountId: caller.accountId, env: caller.env }, services);
@@ -131,7 +135,23 @@ export function registerSendRoute(app: FastifyInstance, services: Services): voi
       services.callers.noteSent(scope, accepted.sent, now);
       setUsageHeaders(reply, { limit: caller.limits.monthlyQuota, remaining: Math.max(0, caller.limits.monthlyQuota - accepted.sent) });
       services.wakeWorker();
+      // The sandbox never reaches the platform: its answering recipients stand in for listening.
+      if (body.listen === true && caller.env === 'live') await keepListening(services, row.sender_key ?? null, session, request.log);
       return reply.code(202).send(answer);
     },
   );
+}
+
+/**
+ * `listen: true` on a Telegram send: the bot's token is kept sealed and its updates long-polled for 30
+ * days (platforms/telegram/listener.ts). The note is accepted whatever happens here: a failure is logged.
+ */
+async function keepListening(services: Services, senderKey: string | null, session: unknown, log: { warn(obj: object, msg: string): void }): Promise<void> {
+  const token = (session as { bot_token?: unknown }).bot_token;
+  if (senderKey === null || typeof token !== 'string') return;
+  try {
+    await listenToTelegramBot(services.db.kysely, senderKey, services.secretBox.seal(token), Date.now());
+  } catch (err) {
+    log.warn({ err }, 'could not start listening to the bot');
+  }
 }

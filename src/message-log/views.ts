@@ -7,6 +7,7 @@ import { findAttempts, findAudio, findReceipts, listMessages, type MessageAudioR
 import { parseLogQuery, type LogQueryInput } from './query.js';
 import { findMessage, type MessageRow } from '../store/messages.js';
 import { findReplies } from '../store/replies.js';
+import { findListener } from '../store/listeners.js';
 import type { Database } from '../store/schema.js';
 
 const iso = (ms: number | null): string | null => (ms === null ? null : new Date(Number(ms)).toISOString());
@@ -141,9 +142,21 @@ export async function messageDetail(db: Kysely<Database>, dataDir: string, owner
     receipts: receiptsView,
     replies: replies.map(replyView),
     first_replied_at: iso(row.first_replied_at ?? null),
+    listening: await listeningView(db, row),
   };
 }
 export type MessageDetail = NonNullable<Awaited<ReturnType<typeof messageDetail>>>;
+
+/**
+ * Whether the note's sender is listened to for replies (a Telegram bot sent with `listen: true`):
+ * `listening`, or `refused` with the platform's reason (a bot with a webhook); null when not.
+ */
+export async function listeningView(db: Kysely<Database>, row: Pick<MessageRow, 'platform' | 'sender_key'>) {
+  if (row.platform !== 'telegram' || !row.sender_key) return null;
+  const bot = await findListener(db, row.sender_key);
+  if (!bot) return null;
+  return { status: (bot.status === 'listening' ? 'listening' : 'refused') as 'listening' | 'refused', reason: bot.reason, until: iso(bot.listen_until)! };
+}
 
 /** The converted audio of one of the owner's messages, while cached (for playing it back); undefined otherwise. */
 export async function messageAudioFile(db: Kysely<Database>, dataDir: string, owner: Owner, id: string) {

@@ -359,6 +359,28 @@ export interface MessageRepliesTable {
   created_at: number;
 }
 
+/** A Telegram bot listened to (`listen: true`): its token sealed until `listen_until`. */
+export interface TelegramListenersTable {
+  sender_key: string;
+  /** The bot token, sealed. */
+  token: string;
+  /** listening | conflict (the bot has a webhook: getUpdates is refused) */
+  status: string;
+  reason: string | null;
+  listen_until: number;
+  /** The next update_id to ask for; null before the first. */
+  update_offset: number | null;
+  updated_at: number;
+}
+
+/** A chat that blocked a sender: later notes to it fail at once (`recipient_blocked`). */
+export interface BlockedChatsTable {
+  platform: string;
+  sender_key: string;
+  recipient: string;
+  blocked_at: number;
+}
+
 export interface Database {
   accounts: AccountsTable;
   api_keys: ApiKeysTable;
@@ -378,6 +400,8 @@ export interface Database {
   message_audio: MessageAudioTable;
   message_receipts: MessageReceiptsTable;
   message_replies: MessageRepliesTable;
+  telegram_listeners: TelegramListenersTable;
+  blocked_chats: BlockedChatsTable;
   dashboard_sessions: DashboardSessionsTable;
   instance_settings: InstanceSettingsTable;
   rhythm_settings: RhythmSettingsTable;

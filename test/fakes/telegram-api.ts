@@ -94,6 +94,17 @@ export interface TelegramFake {
   beforeReadingBody: ((token: string) => Promise<void>) | undefined;
   /** Users who never started the bot: getChat answers "chat not found" for them, as Telegram does. */
   readonly unstartedChats: Set<string>;
+  /**
+   * getUpdates: queues an update for the bot (its update_id is given here), answered to its next
+   * getUpdates, or at once to one waiting; kept until a getUpdates confirms it with a higher `offset`.
+   */
+  pushUpdate(token: string, update: Record<string, unknown>): number;
+  /** The bot has a webhook: getUpdates answers 409, as Telegram does (only deleteWebhook would clear it). */
+  setWebhook(token: string): void;
+  /** getUpdates ended by another one for the same bot (409 "terminated by other getUpdates request"). */
+  readonly pollConflicts: number;
+  /** The most getUpdates of one bot that were waiting at the same time. */
+  readonly maxConcurrentPolls: number;
   close(): Promise<void>;
 }
 
@@ -379,6 +390,59 @@ export async function startTelegramApi(options: TelegramFakeOptions = {}): Promi
     return accepted(chatId, caption, duration, voice);
   }
 
+  // getUpdates: queued updates per bot, the one poll waiting per bot, bots with a webhook.
+  const queued = new Map<string, Array<Record<string, unknown> & { update_id: number }>>();
+  const waiting = new Map<string, { answer: (reply: Reply) => void; wake: () => void }>();
+  const webhooks = new Set<string>();
+  let nextUpdateId = 700_000_001;
+  let pollConflicts = 0;
+  let maxConcurrentPolls = 0;
+  const pollsNow = new Map<string, number>();
+
+  /** getUpdates as the Bot API answers it: 409 with a webhook, the previous poll ended by a new one, long polling up to `timeout`. */
+  async function getUpdates(token: string, form: ParsedForm, hungUp: Promise<void>): Promise<Reply> {
+    if (!readableToken(token)) return failure(401, 'Unauthorized: invalid token specified');
+    if (!WELL_FORMED_TOKEN.test(token) || (knownTokens && !knownTokens.has(token))) return failure(401, 'Unauthorized');
+    if (form.error) return form.error;
+    if (webhooks.has(token)) return failure(409, "Conflict: can't use getUpdates method while webhook is active; use deleteWebhook to delete the webhook first");
+    const previous = waiting.get(token);
+    if (previous) {
+      pollConflicts++;
+      previous.answer(failure(409, 'Conflict: terminated by other getUpdates request; make sure that only one bot instance is running'));
+    }
+    const offset = form.fields.offset !== undefined ? Number(form.fields.offset) : undefined;
+    const allowed = form.fields.allowed_updates !== undefined ? (JSON.parse(form.fields.allowed_updates) as string[]) : undefined;
+    const timeout = Number(form.fields.timeout ?? 0);
+    const list = queued.get(token) ?? [];
+    // An offset confirms every update before it: they are never sent again.
+    if (offset !== undefined) queued.set(token, list.filter((u) => u.update_id >= offset));
+    const ready = (): Array<Record<string, unknown>> => (queued.get(token) ?? []).filter((u) => !allowed || allowed.some((type) => type in u));
+    if (ready().length > 0 || timeout <= 0) return json(200, { ok: true, result: ready() });
+    pollsNow.set(token, (pollsNow.get(token) ?? 0) + 1);
+    maxConcurrentPolls = Math.max(maxConcurrentPolls, pollsNow.get(token)!);
+    try {
+      return await new Promise<Reply>((resolve) => {
+        const timer = setTimeout(() => finish(json(200, { ok: true, result: ready() })), timeout * 1000);
+        const me = {
+          answer: (reply: Reply) => finish(reply),
+          wake: () => {
+            if (ready().length > 0) finish(json(200, { ok: true, result: ready() }));
+          },
+        };
+        function finish(reply: Reply): void {
+          clearTimeout(timer);
+          if (waiting.get(token) === me) waiting.delete(token);
+          resolve(reply);
+        }
+        waiting.set(token, me);
+        // A client that hangs up no longer polls.
+        void hungUp.then(() => finish(json(200, { ok: true, result: [] })));
+      });
+    } finally {
+      pollsNow.set(token, pollsNow.get(token)! - 1);
+    }
+  }
+
   const server = createServer((req, res) => {
     void (async () => {
       const url = new URL(req.url ?? '/', 'http://fake.invalid');
@@ -401,7 +465,8 @@ export async function startTelegramApi(options: TelegramFakeOptions = {}): Promi
         }
       }
       const form = await parseForm(req);
-      const reply = decide(token, method, form);
+      const hungUp = new Promise<void>((resolve) => res.on('close', () => resolve()));
+      const reply = method.toLowerCase() === 'getupdates' ? await getUpdates(token, form, hungUp) : decide(token, method, form);
       const call: TelegramCall = {
         httpMethod: req.method ?? '',
         method,
@@ -456,6 +521,23 @@ export async function startTelegramApi(options: TelegramFakeOptions = {}): Promi
     },
     get openConnections() {
       return sockets.size;
+    },
+    pushUpdate(token, update) {
+      const update_id = nextUpdateId++;
+      const list = queued.get(token) ?? [];
+      list.push({ ...update, update_id });
+      queued.set(token, list);
+      waiting.get(token)?.wake();
+      return update_id;
+    },
+    setWebhook(token) {
+      webhooks.add(token);
+    },
+    get pollConflicts() {
+      return pollConflicts;
+    },
+    get maxConcurrentPolls() {
+      return maxConcurrentPolls;
     },
     failForToken(token, f, times = Infinity) {
       rules.push({ token, failure: f, remaining: times });

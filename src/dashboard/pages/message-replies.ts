@@ -31,3 +31,18 @@ ${
       )}</ol>`
 }`;
 }
+
+/** On the message's page: whether its sender is listened to, why not when refused, and the button that ends it. */
+export function listeningSection(row: MessageRow, listening: { status: string; reason: string | null; until: string } | null, csrf: string): Html {
+  if (!listening) return html``;
+  return html`<h2>Listening for replies</h2>
+<p data-listening="${listening.status}">${
+    listening.status === 'listening'
+      ? html`This bot is listened to for replies until ${timeCell(Date.parse(listening.until))} (30 days after its last note); its token is kept, encrypted, until then.`
+      : html`This bot cannot be listened to: ${listening.reason ?? 'the platform refused'}.`
+  }</p>
+<form method="post" action="/dashboard/messages/${row.id}/listening/delete" class="stop-listening">
+<input type="hidden" name="_csrf" value="${csrf}">
+<button type="submit">Stop listening and erase the bot token</button>
+</form>`;
+}

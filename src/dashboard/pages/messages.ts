@@ -15,7 +15,9 @@ import { platformLabel } from '../labels.js';
 import { page, sendPage, type Notice } from '../layout.js';
 import { parseWaveform, waveformSvg } from '../waveform.js';
 import { findReplies } from '../../store/replies.js';
-import { answeredMark, repliesSection } from './message-replies.js';
+import { answeredMark, listeningSection, repliesSection } from './message-replies.js';
+import { listeningView } from '../../message-log/views.js';
+import { stopListening } from '../../api/listening.js';
 
 const PAGE_SIZE = 50;
 const STATUSES = ['queued', 'processing', 'delivered', 'failed', 'canceled'];
@@ -29,6 +31,7 @@ const NOTICES: Record<string, Notice> = {
     text: 'Canceled: this voice note will not be sent again. An earlier attempt reached the platform, which may have delivered it, so it still counts against the monthly quota.',
   },
   not_cancelable: { kind: 'error', text: 'Too late to cancel: a worker had already taken this voice note.' },
+  listening_stopped: { kind: 'ok', text: 'No longer listening: the bot token kept for it is erased.' },
 };
 
 type Query = Record<string, string | undefined>;
@@ -187,7 +190,13 @@ ${
         404,
       );
     }
-    const [attempts, audio, receipts, replies] = await Promise.all([findAttempts(db, row.id), findAudio(db, row.id), findReceipts(db, row.id), findReplies(db, row.id)]);
+    const [attempts, audio, receipts, replies, listening] = await Promise.all([
+      findAttempts(db, row.id),
+      findAudio(db, row.id),
+      findReceipts(db, row.id),
+      findReplies(db, row.id),
+      listeningView(db, row),
+    ]);
     const waveform = audio ? parseWaveform(audio.waveform) : null;
     const playable = audio ? (await convertedFile(deps, row.platform, audio)) !== undefined : false;
     const failed = row.status === 'failed';
@@ -281,9 +290,19 @@ ${
     ? html`<p data-receipts="none">${noReceiptsText(row)}</p>`
     : html`<ul data-receipts="some">${receipts.map((r) => html`<li>${RECEIPT_TEXT[r.kind] ?? r.kind}: ${timeCell(r.at)}${r.source === 'sandbox' ? ' (sandbox)' : ''}</li>`)}</ul>`
 }
-${repliesSection(row, replies)}`,
+${repliesSection(row, replies)}
+${listeningSection(row, listening, ctx.csrf)}`,
       ),
     );
+  });
+
+  // Stop listening: the same as DELETE /api/v1/messages/{id}/listening (the CSRF token is checked before this runs).
+  app.post<{ Params: { id: string } }>('/messages/:id/listening/delete', async (request, reply) => {
+    const ctx = ctxOf(request);
+    const row = await findOwnMessage(deps, ctx, request.params.id);
+    if (!row) return redirectTo(reply, '/dashboard/messages');
+    await stopListening(deps.services, { accountId: row.account_id, env: row.env }, row.id);
+    return redirectTo(reply, `/dashboard/messages/${row.id}?notice=listening_stopped`);
   });
 
   // The Cancel button: the same rules as POST /api/v1/messages/{id}/cancel (the CSRF token is checked before this runs).

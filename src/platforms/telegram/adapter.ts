@@ -24,6 +24,8 @@ export interface TelegramAdapterOptions {
   maxPaceWaitMs?: number;
   /** How often `record_voice` is sent again while the indicator shows (default 4 s: Telegram shows it for up to 5 s). */
   chatActionEveryMs?: number;
+  /** Whether the chat blocked this bot (heard from its updates when it is listened to): such a note fails at once, without a call. */
+  isBlocked?: (token: string, chatId: string) => Promise<boolean>;
 }
 
 const DEFAULT_CHAT_ACTION_EVERY_MS = 4_000;
@@ -288,6 +290,9 @@ export function createTelegramAdapter(options: TelegramAdapterOptions): Platform
       }
       const token = (job.session as unknown as TelegramSession).bot_token;
       const scrub = scrubber(token);
+      if (await options.isBlocked?.(token, job.recipient)) {
+        throw new DeliveryError('recipient_blocked', 'the recipient blocked this bot (Telegram told the listened bot so); not sent', false);
+      }
 
       // Within the flood limits, so a bulk send does not run into 429s; a long line goes back to the queue.
       const wait = await pacer.reserve(telegramPaceRules(token, job.recipient), maxPaceWaitMs);

@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import { MiB, OGG_OPUS_VOICE } from '../../audio/targets.js';
 import { createRedisSlotPacer } from '../pacing.js';
 import type { PlatformDefinition } from '../platform.js';
+import { isChatBlocked } from '../../store/listeners.js';
 import { createTelegramAdapter } from './adapter.js';
 import { askTelegramAboutChat } from './recipient-check.js';
 import { checkTelegramRecipient, checkTelegramSession, MAX_CAPTION_LENGTH } from './rules.js';
@@ -11,6 +12,9 @@ export type TelegramTuning = { pace?: boolean; chatActionEveryMs?: number };
 const chatActionEvery = (value: unknown): number | undefined =>
   typeof value === 'object' && value !== null && typeof (value as TelegramTuning).chatActionEveryMs === 'number' ? (value as TelegramTuning).chatActionEveryMs : undefined;
 const isUnpaced = (value: unknown): boolean => typeof value === 'object' && value !== null && (value as TelegramTuning).pace === false;
+
+/** The bot's sender key: a hash of its token (never the token). */
+export const botKey = (token: string): string => createHash('sha256').update(token).digest('base64url').slice(0, 22);
 
 /** Telegram through the official Bot API, with the bot token of each send. */
 export const telegram: PlatformDefinition = {
@@ -24,12 +28,14 @@ export const telegram: PlatformDefinition = {
   // sendChatAction with record_voice.
   recordingIndicator: true,
   // The bot, by a hash of its token (never the token).
-  senderKey: (session) => createHash('sha256').update(String(session.bot_token)).digest('base64url').slice(0, 22),
+  senderKey: (session) => botKey(String(session.bot_token)),
   senderKind: () => 'telegram_bot',
   recipientExists: ({ session, recipient }, services) => askTelegramAboutChat(services.config.telegramApiRoot, String(session.bot_token), recipient),
   createLiveAdapter: ({ services, tuning }) =>
     createTelegramAdapter({
       apiRoot: services.config.telegramApiRoot,
+      // A chat that blocked a listened bot (my_chat_member "kicked"): its notes fail at once.
+      isBlocked: (token, chatId) => isChatBlocked(services.db.kysely, { platform: 'telegram', senderKey: botKey(token), recipient: chatId }),
       ...(chatActionEvery(tuning.telegram) !== undefined ? { chatActionEveryMs: chatActionEvery(tuning.telegram)! } : {}),
       // Benchmarks of the service itself against the fake Bot API may turn pacing off (never from the environment).
       ...(isUnpaced(tuning.telegram) ? { pacer: { reserve: async () => 0 } } : {}),

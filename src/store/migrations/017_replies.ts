@@ -24,6 +24,28 @@ export async function up(db: Kysely<unknown>): Promise<void> {
     .execute();
   await sql`create unique index message_replies_once on message_replies (platform, sender_key, recipient, platform_reply_id, account_id, env)`.execute(db);
   await sql`create index message_replies_message on message_replies (message_id, received_at)`.execute(db);
+  // Telegram bots listened to (`listen: true`): one row per bot (its sender key), the token sealed, kept
+  // until `listen_until` (30 days after its last note); `status` listening | conflict (a webhook is set:
+  // getUpdates is refused) with a `reason`; `update_offset` the next update to ask for.
+  await db.schema
+    .createTable('telegram_listeners')
+    .addColumn('sender_key', 'text', (c) => c.primaryKey())
+    .addColumn('token', 'text', (c) => c.notNull())
+    .addColumn('status', 'text', (c) => c.notNull())
+    .addColumn('reason', 'text')
+    .addColumn('listen_until', 'bigint', (c) => c.notNull())
+    .addColumn('update_offset', 'bigint')
+    .addColumn('updated_at', 'bigint', (c) => c.notNull())
+    .execute();
+  // Chats that blocked a sender (Telegram's my_chat_member "kicked"): later notes to them fail at once.
+  await db.schema
+    .createTable('blocked_chats')
+    .addColumn('platform', 'text', (c) => c.notNull())
+    .addColumn('sender_key', 'text', (c) => c.notNull())
+    .addColumn('recipient', 'text', (c) => c.notNull())
+    .addColumn('blocked_at', 'bigint', (c) => c.notNull())
+    .addPrimaryKeyConstraint('blocked_chats_pk', ['platform', 'sender_key', 'recipient'])
+    .execute();
   await db.schema.alterTable('messages').addColumn('first_replied_at', 'bigint').execute();
   await db.schema.alterTable('messages').addColumn('cancel_on_reply', 'integer').execute();
 }
@@ -32,4 +54,6 @@ export async function down(db: Kysely<unknown>): Promise<void> {
   await db.schema.alterTable('messages').dropColumn('cancel_on_reply').execute();
   await db.schema.alterTable('messages').dropColumn('first_replied_at').execute();
   await db.schema.dropTable('message_replies').execute();
+  await db.schema.dropTable('blocked_chats').execute();
+  await db.schema.dropTable('telegram_listeners').execute();
 }

@@ -1,0 +1,59 @@
+import type { FastifyInstance } from 'fastify';
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import { Type } from '@sinclair/typebox';
+import { listeningView } from '../message-log/views.js';
+import { forgetListener } from '../store/listeners.js';
+import { findMessage } from '../store/messages.js';
+import type { Services } from '../services.js';
+import { notFound } from './errors.js';
+import { MessageIdParams, withErrors } from './schemas.js';
+
+/**
+ * Listening to a note's sender, as the message log shows it, and its end at the account's request:
+ * the kept credentials erased at once (a Telegram bot's token), the poller stopping within seconds.
+ */
+
+export const ListeningView = Type.Union(
+  [
+    Type.Object({
+      status: Type.String({ enum: ['listening', 'refused'], description: 'refused: the platform will not let it be listened to (a bot with a webhook)' }),
+      reason: Type.Union([Type.String(), Type.Null()], { description: 'Why it is refused; null while listening' }),
+      until: Type.String({ format: 'date-time', description: 'When listening ends and the kept credentials are erased, unless a note comes first' }),
+    }),
+    Type.Null(),
+  ],
+  { description: "Whether this note's sender is listened to for replies (a Telegram bot sent with listen: true); null when not" },
+);
+
+/** Stops listening to the sender of one of the owner's notes and erases what was kept for it; false when nothing was listened to. */
+export async function stopListening(services: Services, owner: { accountId: string; env: string }, id: string): Promise<boolean | undefined> {
+  const row = await findMessage(services.db.kysely, owner, id);
+  if (!row) return undefined;
+  if (!(await listeningView(services.db.kysely, row))) return false;
+  await forgetListener(services.db.kysely, row.sender_key!);
+  return true;
+}
+
+export function registerListeningRoutes(app: FastifyInstance, services: Services): void {
+  app.withTypeProvider<TypeBoxTypeProvider>().delete(
+    '/messages/:message_id/listening',
+    {
+      schema: {
+        summary: "Stop listening to this note's sender",
+        description:
+          "Erases the credentials kept to hear the sender's replies (a Telegram bot's token) and stops its poller; " +
+          'replies already recorded stay. 404 when the note is not found or its sender is not listened to.',
+        tags: ['messages'],
+        params: MessageIdParams,
+        response: { 200: Type.Object({ deleted: Type.Boolean() }), ...withErrors(404) },
+      },
+    },
+    async (request) => {
+      const caller = request.caller!;
+      const stopped = await stopListening(services, { accountId: caller.accountId, env: caller.env }, request.params.message_id);
+      if (stopped === undefined) throw notFound(`message ${request.params.message_id}`);
+      if (!stopped) throw notFound(`listening to the sender of message ${request.params.message_id}`);
+      return { deleted: true };
+    },
+  );
+}

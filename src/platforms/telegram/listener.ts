@@ -1,0 +1,153 @@
+import { randomUUID } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { Kysely } from 'kysely';
+import type { Logger } from 'pino';
+import type { SecretBox } from '../../core/secret-box.js';
+import type { OnHeard } from '../../inbound/recorder.js';
+import { claimAffinity, releaseAffinity } from '../../store/affinity.js';
+import { endExpiredListening, findListener, forgetListener, listeningBots, refuseListening, saveUpdateOffset, setChatBlocked } from '../../store/listeners.js';
+import type { Database } from '../../store/schema.js';
+import { readUpdate, type TelegramUpdate } from './updates.js';
+
+/**
+ * Listens to the Telegram bots that asked for it (`listen: true`): a bot's updates come only through
+ * `getUpdates` or its own webhook, and Telegram serves one consumer at a time (a second getUpdates ends
+ * the first with 409), so each bot has ONE poller across all processes, under a lease as WhatsApp
+ * sessions are held (affinity_leases, key `telegram-listen:<sender key>`). Every process with a worker
+ * runs this; each looks for bots nobody polls and takes them.
+ *
+ * A bot with a webhook answers getUpdates 409 ("can't use getUpdates method while webhook is active"):
+ * its webhook is the user's and is never deleted here; the bot is marked as not listenable with that
+ * reason. 401: the token was revoked, so it is erased. The token is erased too when the window ends (30
+ * days after the bot's last note).
+ */
+
+export const ALLOWED_UPDATES = ['message', 'my_chat_member'] as const;
+
+export interface TelegramListenerOptions {
+  db: Kysely<Database>;
+  secretBox: SecretBox;
+  logger: Logger;
+  apiRoot: string;
+  onHeard: OnHeard;
+  /** How often to look for bots to listen to (default 10 s). */
+  scanMs?: number;
+  /** getUpdates' long-poll `timeout`, seconds (default 25). */
+  pollSeconds?: number;
+  /** The lease of a bot's poller (default 60 s; renewed at each poll, which lasts at most pollSeconds). */
+  leaseMs?: number;
+}
+
+export interface TelegramListener {
+  /** Bots polled by this process now. */
+  polling(): string[];
+  stop(): Promise<void>;
+}
+
+const leaseKey = (senderKey: string): string => `telegram-listen:${senderKey}`;
+
+export function startTelegramListener(options: TelegramListenerOptions): TelegramListener {
+  const { db, logger } = options;
+  const scanMs = options.scanMs ?? 10_000;
+  const pollSeconds = options.pollSeconds ?? 25;
+  const leaseMs = options.leaseMs ?? Math.max(60_000, pollSeconds * 2_000 + 10_000);
+  const holder = `tgl_${randomUUID()}`;
+  const stopping = new AbortController();
+  const pollers = new Map<string, Promise<void>>();
+  const log = logger.child({ component: 'telegram-listener' });
+
+  async function scan(): Promise<void> {
+    const now = Date.now();
+    const ended = await endExpiredListening(db, now);
+    if (ended > 0) log.info({ bots: ended }, 'stopped listening to bots without a note for 30 days; their tokens are erased');
+    for (const bot of await listeningBots(db, now)) {
+      if (pollers.has(bot.sender_key) || stopping.signal.aborted) continue;
+      if (!(await claimAffinity(db, leaseKey(bot.sender_key), holder, Date.now(), leaseMs))) continue;
+      const running = poll(bot.sender_key)
+        .catch((err: unknown) => log.warn({ err, bot: bot.sender_key }, 'bot listening stopped'))
+        .finally(async () => {
+          pollers.delete(bot.sender_key);
+          await releaseAffinity(db, leaseKey(bot.sender_key), holder).catch(() => undefined);
+        });
+      pollers.set(bot.sender_key, running);
+    }
+  }
+
+  /** One bot's long poll, while this process holds its lease and the bot is still to be listened to. */
+  async function poll(senderKey: string): Promise<void> {
+    let failures = 0;
+    while (!stopping.signal.aborted) {
+      const bot = await findListener(db, senderKey);
+      if (!bot || bot.status !== 'listening' || Number(bot.listen_until) <= Date.now()) return;
+      if (!(await claimAffinity(db, leaseKey(senderKey), holder, Date.now(), leaseMs))) return;
+      const token = options.secretBox.open(bot.token);
+      const body = { timeout: pollSeconds, allowed_updates: ALLOWED_UPDATES, ...(bot.update_offset !== null ? { offset: Number(bot.update_offset) } : {}) };
+      let status: number;
+      let answer: { ok?: boolean; result?: TelegramUpdate[]; description?: string };
+      try {
+        const response = await fetch(`${options.apiRoot}/bot${token}/getUpdates`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify(body),
+          signal: AbortSignal.any([stopping.signal, AbortSignal.timeout((pollSeconds + 15) * 1000)]),
+        });
+        status = response.status;
+        answer = (await response.json().catch(() => ({}))) as typeof answer;
+      } catch {
+        if (stopping.signal.aborted) return;
+        failures++;
+        await sleep(Math.min(60_000, 1_000 * 2 ** failures), undefined, { signal: stopping.signal }).catch(() => undefined);
+        continue;
+      }
+      if (status === 409 && /webhook/i.test(answer.description ?? '')) {
+        const reason = 'the bot has a webhook set, so Telegram refuses getUpdates (409 Conflict); its webhook is left alone: use a bot dedicated to voicenote to have its replies heard';
+        await refuseListening(db, senderKey, reason, Date.now());
+        log.warn({ bot: senderKey }, reason);
+        return;
+      }
+      if (status === 401) {
+        await forgetListener(db, senderKey);
+        log.warn({ bot: senderKey }, 'the bot token was refused (401): listening ended and the token erased');
+        return;
+      }
+      if (status !== 200 || !answer.ok || !Array.isArray(answer.result)) {
+        // 409 "terminated by other getUpdates request": someone else polls this bot; 5xx, 429: later.
+        failures++;
+        await sleep(Math.min(60_000, 1_000 * 2 ** failures), undefined, { signal: stopping.signal }).catch(() => undefined);
+        continue;
+      }
+      failures = 0;
+      await handle(senderKey, answer.result);
+    }
+  }
+
+  async function handle(senderKey: string, updates: TelegramUpdate[]): Promise<void> {
+    if (updates.length === 0) return;
+    for (const update of updates) {
+      const read = readUpdate(update, senderKey);
+      if (read?.kind === 'reply') await options.onHeard(read.heard);
+      else if (read?.kind === 'membership') await setChatBlocked(db, { platform: 'telegram', senderKey, recipient: read.chat }, read.blocked, Date.now());
+    }
+    // Confirmed once handled: a process that dies before this gets them again (the recorder keeps each once).
+    const next = Math.max(...updates.map((u) => u.update_id)) + 1;
+    await saveUpdateOffset(db, senderKey, next, Date.now());
+  }
+
+  let scanning: Promise<void> | undefined;
+  const timer = setInterval(() => {
+    scanning ??= scan()
+      .catch((err: unknown) => log.warn({ err }, 'could not look for bots to listen to'))
+      .finally(() => (scanning = undefined));
+  }, scanMs);
+  timer.unref();
+
+  return {
+    polling: () => [...pollers.keys()],
+    async stop() {
+      clearInterval(timer);
+      stopping.abort();
+      await scanning;
+      await Promise.allSettled([...pollers.values()]);
+    },
+  };
+}

@@ -1,0 +1,89 @@
+import type { Kysely } from 'kysely';
+import type { Database, TelegramListenersTable } from './schema.js';
+
+export type TelegramListenerRow = TelegramListenersTable;
+
+/** How long a bot is listened to after its last note. */
+export const TELEGRAM_LISTEN_DAYS = 30;
+const DAY_MS = 86_400_000;
+
+/**
+ * A send asked to listen to its bot: keep the token (sealed by the caller) until 30 days from now, and
+ * listen again if it was refused before (the webhook may be gone).
+ */
+export async function listenToTelegramBot(db: Kysely<Database>, senderKey: string, sealedToken: string, now: number): Promise<void> {
+  const until = now + TELEGRAM_LISTEN_DAYS * DAY_MS;
+  await db
+    .insertInto('telegram_listeners')
+    .values({ sender_key: senderKey, token: sealedToken, status: 'listening', reason: null, listen_until: until, update_offset: null, updated_at: now })
+    .onConflict((oc) => oc.column('sender_key').doUpdateSet({ token: sealedToken, status: 'listening', reason: null, listen_until: until, updated_at: now }))
+    .execute();
+}
+
+/** Bots to listen to now. */
+export async function listeningBots(db: Kysely<Database>, now: number): Promise<TelegramListenerRow[]> {
+  return db.selectFrom('telegram_listeners').selectAll().where('status', '=', 'listening').where('listen_until', '>', now).execute();
+}
+
+export async function findListener(db: Kysely<Database>, senderKey: string): Promise<TelegramListenerRow | undefined> {
+  return db.selectFrom('telegram_listeners').selectAll().where('sender_key', '=', senderKey).executeTakeFirst();
+}
+
+/**
+ * Windows that ended: their tokens are erased (the rows go). Returns how many. A bot's window first
+ * moves to 30 days after its latest note (a note without `listen` keeps a listened bot listened to), read
+ * here rather than written by every send.
+ */
+export async function endExpiredListening(db: Kysely<Database>, now: number): Promise<number> {
+  const due = await db.selectFrom('telegram_listeners').select(['sender_key', 'listen_until']).where('listen_until', '<=', now + DAY_MS).execute();
+  for (const bot of due) {
+    const latest = await db
+      .selectFrom('messages')
+      .select((eb) => eb.fn.max('created_at').as('at'))
+      .where('sender_key', '=', bot.sender_key)
+      .where('platform', '=', 'telegram')
+      .executeTakeFirst();
+    const until = Number(latest?.at ?? 0) + TELEGRAM_LISTEN_DAYS * DAY_MS;
+    if (until > Number(bot.listen_until)) await db.updateTable('telegram_listeners').set({ listen_until: until }).where('sender_key', '=', bot.sender_key).execute();
+  }
+  const result = await db.deleteFrom('telegram_listeners').where('listen_until', '<=', now).executeTakeFirst();
+  return Number(result.numDeletedRows);
+}
+
+/** Erases a bot's kept token (it was revoked, or the listening was deleted). */
+export async function forgetListener(db: Kysely<Database>, senderKey: string): Promise<void> {
+  await db.deleteFrom('telegram_listeners').where('sender_key', '=', senderKey).execute();
+}
+
+export async function saveUpdateOffset(db: Kysely<Database>, senderKey: string, offset: number, now: number): Promise<void> {
+  await db.updateTable('telegram_listeners').set({ update_offset: offset, updated_at: now }).where('sender_key', '=', senderKey).execute();
+}
+
+/** The bot cannot be listened to (a webhook is set): why, kept until a new `listen` send tries again. */
+export async function refuseListening(db: Kysely<Database>, senderKey: string, reason: string, now: number): Promise<void> {
+  await db.updateTable('telegram_listeners').set({ status: 'conflict', reason, updated_at: now }).where('sender_key', '=', senderKey).execute();
+}
+
+/** The chat blocked the sender (true) or let it back in (false). */
+export async function setChatBlocked(db: Kysely<Database>, chat: { platform: string; senderKey: string; recipient: string }, blocked: boolean, now: number): Promise<void> {
+  if (!blocked) {
+    await db.deleteFrom('blocked_chats').where('platform', '=', chat.platform).where('sender_key', '=', chat.senderKey).where('recipient', '=', chat.recipient).execute();
+    return;
+  }
+  await db
+    .insertInto('blocked_chats')
+    .values({ platform: chat.platform, sender_key: chat.senderKey, recipient: chat.recipient, blocked_at: now })
+    .onConflict((oc) => oc.columns(['platform', 'sender_key', 'recipient']).doUpdateSet({ blocked_at: now }))
+    .execute();
+}
+
+export async function isChatBlocked(db: Kysely<Database>, chat: { platform: string; senderKey: string; recipient: string }): Promise<boolean> {
+  const row = await db
+    .selectFrom('blocked_chats')
+    .select('blocked_at')
+    .where('platform', '=', chat.platform)
+    .where('sender_key', '=', chat.senderKey)
+    .where('recipient', '=', chat.recipient)
+    .executeTakeFirst();
+  return row !== undefined;
+}
