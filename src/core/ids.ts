@@ -34,6 +34,7 @@ function timeSortable(now = Date.now()): string {
 
 export const newMessageId = (now?: number): string => `msg_${timeSortable(now)}`;
 export const newWhatsappSessionId = (now?: number): string => `ws_${timeSortable(now)}`;
+export const newTelegramSessionId = (now?: number): string => `ts_${timeSortable(now)}`;
 export const newAccountId = (): string => `acct_${timeSortable()}`;
 export const newKeyId = (): string => `key_${timeSortable()}`;
 

@@ -6,6 +6,7 @@ import type { Db } from '../store/db.js';
 import type { Violation } from './rules.js';
 import type { LiveWhatsapp } from './whatsapp/live.js';
 import type { WhatsappSessions } from './whatsapp/sessions.js';
+import type { LiveTelegramAccounts } from './telegram/account/live.js';
 
 /** Why a delivery failed, as `error.code` on the message (README, "Live delivery"). */
 export type FailureCode =
@@ -127,6 +128,8 @@ export interface PlatformServices {
   whatsappSessions: WhatsappSessions;
   /** Live WhatsApp sockets held by this process. */
   whatsappLive: LiveWhatsapp;
+  /** Live Telegram accounts (`ts_…` sessions) held by this process. */
+  telegramAccounts?: LiveTelegramAccounts;
 }
 
 /** What a platform's adapters are built from: the process's shared services, and tests' timings by platform name. */

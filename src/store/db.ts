@@ -27,6 +27,7 @@ import * as whatsappSentMessages from './migrations/012_whatsapp_sent_messages.j
 import * as sendAtCancel from './migrations/013_send_at_cancel.js';
 import * as sendingRhythm from './migrations/014_sending_rhythm.js';
 import * as messageSender from './migrations/015_message_sender.js';
+import * as telegramSessions from './migrations/018_telegram_sessions.js';
 
 // The dialect and the database's clock live in dialect.ts (queries import it without importing this).
 export { dbNow, type Dialect } from './dialect.js';
@@ -184,6 +185,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '013_send_at_cancel': sendAtCancel,
   '014_sending_rhythm': sendingRhythm,
   '015_message_sender': messageSender,
+  '018_telegram_sessions': telegramSessions,
 };
 
 const provider: MigrationProvider = { getMigrations: async () => MIGRATIONS };

@@ -13,6 +13,7 @@ export const WEBHOOK_EVENT_TYPES = [
   'voice_note.read',
   'voice_note.played',
   'whatsapp_session.updated',
+  'telegram_session.updated',
 ] as const;
 export type WebhookEventType = (typeof WEBHOOK_EVENT_TYPES)[number];
 export const isWebhookEventType = (value: string): value is WebhookEventType => (WEBHOOK_EVENT_TYPES as readonly string[]).includes(value);

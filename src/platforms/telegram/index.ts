@@ -24,8 +24,10 @@ export const telegram: PlatformDefinition = {
   recordingIndicator: true,
   // The bot, by a hash of its token (never the token).
   senderKey: (session) => createHash('sha256').update(String(session.bot_token)).digest('base64url').slice(0, 22),
-  createLiveAdapter: ({ services, tuning }) =>
-    createTelegramAdapter({
+  createLiveAdapter: ({ services, tuning }) => {
+    // A process with a worker holds linked Telegram accounts, taking over those nobody holds.
+    services.telegramAccounts?.serveDeliveries();
+    return createTelegramAdapter({
       apiRoot: services.config.telegramApiRoot,
       ...(chatActionEvery(tuning.telegram) !== undefined ? { chatActionEveryMs: chatActionEvery(tuning.telegram)! } : {}),
       // Benchmarks of the service itself against the fake Bot API may turn pacing off (never from the environment).
@@ -40,5 +42,6 @@ export const telegram: PlatformDefinition = {
             }),
           }
         : {}),
-    }),
+    });
+  },
 };
