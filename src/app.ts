@@ -30,6 +30,7 @@ import { WebhookSender, type WebhookSenderOptions } from './webhooks/sender.js';
 import { sweepDueSandboxSessions, sweepDueSandboxTelegramSessions } from './webhooks/session-sweep.js';
 import { createLiveTelegramAccounts } from './platforms/telegram/account/live.js';
 import { createTelegramSessions } from './platforms/telegram/account/sessions.js';
+import { createAccountReceipts } from './platforms/telegram/account/receipts.js';
 import type { TelegramClientFactory } from './platforms/telegram/account/client.js';
 import { createGramjsClientFactory } from './platforms/telegram/account/gramjs-client.js';
 import type { TelegramAccountTuning } from './platforms/telegram/account/context.js';
@@ -146,9 +147,11 @@ export async function openServices(config: Config, options: Omit<AppOptions, 'wo
     secretBox,
     logger,
     clientFactory: options.telegramClientFactory ?? createGramjsClientFactory(),
+    holderId: whatsappLive.holderId,
     ...(config.telegramApiId !== undefined && config.telegramApiHash !== undefined ? { apiId: config.telegramApiId, apiHash: config.telegramApiHash } : {}),
     ...(options.now ? { now: options.now } : {}),
   });
+  telegramAccounts.onAccountUpdate(createAccountReceipts(db.kysely, logger));
   const telegramSessions = createTelegramSessions({
     db: db.kysely,
     secretBox,

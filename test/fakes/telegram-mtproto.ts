@@ -43,6 +43,8 @@ function passwordHash(password: string, salt1: Buffer, salt2: Buffer): bigint {
 
 export interface FakeAccount {
   userId: bigint;
+  /** Takes voice notes only from contacts (USER_PRIVACY_RESTRICTED) or from Premium users (PRIVACY_PREMIUM_REQUIRED). */
+  refusesVoiceFromStrangers?: 'USER_PRIVACY_RESTRICTED' | 'PRIVACY_PREMIUM_REQUIRED';
   username?: string;
   phone?: string;
   /** The data centre the account lives in (a login from another DC is told LoginTokenMigrateTo). */
@@ -67,6 +69,21 @@ interface LoginToken {
   expiresAt: number;
   scannedBy?: FakeAccount;
   connection: FakeConnection;
+}
+
+/** A voice note as Telegram received it. */
+export interface SentNote {
+  instance: string;
+  from: bigint;
+  to: bigint;
+  messageId: number;
+  randomId: string;
+  bytes: Buffer;
+  mimeType: string;
+  voice: boolean;
+  duration: number;
+  waveform: Buffer;
+  caption: string;
 }
 
 export interface RecordedRequest {
@@ -122,6 +139,20 @@ export class FakeTelegram {
   /** Seconds a login token lives (Telegram: about 30). */
   tokenTtlSeconds = 30;
   unreachable = false;
+  /** Everyone on this Telegram, beside the linked accounts. */
+  readonly people: FakeAccount[] = [];
+  /** Who each account has talked to (its dialogs). */
+  readonly dialogs = new Map<bigint, Set<bigint>>();
+  /** Each account's contacts. */
+  readonly contacts = new Map<bigint, Set<bigint>>();
+  readonly sent: SentNote[] = [];
+  /** What the fake refused and why, in its words. */
+  readonly refusals: string[] = [];
+  /** Errors to answer the next request of a kind with (FLOOD_WAIT_3, PEER_FLOOD…), first in first out. */
+  readonly failNext: Array<{ className: string; errorMessage: string }> = [];
+  private readonly uploads = new Map<string, Map<number, Buffer>>();
+  private readonly accessHashes = new Map<bigint, bigint>();
+  private nextMessageId = 100;
 
   factory(instance: string): TelegramClientFactory {
     return (options) => {
@@ -160,6 +191,48 @@ export class FakeTelegram {
     return [...this.keys.values()].filter((k) => k.userId !== undefined && !k.loggedOut);
   }
 
+  private accessHashOf(userId: bigint): bigint {
+    let hash = this.accessHashes.get(userId);
+    if (hash === undefined) {
+      hash = BigInt.asIntN(64, BigInt(`0x${randomBytes(8).toString('hex')}`));
+      this.accessHashes.set(userId, hash);
+    }
+    return hash;
+  }
+
+  private person(userId: bigint): FakeAccount | undefined {
+    return this.people.find((p) => p.userId === userId);
+  }
+
+  private other(account: FakeAccount): Api.User {
+    return new Api.User({ id: account.userId as never, username: account.username, accessHash: this.accessHashOf(account.userId) as never, firstName: account.username ?? 'someone' });
+  }
+
+  /** The recipient reads the chat up to `maxId` (the sender's apps get updateReadHistoryOutbox). */
+  read(by: bigint, from: bigint, maxId: number): void {
+    const update = new Api.UpdateReadHistoryOutbox({ peer: new Api.PeerUser({ userId: by as never }), maxId, pts: 1, ptsCount: 1 });
+    for (const conn of this.connections) if (conn.key.userId === from) conn.push(new Api.UpdateShort({ update, date: Math.floor(Date.now() / 1000) }));
+  }
+
+  /** The recipient plays the voice note `messageId` (updateReadMessagesContents). */
+  played(from: bigint, messageId: number): void {
+    const update = new Api.UpdateReadMessagesContents({ messages: [messageId], pts: 1, ptsCount: 1 });
+    for (const conn of this.connections) if (conn.key.userId === from) conn.push(new Api.Updates({ updates: [update], users: [], chats: [], date: Math.floor(Date.now() / 1000), seq: 0 }));
+  }
+
+  private peerUser(request: Api.AnyRequest, peer: unknown): FakeAccount {
+    if (!(peer instanceof Api.InputPeerUser)) this.refuse(request, 400, 'PEER_ID_INVALID');
+    const userId = BigInt(String(peer.userId));
+    const who = this.person(userId);
+    if (!who || String(peer.accessHash) !== String(this.accessHashOf(userId))) this.refuse(request, 400, 'PEER_ID_INVALID');
+    return who;
+  }
+
+  private mediaInvalid(request: Api.AnyRequest, why: string): never {
+    this.refusals.push(why);
+    this.refuse(request, 400, 'MEDIA_INVALID');
+  }
+
   private refuse(request: Api.AnyRequest, code: number, message: string): never {
     throw RPCMessageToError(new Api.RpcError({ errorCode: code, errorMessage: message }), request);
   }
@@ -185,6 +258,16 @@ export class FakeTelegram {
     this.requests.push({ instance: conn.instance, className: request.className, request });
     const key = conn.key;
     if (key.loggedOut && request.className !== 'auth.ExportLoginToken') this.refuse(request, 401, 'AUTH_KEY_UNREGISTERED');
+    const injected = this.failNext.findIndex((f) => f.className === request.className);
+    if (injected >= 0) {
+      const [failure] = this.failNext.splice(injected, 1);
+      this.refuse(request, failure!.errorMessage.startsWith('AUTH') || failure!.errorMessage.startsWith('SESSION') ? 401 : 400, failure!.errorMessage);
+    }
+    const me = key.userId;
+    if (me !== undefined) {
+      const answered = this.answerAccount(conn, me, request);
+      if (answered !== undefined) return answered;
+    }
 
     if (request instanceof Api.auth.ExportLoginToken) {
       if (request.apiId !== this.apiId || request.apiHash !== this.apiHash) this.refuse(request, 400, 'API_ID_INVALID');
@@ -255,5 +338,92 @@ export class FakeTelegram {
       return new Api.updates.State({ pts: 1, qts: 0, date: Math.floor(Date.now() / 1000), seq: 1, unreadCount: 0 });
     }
     return this.refuse(request, 400, 'METHOD_NOT_SUPPORTED_BY_FAKE');
+  }
+
+  /** The calls of an authorized account: contacts, dialogs, uploads, typing and sending. */
+  private answerAccount(conn: FakeConnection, me: bigint, request: Api.AnyRequest): unknown {
+    if (request instanceof Api.contacts.ResolveUsername) {
+      const who = this.people.find((p) => p.username?.toLowerCase() === request.username.toLowerCase());
+      if (!who) this.refuse(request, 400, 'USERNAME_NOT_OCCUPIED');
+      return new Api.contacts.ResolvedPeer({ peer: new Api.PeerUser({ userId: who.userId as never }), users: [this.other(who)], chats: [] });
+    }
+    if (request instanceof Api.messages.GetDialogs) {
+      const ids = [...(this.dialogs.get(me) ?? [])];
+      const users = ids.map((id) => this.person(id)).filter((p): p is FakeAccount => p !== undefined).map((p) => this.other(p));
+      return new Api.messages.Dialogs({ dialogs: [], messages: [], chats: [], users });
+    }
+    if (request instanceof Api.contacts.ImportContacts) {
+      const users: Api.User[] = [];
+      const imported: Api.ImportedContact[] = [];
+      for (const contact of request.contacts) {
+        const who = this.people.find((p) => p.phone !== undefined && `+${p.phone}` === contact.phone);
+        if (!who) continue;
+        const mine = this.contacts.get(me) ?? new Set<bigint>();
+        mine.add(who.userId);
+        this.contacts.set(me, mine);
+        users.push(this.other(who));
+        imported.push(new Api.ImportedContact({ userId: who.userId as never, clientId: contact.clientId }));
+      }
+      return new Api.contacts.ImportedContacts({ imported, popularInvites: [], retryContacts: [], users });
+    }
+    if (request instanceof Api.contacts.DeleteContacts) {
+      for (const input of request.id) {
+        if (input instanceof Api.InputUser) this.contacts.get(me)?.delete(BigInt(String(input.userId)));
+      }
+      return new Api.Updates({ updates: [], users: [], chats: [], date: Math.floor(Date.now() / 1000), seq: 0 });
+    }
+    if (request instanceof Api.messages.SetTyping) {
+      this.peerUser(request, request.peer);
+      return true;
+    }
+    if (request instanceof Api.upload.SaveFilePart || request instanceof Api.upload.SaveBigFilePart) {
+      const bytes = Buffer.from(request.bytes);
+      // Telegram's rule: parts of a multiple of 1 KB that divides 512 KB (the last part may be shorter).
+      if (bytes.length === 0 || bytes.length > 512 * 1024) this.refuse(request, 400, 'FILE_PART_SIZE_INVALID');
+      const parts = this.uploads.get(String(request.fileId)) ?? new Map<number, Buffer>();
+      parts.set(request.filePart, bytes);
+      this.uploads.set(String(request.fileId), parts);
+      return true;
+    }
+    if (request instanceof Api.messages.SendMedia) {
+      const to = this.peerUser(request, request.peer);
+      const media = request.media;
+      if (!(media instanceof Api.InputMediaUploadedDocument)) return this.mediaInvalid(request, 'not an uploaded document');
+      const file = media.file;
+      if (!(file instanceof Api.InputFile)) return this.mediaInvalid(request, 'not an uploaded small file');
+      const parts = this.uploads.get(String(file.id));
+      if (!parts || parts.size !== file.parts) return this.mediaInvalid(request, `the file has ${parts?.size ?? 0} parts uploaded, ${file.parts} announced`);
+      const bytes = Buffer.concat([...Array(file.parts).keys()].map((i) => parts.get(i) ?? Buffer.alloc(0)));
+      if (media.mimeType !== 'audio/ogg') return this.mediaInvalid(request, `mime_type ${media.mimeType} is not audio/ogg`);
+      if (bytes.subarray(0, 4).toString('latin1') !== 'OggS' || !bytes.includes(Buffer.from('OpusHead'))) return this.mediaInvalid(request, 'the file is not Ogg Opus');
+      const audio = media.attributes.find((a): a is Api.DocumentAttributeAudio => a instanceof Api.DocumentAttributeAudio);
+      if (!audio) return this.mediaInvalid(request, 'no DocumentAttributeAudio');
+      if (audio.voice !== true) return this.mediaInvalid(request, 'the voice flag is not set: it would show as a music file');
+      if (!Number.isInteger(audio.duration) || audio.duration < 1) return this.mediaInvalid(request, `duration ${audio.duration} is not whole seconds`);
+      const waveform = Buffer.from(audio.waveform ?? []);
+      if (waveform.length !== 63) return this.mediaInvalid(request, `waveform is ${waveform.length} bytes; 100 values of 5 bits are 63`);
+      const known = (this.dialogs.get(me)?.has(to.userId) ?? false) || (this.contacts.get(me)?.has(to.userId) ?? false);
+      if (to.refusesVoiceFromStrangers && !(this.contacts.get(me)?.has(to.userId) ?? false)) this.refuse(request, 403, to.refusesVoiceFromStrangers);
+      void known;
+      const messageId = this.nextMessageId++;
+      const dialogs = this.dialogs.get(me) ?? new Set<bigint>();
+      dialogs.add(to.userId);
+      this.dialogs.set(me, dialogs);
+      this.sent.push({
+        instance: conn.instance,
+        from: me,
+        to: to.userId,
+        messageId,
+        randomId: String(request.randomId),
+        bytes,
+        mimeType: media.mimeType,
+        voice: audio.voice === true,
+        duration: audio.duration,
+        waveform,
+        caption: request.message,
+      });
+      return new Api.Updates({ updates: [new Api.UpdateMessageID({ id: messageId, randomId: request.randomId })], users: [], chats: [], date: Math.floor(Date.now() / 1000), seq: 0 });
+    }
+    return undefined;
   }
 }

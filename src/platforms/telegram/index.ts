@@ -4,6 +4,7 @@ import { createRedisSlotPacer } from '../pacing.js';
 import type { PlatformDefinition } from '../platform.js';
 import { createTelegramAdapter } from './adapter.js';
 import { checkTelegramRecipient, checkTelegramSession, MAX_CAPTION_LENGTH } from './rules.js';
+import { accountAffinityKey, accountSenderKey, checkAccountAtAccept, createRoutedAdapter, accountSandboxCheck } from './account/platform-hooks.js';
 
 /** Tuning for benchmarks: `{ pace: false }` sends without flood-limit pacing; tests: how often `record_voice` repeats. */
 export type TelegramTuning = { pace?: boolean; chatActionEveryMs?: number };
@@ -17,17 +18,21 @@ export const telegram: PlatformDefinition = {
   // OGG/Opus shows as a voice note; bots may send voice files up to 50 MB; no length limit of its own.
   audio: { ...OGG_OPUS_VOICE, maxBytes: 50 * MiB, maxDurationSeconds: null },
   maxCaptionLength: MAX_CAPTION_LENGTH,
-  sessionFields: ['bot_token'],
+  sessionFields: ['bot_token', 'session_id'],
   checkRecipient: checkTelegramRecipient,
   checkSession: checkTelegramSession,
   // sendChatAction with record_voice.
   recordingIndicator: true,
-  // The bot, by a hash of its token (never the token).
-  senderKey: (session) => createHash('sha256').update(String(session.bot_token)).digest('base64url').slice(0, 22),
+  // The bot, by a hash of its token (never the token); a linked account by its session id (not a secret).
+  senderKey: (session) => accountSenderKey(session) ?? createHash('sha256').update(String(session.bot_token)).digest('base64url').slice(0, 22),
+  // A linked account must exist and be connected; only the process holding its connection sends through it.
+  checkAtAccept: checkAccountAtAccept,
+  affinityKey: accountAffinityKey,
+  sandboxCheck: accountSandboxCheck,
   createLiveAdapter: ({ services, tuning }) => {
     // A process with a worker holds linked Telegram accounts, taking over those nobody holds.
     services.telegramAccounts?.serveDeliveries();
-    return createTelegramAdapter({
+    return createRoutedAdapter(services, tuning.telegramAccount, createTelegramAdapter({
       apiRoot: services.config.telegramApiRoot,
       ...(chatActionEvery(tuning.telegram) !== undefined ? { chatActionEveryMs: chatActionEvery(tuning.telegram)! } : {}),
       // Benchmarks of the service itself against the fake Bot API may turn pacing off (never from the environment).
@@ -42,6 +47,6 @@ export const telegram: PlatformDefinition = {
             }),
           }
         : {}),
-    });
+    }));
   },
 };

@@ -67,6 +67,11 @@ export interface LiveTelegramOptions extends TelegramAccountTuning {
   apiHash?: string;
   /** Clock for the timestamps users see; leases always use real time. */
   now?: () => number;
+  /**
+   * The id this process holds affinity leases under: the delivery worker claims the messages of the
+   * sessions held under it, so it is the process's one holder id (shared with WhatsApp sessions).
+   */
+  holderId?: string;
 }
 
 export type Phase = 'linking' | 'password' | 'open' | 'closed';

@@ -30,7 +30,7 @@ import {
  * the account's data centre with auth.importLoginToken). An account with a cloud password answers
  * SESSION_PASSWORD_NEEDED: the session waits in `password_needed` for auth.checkPassword (SRP).
  */
-export function createAccountLinking(ctx: AccountContext, hooks: { ensureRenewing(): void }) {
+export function createAccountLinking(ctx: AccountContext, hooks: { ensureRenewing(): void; /** An update on a linked (open) connection. */ heard(sessionId: string, update: unknown): void }) {
   const { db, secretBox, tuning, links, holderId } = ctx;
   const log = (id: string) => ctx.logger.child({ session_id: id });
 
@@ -177,6 +177,7 @@ export function createAccountLinking(ctx: AccountContext, hooks: { ensureRenewin
       const link: AccountLink = { id: row.id, client: ctx.clientFactory(creds), phase: 'linking', renewTimer: undefined, completing: undefined };
       links.set(row.id, link);
       link.client.onUpdate((update) => {
+        if (link.phase === 'open') return hooks.heard(link.id, update);
         const inner = (update as { className?: string; update?: { className?: string } }).className === 'UpdateShort' ? (update as { update: unknown }).update : update;
         if ((inner as { className?: string }).className === 'UpdateLoginToken') scanned(link);
       });

@@ -15,7 +15,7 @@ import { ACCOUNT_DEFAULTS, closeLink, withTimeout, type AccountContext, type Acc
 import { createAccountLinking } from './linking.js';
 
 /** Telegram's answers that mean the authorization is gone (logged out from the phone, revoked). */
-export const REVOKED = new Set(['AUTH_KEY_UNREGISTERED', 'SESSION_REVOKED', 'AUTH_KEY_INVALID', 'USER_DEACTIVATED', 'USER_DEACTIVATED_BAN', 'SESSION_EXPIRED']);
+import { REVOKED } from './revoked.js';
 
 export interface LiveTelegramAccounts {
   readonly holderId: string;
@@ -54,7 +54,7 @@ export function createLiveTelegramAccounts(options: LiveTelegramOptions): LiveTe
     credentials: options.apiId && options.apiHash ? { apiId: options.apiId, apiHash: options.apiHash } : undefined,
     logger: options.logger.child({ component: 'telegram-account' }),
     now: options.now ?? Date.now,
-    holderId: `tg_${randomUUID()}`,
+    holderId: options.holderId ?? `tg_${randomUUID()}`,
     links: new Map(),
     state: { serving: false, stopped: false },
   };
@@ -71,7 +71,10 @@ export function createLiveTelegramAccounts(options: LiveTelegramOptions): LiveTe
     renewTimer = setInterval(() => void renew(), tuning.renewMs);
     renewTimer.unref();
   }
-  const linking = createAccountLinking(ctx, { ensureRenewing });
+  const heard = (sessionId: string, update: unknown): void => {
+    for (const handle of updateHandlers) handle(sessionId, update);
+  };
+  const linking = createAccountLinking(ctx, { ensureRenewing, heard });
 
   async function renew(): Promise<void> {
     const ids = [...links.keys()];
@@ -107,8 +110,7 @@ export function createLiveTelegramAccounts(options: LiveTelegramOptions): LiveTe
   function open(id: string, client: TelegramAccountClient): AccountLink {
     const link: AccountLink = { id, client, phase: 'open', renewTimer: undefined, completing: undefined };
     client.onUpdate((update) => {
-      if (link.phase !== 'open') return;
-      for (const handle of updateHandlers) handle(id, update);
+      if (link.phase === 'open') heard(id, update);
     });
     return link;
   }
