@@ -19,6 +19,13 @@ const telegram: SendRequest = {
   send_at: '2026-12-01T09:00:00Z',
   recording_indicator: true,
 };
+const telegramAccount: SendRequest = {
+  platform: 'telegram',
+  recipient: '@jane_doe',
+  audio_url: 'https://example.com/hello.ogg',
+  session: { session_id: 'ts_abc' },
+  recording_indicator: true,
+};
 const linkedin: SendRequest = {
   platform: 'linkedin',
   recipient: 'jane-smith-a1b2c3',
@@ -47,6 +54,8 @@ const refused: SendRequest[] = [
   { platform: 'linkedin', recipient: 'jane', audio_url: 'https://example.com/a.ogg', session: { li_at: 'a', csrf_token: 'b' }, recording_indicator: true },
   // @ts-expect-error a LinkedIn session needs its csrf_token
   { platform: 'linkedin', recipient: 'jane', audio_url: 'https://example.com/a.ogg', session: { li_at: 'a' } },
+  // @ts-expect-error a Telegram account session is a session_id, not a LinkedIn cookie
+  { platform: 'telegram', recipient: '@jane_doe', audio_url: 'https://example.com/a.ogg', session: { session_id: 'ts_1', li_at: 'a' } },
   // @ts-expect-error no session at all
   { platform: 'telegram', recipient: '1', audio_url: 'https://example.com/a.ogg' },
 ];
@@ -60,7 +69,7 @@ export function wrongPairingThroughTheClient(client: VoicenoteClient): void {
 
 describe('the typed client\'s send body (compiled by npm run typecheck)', () => {
   test('one shape per platform, told apart by platform', () => {
-    assert.deepEqual([telegram, linkedin, whatsapp].map((b) => b.platform), ['telegram', 'linkedin', 'whatsapp']);
-    assert.equal(refused.length, 7);
+    assert.deepEqual([telegram, telegramAccount, linkedin, whatsapp].map((b) => b.platform), ['telegram', 'telegram', 'linkedin', 'whatsapp']);
+    assert.equal(refused.length, 8);
   });
 });
