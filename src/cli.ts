@@ -14,6 +14,7 @@ import { registerBackupCommand } from './cli/backup-command.js';
 import { registerKeyCommands } from './cli/key-commands.js';
 import { registerProcessCommands } from './cli/process-commands.js';
 import { registerSendCommand } from './cli/send-command.js';
+import { registerTelegramSessionCommands } from './cli/telegram-sessions-command.js';
 import { CliError, out, json, withDb, config } from './cli/common.js';
 
 export function buildProgram(): Command {
@@ -32,6 +33,7 @@ export function buildProgram(): Command {
   registerAccountCommands(program);
   registerKeyCommands(program);
   registerSendCommand(program);
+  registerTelegramSessionCommands(program);
   registerRhythmCommands(program, { withDb: (work) => withDb(config(), work), out, json, fail: (message) => new CliError(message) });
   registerBackupCommand(program);
 
