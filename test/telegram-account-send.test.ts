@@ -5,6 +5,7 @@ import { PNG } from 'pngjs';
 import { describeOggOpus } from './fixtures/ogg-opus-reader.js';
 import { assertErrorEnvelope, closeSharedAudio, startTestApp, STORAGE_LABEL, TELEGRAM_TOKEN, type TestApp } from './fixtures/app-harness.js';
 import { FakeTelegram, type FakeAccount } from './fakes/telegram-mtproto.js';
+import { createAccountReplies, type HeardTelegramReply } from '../src/platforms/telegram/account/replies.js';
 
 const API = '/api/v1';
 const jsQR = ((jsQRModule as unknown as { default?: typeof jsQRModule }).default ?? jsQRModule) as unknown as (
@@ -184,6 +185,23 @@ describe(`sending from a linked Telegram account (${STORAGE_LABEL})`, () => {
       await eventually(async () => (await detail()).receipts.played_at, 'played');
       const types = (await t.app.services.db.kysely.selectFrom('webhook_events').select(['type', 'payload']).execute()).filter((e) => JSON.parse(e.payload).data.id === id).map((e) => e.type);
       assert.deepEqual(types.sort(), ['voice_note.played', 'voice_note.read']);
+
+      // A reply from Bob reaches the inbound road in its one shape (the recorder is wired to onHeard).
+      const heard: HeardTelegramReply[] = [];
+      t.app.services.telegramAccounts.onAccountUpdate(createAccountReplies(t.app.services.db.kysely, t.app.services.logger, (h) => void heard.push(h)));
+      const replyId = world.reply(BOB.userId, JANE.userId, 'Thanks, got it!');
+      world.reply(CAROL.userId, JANE.userId, 'who is this?');
+      await eventually(() => heard.length > 0, 'the reply');
+      await new Promise((r) => setTimeout(r, 100));
+      assert.deepEqual(heard, [
+        {
+          kind: 'reply',
+          platform: 'telegram',
+          senderKey: sessionId,
+          from: '@bob_builder',
+          reply: { platformId: `tg:${sessionId}:${replyId}@${BOB.userId}`, type: 'text', text: 'Thanks, got it!', at: heard[0]!.reply.at },
+        },
+      ], 'only people a note went to; the recipient as the note named it');
     } finally {
       await t.close();
     }

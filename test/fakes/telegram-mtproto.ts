@@ -214,6 +214,14 @@ export class FakeTelegram {
     for (const conn of this.connections) if (conn.key.userId === from) conn.push(new Api.UpdateShort({ update, date: Math.floor(Date.now() / 1000) }));
   }
 
+  /** The recipient writes back to the account (an incoming private message, updateShortMessage). */
+  reply(by: bigint, to: bigint, text: string): number {
+    const id = this.nextMessageId++;
+    const update = new Api.UpdateShortMessage({ out: false, id, userId: by as never, message: text, pts: 1, ptsCount: 1, date: Math.floor(Date.now() / 1000) });
+    for (const conn of this.connections) if (conn.key.userId === to) conn.push(update);
+    return id;
+  }
+
   /** The recipient plays the voice note `messageId` (updateReadMessagesContents). */
   played(from: bigint, messageId: number): void {
     const update = new Api.UpdateReadMessagesContents({ messages: [messageId], pts: 1, ptsCount: 1 });
