@@ -32,7 +32,13 @@ import type { MessageRow } from './store/messages.js';
 import { SandboxReplier } from './inbound/sandbox-replies.js';
 import { startTelegramListener } from './platforms/telegram/listener.js';
 import { WebhookSender, type WebhookSenderOptions } from './webhooks/sender.js';
-import { sweepDueSandboxSessions } from './webhooks/session-sweep.js';
+import { sweepDueSandboxSessions, sweepDueSandboxTelegramSessions } from './webhooks/session-sweep.js';
+import { createLiveTelegramAccounts } from './platforms/telegram/account/live.js';
+import { createTelegramSessions } from './platforms/telegram/account/sessions.js';
+import { createAccountReceipts } from './platforms/telegram/account/receipts.js';
+import type { TelegramClientFactory } from './platforms/telegram/account/client.js';
+import { createGramjsClientFactory } from './platforms/telegram/account/gramjs-client.js';
+import type { TelegramAccountTuning } from './platforms/telegram/account/context.js';
 
 export interface AppOptions {
   /** Run the delivery worker in this process (`serve` does unless --no-worker). */
@@ -54,6 +60,9 @@ export interface AppOptions {
   whatsappSocketFactory?: WhatsappSocketFactory;
   /** Tests: live WhatsApp timings (QR validity and wait, leases, reconnects, send pacing). */
   whatsappLive?: LiveTuning;
+  /** Tests: where MTProto connections of Telegram accounts come from (default: GramJS), and their timings. */
+  telegramClientFactory?: TelegramClientFactory;
+  telegramAccounts?: TelegramAccountTuning;
   /** Tests: webhook retry delays, receiver timeout, outbox poll, address policy. */
   webhooks?: Pick<WebhookSenderOptions, 'retryDelaysMs' | 'timeoutMs' | 'pollMs' | 'addressPolicy' | 'lookup' | 'concurrency' | 'endpointConcurrency' | 'breaker'>;
   /** Tests: how often event-loop pressure is sampled for load shedding (default 1 s). */
@@ -151,6 +160,25 @@ export async function openServices(config: Config, options: Omit<AppOptions, 'wo
     live: whatsappLive,
   });
 
+  const telegramAccounts = createLiveTelegramAccounts({
+    ...options.telegramAccounts,
+    db: db.kysely,
+    secretBox,
+    logger,
+    clientFactory: options.telegramClientFactory ?? createGramjsClientFactory(),
+    holderId: whatsappLive.holderId,
+    ...(config.telegramApiId !== undefined && config.telegramApiHash !== undefined ? { apiId: config.telegramApiId, apiHash: config.telegramApiHash } : {}),
+    ...(options.now ? { now: options.now } : {}),
+  });
+  telegramAccounts.onAccountUpdate(createAccountReceipts(db.kysely, logger));
+  const telegramSessions = createTelegramSessions({
+    db: db.kysely,
+    secretBox,
+    autoScanSeconds: config.sandboxAutoScanSeconds,
+    live: telegramAccounts,
+    ...(options.now ? { now: options.now } : {}),
+  });
+
   const metrics = createMetrics({ db, logger });
   let metricsListener: MetricsListener | undefined;
   if (config.metricsPort !== undefined) {
@@ -176,6 +204,8 @@ export async function openServices(config: Config, options: Omit<AppOptions, 'wo
     platforms: createPlatformRegistry(options.testPlatforms),
     whatsappSessions,
     whatsappLive,
+    telegramSessions,
+    telegramAccounts,
     logger,
     metrics,
     onHeard,
@@ -199,7 +229,7 @@ export async function openServices(config: Config, options: Omit<AppOptions, 'wo
   // Timed sandbox session moves happen even when nobody polls, so whatsapp_session.updated goes out on time.
   let sweeping: Promise<unknown> | undefined;
   const sessionSweep = setInterval(() => {
-    sweeping ??= sweepDueSandboxSessions(db.kysely, whatsappSessions)
+    sweeping ??= Promise.all([sweepDueSandboxSessions(db.kysely, whatsappSessions), sweepDueSandboxTelegramSessions(db.kysely, telegramSessions)])
       .catch((err: unknown) => logger.warn({ err }, 'sandbox session sweep failed'))
       .finally(() => (sweeping = undefined));
   }, SESSION_SWEEP_INTERVAL_MS);
@@ -217,6 +247,7 @@ export async function openServices(config: Config, options: Omit<AppOptions, 'wo
       callers.close();
       await metricsListener?.close();
       await whatsappLive.stop();
+      await telegramAccounts.stop();
       redis?.disconnect();
       await db.close();
     },

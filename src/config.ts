@@ -27,6 +27,9 @@ export interface Config {
   /** Raw SECRET_KEY value; undefined means "generate one into dataDir" (SQLite only). */
   secretKey: Buffer | undefined;
   telegramApiRoot: string;
+  /** The api_id / api_hash of an application registered at my.telegram.org: what live Telegram accounts log in with. */
+  telegramApiId: number | undefined;
+  telegramApiHash: string | undefined;
   linkedinApiRoot: string;
   audioAllowPrivateUrls: boolean;
   ffmpegPath: string | undefined;
@@ -229,6 +232,8 @@ export function loadConfig(env: Env = process.env): Config {
     redisUrl,
     secretKey,
     telegramApiRoot: httpRoot(env, 'TELEGRAM_API_ROOT', 'https://api.telegram.org'),
+    telegramApiId: text(env, 'TELEGRAM_API_ID') !== undefined ? integer(env, 'TELEGRAM_API_ID', 0, 1, 2_147_483_647) : undefined,
+    telegramApiHash: text(env, 'TELEGRAM_API_HASH'),
     linkedinApiRoot: httpRoot(env, 'LINKEDIN_API_ROOT', 'https://www.linkedin.com'),
     // ALLOW_PRIVATE_URLS governs audio and webhook URLs alike; its old name is still read when it is unset.
     audioAllowPrivateUrls: text(env, 'ALLOW_PRIVATE_URLS') !== undefined ? boolean(env, 'ALLOW_PRIVATE_URLS', false) : boolean(env, 'AUDIO_ALLOW_PRIVATE_URLS', false),

@@ -20,6 +20,7 @@ import { registerSendRoute } from './api/send.js';
 import { registerStatusRoute } from './api/status.js';
 import { registerUsageRoute } from './api/usage.js';
 import { registerWhatsappSessionRoutes } from './api/whatsapp-sessions.js';
+import { registerTelegramSessionRoutes } from './api/telegram-sessions.js';
 import { registerDashboard } from './dashboard/index.js';
 import { registerMessageLogRoutes } from './api/messages.js';
 import { registerSenderRoutes } from './api/senders.js';
@@ -170,6 +171,7 @@ export async function buildServer(services: Services, options: ServerOptions = {
       registerStatusRoute(api, services);
       registerUsageRoute(api, services);
       registerWhatsappSessionRoutes(api, services);
+      registerTelegramSessionRoutes(api, services);
       registerMessageLogRoutes(api, services);
       registerSenderRoutes(api, services);
       registerRecipientCheckRoute(api, services);

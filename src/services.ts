@@ -11,6 +11,8 @@ import type { Metrics } from './metrics/metrics.js';
 import type { WhatsappSessions } from './platforms/whatsapp/sessions.js';
 import type { LiveWhatsapp } from './platforms/whatsapp/live.js';
 import type { OnHeard } from './inbound/recorder.js';
+import type { TelegramSessions } from './platforms/telegram/account/sessions.js';
+import type { LiveTelegramAccounts } from './platforms/telegram/account/live.js';
 
 /** What routes and the worker share: built once by `createApp`, passed down explicitly. */
 export interface Services {
@@ -29,6 +31,9 @@ export interface Services {
   whatsappSessions: WhatsappSessions;
   /** Live WhatsApp sockets held by this process (pairing here; delivery in worker processes). */
   whatsappLive: LiveWhatsapp;
+  /** Telegram accounts linked by QR code (`ts_…`), and their live connections held by this process. */
+  telegramSessions: TelegramSessions;
+  telegramAccounts: LiveTelegramAccounts;
   logger: Logger;
   /** Prometheus metrics of this process. */
   metrics: Metrics;

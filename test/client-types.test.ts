@@ -21,6 +21,13 @@ const telegram: SendRequest = {
   cancel_on_reply: true,
   recording_indicator: true,
 };
+const telegramAccount: SendRequest = {
+  platform: 'telegram',
+  recipient: '@jane_doe',
+  audio_url: 'https://example.com/hello.ogg',
+  session: { session_id: 'ts_abc' },
+  recording_indicator: true,
+};
 const linkedin: SendRequest = {
   platform: 'linkedin',
   recipient: 'jane-smith-a1b2c3',
@@ -51,6 +58,8 @@ const refused: SendRequest[] = [
   { platform: 'linkedin', recipient: 'jane', audio_url: 'https://example.com/a.ogg', session: { li_at: 'a' } },
   // @ts-expect-error cancel_on_reply is a boolean
   { platform: 'telegram', recipient: '1', audio_url: 'https://example.com/a.ogg', session: { bot_token: 'x' }, send_at: '2026-12-01T09:00:00Z', cancel_on_reply: 'yes' },
+  // @ts-expect-error a Telegram account session is a session_id, not a LinkedIn cookie
+  { platform: 'telegram', recipient: '@jane_doe', audio_url: 'https://example.com/a.ogg', session: { session_id: 'ts_1', li_at: 'a' } },
   // @ts-expect-error no session at all
   { platform: 'telegram', recipient: '1', audio_url: 'https://example.com/a.ogg' },
 ];
@@ -75,7 +84,7 @@ export function wrongPairingThroughTheClient(client: VoicenoteClient): void {
 
 describe('the typed client\'s send body (compiled by npm run typecheck)', () => {
   test('one shape per platform, told apart by platform', () => {
-    assert.deepEqual([telegram, linkedin, whatsapp].map((b) => b.platform), ['telegram', 'linkedin', 'whatsapp']);
-    assert.equal(refused.length, 8);
+    assert.deepEqual([telegram, telegramAccount, linkedin, whatsapp].map((b) => b.platform), ['telegram', 'telegram', 'linkedin', 'whatsapp']);
+    assert.equal(refused.length, 9);
   });
 });

@@ -24,6 +24,8 @@ describe('loadConfig: the documented defaults', () => {
       redisUrl: undefined,
       secretKey: undefined,
       telegramApiRoot: 'https://api.telegram.org',
+      telegramApiId: undefined,
+      telegramApiHash: undefined,
       linkedinApiRoot: 'https://www.linkedin.com',
       audioAllowPrivateUrls: false,
       ffmpegPath: undefined,

@@ -65,10 +65,20 @@ export const SEND_SCHEMAS: Record<string, Schema> = {
     },
   },
   TelegramSession: {
+    oneOf: [ref('TelegramBotSession'), ref('TelegramAccountSession')],
+    description: 'A bot (bot_token) or a Telegram account linked with POST /telegram/sessions (session_id); never both',
+  },
+  TelegramBotSession: {
     type: 'object',
     additionalProperties: false,
     required: ['bot_token'],
     properties: { bot_token: { type: 'string', description: 'The bot token from @BotFather, "<digits>:<35+ of A-Za-z0-9_->"' } },
+  },
+  TelegramAccountSession: {
+    type: 'object',
+    additionalProperties: false,
+    required: ['session_id'],
+    properties: { session_id: { type: 'string', description: 'A connected Telegram account session of this account and environment, "ts_…"' } },
   },
   WhatsappSession: {
     type: 'object',
@@ -81,7 +91,10 @@ export const SEND_SCHEMAS: Record<string, Schema> = {
     session: 'LinkedinSession',
   }),
   SendTelegram: sendShape('telegram', {
-    recipient: { type: 'string', description: 'Integer chat id (may be negative) or @channelusername' },
+    recipient: {
+      type: 'string',
+      description: 'Bots: integer chat id (may be negative) or @channelusername. Accounts: @username, a user id the account has talked to, or a phone number with country code (digits, no +)',
+    },
     session: 'TelegramSession',
     extra: {
       caption: nullable({ type: 'string', maxLength: 1024 }, 'Shown under the voice note; null is the same as omitted'),

@@ -3,7 +3,7 @@ import { copyFile, mkdir, readdir, readFile, rename, rm, stat, utimes, writeFile
 import { join } from 'node:path';
 import { PRIVATE_DIR_MODE } from '../core/private-files.js';
 import { AUDIO_PROFILES, formatOfProfile, type AudioFormat, type AudioProfile } from './targets.js';
-import { WAVEFORM_BARS } from './waveform.js';
+import { TELEGRAM_WAVEFORM_BARS, WAVEFORM_BARS } from './waveform.js';
 
 export interface AudioLogger {
   debug(obj: object, msg?: string): void;
@@ -22,6 +22,8 @@ export interface CachedMeta {
   sizeBytes: number;
   durationSeconds: number;
   waveform: number[];
+  /** Telegram's 100 bars (0–31); absent in records written before they were computed. */
+  telegramWaveform?: number[];
   passThrough: boolean;
   createdAt: string;
   /** The source as detected when this was converted (the message log shows it); absent in older records. */
@@ -63,6 +65,9 @@ const CACHE_VERSION = 2;
 // Another process sharing DATA_DIR may be mid-write; only leftovers older than this are debris.
 const STALE_TEMP_MS = 15 * 60 * 1000;
 
+const isTelegramWaveform = (value: unknown): value is number[] =>
+  Array.isArray(value) && value.length === TELEGRAM_WAVEFORM_BARS && value.every((v) => Number.isInteger(v) && v >= 0 && v <= 31);
+
 function parseMeta(text: string): CachedMeta | null {
   let raw: unknown;
   try {
@@ -98,6 +103,7 @@ function parseMeta(text: string): CachedMeta | null {
     passThrough: m.passThrough,
     createdAt: m.createdAt,
     ...(parseSource(m.source) ? { source: parseSource(m.source)! } : {}),
+    ...(isTelegramWaveform(m.telegramWaveform) ? { telegramWaveform: m.telegramWaveform } : {}),
   };
 }
 

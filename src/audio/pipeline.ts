@@ -58,6 +58,8 @@ export interface PreparedAudio {
   sizeBytes: number;
   durationSeconds: number;
   waveform: Uint8Array;
+  /** Telegram's 100 bars (0–31), when the cache entry has them. */
+  telegramWaveform?: Uint8Array;
   sourceSha256: string;
   /** The cache entry's key: names the audio this file holds (see VoiceFile). */
   contentKey: string;
@@ -173,6 +175,7 @@ export function createAudioPipeline(opts: AudioPipelineOptions, internals: Audio
             profile,
             durationSeconds: Math.round(outcome.decodedSeconds * 1000) / 1000,
             waveform: [...outcome.waveform],
+            telegramWaveform: [...outcome.telegramWaveform],
             passThrough: outcome.passThrough,
             source: { container: detected.container, codec: detected.codec, durationSeconds: detected.durationSeconds, sizeBytes: src.sizeBytes },
           });
@@ -222,6 +225,7 @@ export function createAudioPipeline(opts: AudioPipelineOptions, internals: Audio
       sizeBytes: entry.meta.sizeBytes,
       durationSeconds,
       waveform: Uint8Array.from(entry.meta.waveform),
+      ...(entry.meta.telegramWaveform ? { telegramWaveform: Uint8Array.from(entry.meta.telegramWaveform) } : {}),
       sourceSha256: entry.meta.sourceSha256,
       contentKey: entry.key,
       cacheHit,

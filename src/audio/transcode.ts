@@ -49,6 +49,8 @@ export interface ConversionOutcome {
   /** Length of the decoded source. */
   decodedSeconds: number;
   waveform: Uint8Array;
+  /** The 100 bars (0–31) Telegram's apps draw, from the same decode. */
+  telegramWaveform: Uint8Array;
 }
 
 export interface ConvertOptions {
@@ -142,7 +144,7 @@ export async function convertAudio(opts: ConvertOptions): Promise<ConversionOutc
       const layout = checkDecoded(result, wave, opts.info, 'decoding the audio');
       if (isTargetLayout(layout, opts.profile)) {
         if (keep !== 'as-is') await writeFile(opts.outputPath, keep);
-        return { passThrough: keep === 'as-is', decodedSeconds: wave.seconds, waveform: wave.finish() };
+        return { passThrough: keep === 'as-is', decodedSeconds: wave.seconds, waveform: wave.finish(), telegramWaveform: wave.telegramLevels() };
       }
     }
   }
@@ -150,7 +152,7 @@ export async function convertAudio(opts: ConvertOptions): Promise<ConversionOutc
     const wave = new WaveformAccumulator();
     const result = await opts.runner.run([...input, ...AUDIO_ONLY, ...encodeArgs('m4a_aac'), `file:${opts.outputPath}`, ...WAVEFORM_OUTPUT], runOpts(wave));
     checkDecoded(result, wave, opts.info, 'converting the audio');
-    return { passThrough: false, decodedSeconds: wave.seconds, waveform: wave.finish() };
+    return { passThrough: false, decodedSeconds: wave.seconds, waveform: wave.finish(), telegramWaveform: wave.telegramLevels() };
   }
 
   // Ogg Opus: ffmpeg's file is an intermediate, finished into outputPath below.
@@ -173,7 +175,7 @@ export async function convertAudio(opts: ConvertOptions): Promise<ConversionOutc
       if (file.length > TELEGRAM_WAVEFORM_MAX_BYTES && again < kbps) file = await encode(again, false);
       // ffmpeg's headers replaced by ours: no `encoder=` tag, no vendor version.
       await writeFile(opts.outputPath, unpackable(() => withoutTags(file, OUR_VENDOR), 'a Telegram voice note'));
-      return { passThrough: false, decodedSeconds: wave.seconds, waveform: wave.finish() };
+      return { passThrough: false, decodedSeconds: wave.seconds, waveform: wave.finish(), telegramWaveform: wave.telegramLevels() };
     }
 
     // WhatsApp: every frame must be SILK wideband 20 ms; a lower bitrate is tried if one is not.
@@ -182,7 +184,7 @@ export async function convertAudio(opts: ConvertOptions): Promise<ConversionOutc
       const file = await encode(kbps, i === 0);
       try {
         await writeFile(opts.outputPath, unpackable(() => repackAsPtt(file), 'a WhatsApp voice note'));
-        return { passThrough: false, decodedSeconds: wave.seconds, waveform: wave.finish() };
+        return { passThrough: false, decodedSeconds: wave.seconds, waveform: wave.finish(), telegramWaveform: wave.telegramLevels() };
       } catch (err) {
         if (!(err instanceof NotPttFrames)) throw err;
         last = err;

@@ -1,4 +1,6 @@
 export const WAVEFORM_BARS = 64;
+/** Bars in the waveform Telegram's apps send with a voice note, each 0–31 (5 bits). */
+export const TELEGRAM_WAVEFORM_BARS = 100;
 /** Rate the waveform decode runs at: plenty for a 64-bar envelope, cheap to pipe. */
 export const WAVEFORM_SAMPLE_RATE = 8000;
 const BLOCK = 80; // 10 ms at 8 kHz
@@ -9,6 +11,9 @@ const BLOCK = 80; // 10 ms at 8 kHz
  */
 export class WaveformAccumulator {
   private sums = new Float64Array(1024);
+  /** The loudest sample of each block (Telegram's waveform is drawn from peaks, ours from energy). */
+  private peaks = new Uint16Array(1024);
+  private blockPeak = 0;
   private blocks = 0;
   private inBlock = 0;
   private blockSum = 0;
@@ -31,6 +36,8 @@ export class WaveformAccumulator {
 
   private add(sample: number): void {
     this.blockSum += sample * sample;
+    const magnitude = sample < 0 ? -sample : sample;
+    if (magnitude > this.blockPeak) this.blockPeak = magnitude;
     this.samples++;
     if (++this.inBlock === BLOCK) this.closeBlock();
   }
@@ -40,9 +47,14 @@ export class WaveformAccumulator {
       const grown = new Float64Array(this.sums.length * 2);
       grown.set(this.sums);
       this.sums = grown;
+      const grownPeaks = new Uint16Array(this.peaks.length * 2);
+      grownPeaks.set(this.peaks);
+      this.peaks = grownPeaks;
     }
+    this.peaks[this.blocks] = Math.min(this.blockPeak, 0xffff);
     this.sums[this.blocks++] = this.blockSum;
     this.blockSum = 0;
+    this.blockPeak = 0;
     this.inBlock = 0;
   }
 
@@ -68,6 +80,31 @@ export class WaveformAccumulator {
     for (const v of rms) if (v > max) max = v;
     if (max === 0) return out;
     for (let bar = 0; bar < WAVEFORM_BARS; bar++) out[bar] = Math.round(((rms[bar] as number) / max) * 100);
+    return out;
+  }
+
+  /**
+   * The 100 bars Telegram Desktop computes when it records a voice note, from the same decode as the
+   * 64 bars: a level per 10 ms block (its peak / 256), the loudest level of each bar times 256,
+   * scaled against 1.8 × the bars' mean (at least 2500) and capped at 31, so speech fills the bubble.
+   */
+  telegramLevels(): Uint8Array {
+    if (this.inBlock > 0) this.closeBlock();
+    const out = new Uint8Array(TELEGRAM_WAVEFORM_BARS);
+    const n = this.blocks;
+    if (n === 0) return out;
+    const bars = new Float64Array(TELEGRAM_WAVEFORM_BARS);
+    for (let bar = 0; bar < TELEGRAM_WAVEFORM_BARS; bar++) {
+      const start = Math.floor((bar * n) / TELEGRAM_WAVEFORM_BARS);
+      const stop = Math.max(start + 1, Math.floor(((bar + 1) * n) / TELEGRAM_WAVEFORM_BARS));
+      let peak = 0;
+      for (let b = start; b < stop && b < n; b++) peak = Math.max(peak, ((this.peaks[b] as number) >> 8) << 8);
+      bars[bar] = peak;
+    }
+    let sum = 0;
+    for (const v of bars) sum += v;
+    const norm = Math.max(Math.floor((sum * 1.8) / TELEGRAM_WAVEFORM_BARS), 2500);
+    for (let bar = 0; bar < TELEGRAM_WAVEFORM_BARS; bar++) out[bar] = Math.min(31, Math.floor((Math.min(bars[bar] as number, norm) * 31) / norm));
     return out;
   }
 }

@@ -80,6 +80,11 @@ export class ApiClient {
     return { ok: false, status: response.status, error, headers: response.headers };
   }
 
+  /** Any other call of the API (path under the base address). */
+  request<T>(method: 'GET' | 'POST' | 'DELETE', path: string, body?: unknown): Promise<ApiAnswer<T>> {
+    return this.call<T>(method, path, body);
+  }
+
   send(body: SendBody, idempotencyKey?: string): Promise<ApiAnswer<SentMessage>> {
     return this.call<SentMessage>('POST', '/send', body, idempotencyKey ? { 'idempotency-key': idempotencyKey } : {});
   }

@@ -29,6 +29,10 @@ export function outcomeOf(message: MessageRow, error: DeliveryError, now: number
     log.info({ wait: error.reason, retry_in_ms: error.retryAfterMs }, 'waits in the queue');
     return { kind: 'retry', delayMs: error.retryAfterMs ?? 0, errorCode: error.code, errorMessage: error.message, notAttempted: true, waitReason: error.reason };
   }
+  if (error.waits) {
+    log.info({ code: error.code, retry_in_ms: error.retryAfterMs }, 'the platform rests the sender; waits in the queue');
+    return { kind: 'retry', delayMs: error.retryAfterMs ?? 0, errorCode: error.code, errorMessage: error.message, notAttempted: true };
+  }
   const attempts = error.notAttempted ? message.attempts - 1 : message.attempts;
   const retryAt = error.transient
     ? nextAttemptAt({

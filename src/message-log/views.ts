@@ -114,7 +114,9 @@ export async function messageDetail(db: Kysely<Database>, dataDir: string, owner
   if (!row) return undefined;
   const [attempts, audio, receipts, replies] = await Promise.all([findAttempts(db, id), findAudio(db, id), findReceipts(db, id, now), findReplies(db, id)]);
   const receiptAt = (kind: string): string | null => iso(receipts.find((r) => r.kind === kind)?.at ?? null);
-  const reason = NO_RECEIPTS[row.platform] ?? null;
+  // A Telegram account (a ts_ sender) hears read and played receipts, which bots never get.
+  const fromTelegramAccount = row.platform === 'telegram' && String((row as { sender_key?: string | null }).sender_key ?? '').startsWith('ts_');
+  const reason = fromTelegramAccount ? null : (NO_RECEIPTS[row.platform] ?? null);
   const receiptsView: ReceiptsView = {
     supported: reason === null,
     reason,

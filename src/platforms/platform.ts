@@ -6,6 +6,8 @@ import type { Db } from '../store/db.js';
 import type { Violation } from './rules.js';
 import type { LiveWhatsapp } from './whatsapp/live.js';
 import type { WhatsappSessions } from './whatsapp/sessions.js';
+import type { LiveTelegramAccounts } from './telegram/account/live.js';
+import type { TelegramSessions } from './telegram/account/sessions.js';
 
 /** Why a delivery failed, as `error.code` on the message (README, "Live delivery"). */
 export type FailureCode =
@@ -30,17 +32,23 @@ export type FailureCode =
  */
 export class DeliveryError extends Error {
   readonly notAttempted: boolean;
+  /**
+   * Not a failure but a wait the platform imposed on the sender (Telegram's PEER_FLOOD rest): back to the
+   * queue for exactly `retryAfterMs`, with no attempt counted and no retry window, as a daily cap waits.
+   */
+  readonly waits: boolean;
 
   constructor(
     readonly code: FailureCode,
     message: string,
     readonly transient: boolean,
     readonly retryAfterMs?: number,
-    options: { notAttempted?: boolean } = {},
+    options: { notAttempted?: boolean; waits?: boolean } = {},
   ) {
     super(message);
     this.name = 'DeliveryError';
-    this.notAttempted = options.notAttempted === true;
+    this.notAttempted = options.notAttempted === true || options.waits === true;
+    this.waits = options.waits === true;
   }
 }
 
@@ -69,6 +77,8 @@ export interface VoiceFile {
   durationSeconds: number;
   /** 64 values 0–100, for WhatsApp. */
   waveform: Uint8Array;
+  /** 100 values 0–31 from the same decode, as Telegram's apps draw them (absent for files cached before). */
+  telegramWaveform?: Uint8Array;
   /**
    * Names what the file holds (the audio cache's key: source and format): files with the same key
    * hold the same audio, so an adapter may send bytes it read earlier under this key. Absent: read the file.
@@ -151,6 +161,10 @@ export interface PlatformServices {
   whatsappSessions: WhatsappSessions;
   /** Live WhatsApp sockets held by this process. */
   whatsappLive: LiveWhatsapp;
+  /** Live Telegram accounts (`ts_…` sessions) held by this process. */
+  telegramAccounts?: LiveTelegramAccounts;
+  /** Telegram account sessions (`ts_…`), for their status at acceptance. */
+  telegramSessions?: TelegramSessions;
 }
 
 /** What a platform's adapters are built from: the process's shared services, and tests' timings by platform name. */

@@ -30,6 +30,7 @@ import * as messageSender from './migrations/015_message_sender.js';
 import * as platformReached from './migrations/019_platform_reached.js';
 import * as senderRecords from './migrations/016_sender_records.js';
 import * as replies from './migrations/017_replies.js';
+import * as telegramSessions from './migrations/018_telegram_sessions.js';
 
 // The dialect and the database's clock live in dialect.ts (queries import it without importing this).
 export { dbNow, type Dialect } from './dialect.js';
@@ -190,6 +191,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '019_platform_reached': platformReached,
   '016_sender_records': senderRecords,
   '017_replies': replies,
+  '018_telegram_sessions': telegramSessions,
 };
 
 const provider: MigrationProvider = { getMigrations: async () => MIGRATIONS };

@@ -185,6 +185,27 @@ export interface WhatsappSessionsTable {
   last_connected_at: number | null;
 }
 
+/** A Telegram account linked by QR code (`ts_…`); `auth_key` is the sealed MTProto authorization. */
+export interface TelegramSessionsTable {
+  id: string;
+  account_id: string;
+  env: string;
+  status: string;
+  user_id: string | null;
+  username: string | null;
+  phone_number: string | null;
+  auth_key: string | null;
+  /** Sealed: the tg://login URL the QR code shows now (renewed while it waits). */
+  qr_payload: string | null;
+  qr_expires_at: number | null;
+  auto_connect_at: number | null;
+  /** Telegram answered PEER_FLOOD: no sending before then. */
+  resting_until: number | null;
+  created_at: number;
+  updated_at: number;
+  last_connected_at: number | null;
+}
+
 /** One signal key of a live WhatsApp session; `value` is sealed (BufferJSON inside). */
 export interface WhatsappKeysTable {
   session_id: string;
@@ -389,6 +410,7 @@ export interface Database {
   usage_by_platform: UsageByPlatformTable;
   affinity_leases: AffinityLeasesTable;
   whatsapp_sessions: WhatsappSessionsTable;
+  telegram_sessions: TelegramSessionsTable;
   whatsapp_keys: WhatsappKeysTable;
   whatsapp_sent_messages: WhatsappSentMessagesTable;
   idempotency_keys: IdempotencyKeysTable;

@@ -15,6 +15,7 @@ export const WEBHOOK_EVENT_TYPES = [
   'voice_note.replied',
   'whatsapp_session.updated',
   'sender.updated',
+  'telegram_session.updated',
 ] as const;
 export type WebhookEventType = (typeof WEBHOOK_EVENT_TYPES)[number];
 export const isWebhookEventType = (value: string): value is WebhookEventType => (WEBHOOK_EVENT_TYPES as readonly string[]).includes(value);

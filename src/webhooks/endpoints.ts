@@ -243,6 +243,9 @@ function sampleData(type: WebhookEventType, at: number): unknown {
       daily_cap: 15,
     };
   }
+  if (type === 'telegram_session.updated') {
+    return { session_id: 'ts_test_event', status: 'connected', user_id: '1000000001', username: 'voicenote_sandbox', phone_number: '15550000000', created_at: when, last_connected_at: when };
+  }
   const failed = type === 'voice_note.failed';
   const canceled = type === 'voice_note.canceled';
   const message = {

@@ -25,6 +25,7 @@ export interface ForeignIdResult {
 
 const BODY_FOR: Record<string, unknown> = {
   simulate: { event: 'disconnect' },
+  password: { password: 'not-the-password' },
   roll_secret: { previous_secret_expires_in: 0 },
   test: {},
 };

@@ -264,7 +264,7 @@ export function createTelegramAdapter(options: TelegramAdapterOptions): Platform
   return {
     async showRecording(job: DeliveryJob, ms: number): Promise<void> {
       if (job.session.platform !== 'telegram') return;
-      const token = (job.session as unknown as TelegramSession).bot_token;
+      const token = (job.session as unknown as Extract<TelegramSession, { bot_token: string }>).bot_token;
       const scrub = scrubber(token);
       stopIndicator(job.messageId);
       const until = Date.now() + ms;
@@ -288,7 +288,7 @@ export function createTelegramAdapter(options: TelegramAdapterOptions): Platform
       if (job.session.platform !== 'telegram') {
         throw new DeliveryError('invalid_session', 'the message does not carry a Telegram bot token', false);
       }
-      const token = (job.session as unknown as TelegramSession).bot_token;
+      const token = (job.session as unknown as Extract<TelegramSession, { bot_token: string }>).bot_token;
       const scrub = scrubber(token);
       if (await options.isBlocked?.(token, job.recipient)) {
         throw new DeliveryError('recipient_blocked', 'the recipient blocked this bot (Telegram told the listened bot so); not sent', false);

@@ -6,6 +6,7 @@ import { isChatBlocked } from '../../store/listeners.js';
 import { createTelegramAdapter } from './adapter.js';
 import { askTelegramAboutChat } from './recipient-check.js';
 import { checkTelegramRecipient, checkTelegramSession, MAX_CAPTION_LENGTH } from './rules.js';
+import { accountAffinityKey, accountSenderKey, checkAccountAtAccept, createRoutedAdapter, accountSandboxCheck } from './account/platform-hooks.js';
 
 /** Tuning for benchmarks: `{ pace: false }` sends without flood-limit pacing; tests: how often `record_voice` repeats. */
 export type TelegramTuning = { pace?: boolean; chatActionEveryMs?: number };
@@ -22,17 +23,26 @@ export const telegram: PlatformDefinition = {
   // OGG/Opus shows as a voice note; bots may send voice files up to 50 MB; no length limit of its own.
   audio: { ...OGG_OPUS_VOICE, maxBytes: 50 * MiB, maxDurationSeconds: null },
   maxCaptionLength: MAX_CAPTION_LENGTH,
-  sessionFields: ['bot_token'],
+  sessionFields: ['bot_token', 'session_id'],
   checkRecipient: checkTelegramRecipient,
   checkSession: checkTelegramSession,
   // sendChatAction with record_voice.
   recordingIndicator: true,
-  // The bot, by a hash of its token (never the token).
-  senderKey: (session) => botKey(String(session.bot_token)),
-  senderKind: () => 'telegram_bot',
-  recipientExists: ({ session, recipient }, services) => askTelegramAboutChat(services.config.telegramApiRoot, String(session.bot_token), recipient),
-  createLiveAdapter: ({ services, tuning }) =>
-    createTelegramAdapter({
+  // The bot, by a hash of its token (never the token); a linked account by its session id (not a secret).
+  senderKey: (session) => accountSenderKey(session) ?? botKey(String(session.bot_token)),
+  senderKind: (senderKey) => (senderKey.startsWith('ts_') ? 'telegram_account' : 'telegram_bot'),
+  recipientExists: async ({ session, recipient }, services) =>
+    session.session_id !== undefined
+      ? { exists: null, reason: 'a linked Telegram account is not asked before a send; its send says whether the recipient exists' }
+      : askTelegramAboutChat(services.config.telegramApiRoot, String(session.bot_token), recipient),
+  // A linked account must exist and be connected; only the process holding its connection sends through it.
+  checkAtAccept: checkAccountAtAccept,
+  affinityKey: accountAffinityKey,
+  sandboxCheck: accountSandboxCheck,
+  createLiveAdapter: ({ services, tuning }) => {
+    // A process with a worker holds linked Telegram accounts, taking over those nobody holds.
+    services.telegramAccounts?.serveDeliveries();
+    return createRoutedAdapter(services, tuning.telegramAccount, createTelegramAdapter({
       apiRoot: services.config.telegramApiRoot,
       // A chat that blocked a listened bot (my_chat_member "kicked"): its notes fail at once.
       isBlocked: (token, chatId) => isChatBlocked(services.db.kysely, { platform: 'telegram', senderKey: botKey(token), recipient: chatId }),
@@ -49,5 +59,6 @@ export const telegram: PlatformDefinition = {
             }),
           }
         : {}),
-    }),
+    }));
+  },
 };

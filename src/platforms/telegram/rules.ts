@@ -1,9 +1,18 @@
 import { isViolation, stringField, type Violation } from '../rules.js';
 
-export type TelegramSession = {
-  platform: 'telegram';
-  bot_token: string;
-};
+export type TelegramSession =
+  | {
+      platform: 'telegram';
+      bot_token: string;
+    }
+  | {
+      platform: 'telegram';
+      /** A Telegram account linked with POST /telegram/sessions. */
+      session_id: string;
+    };
+
+const TELEGRAM_SESSION_ID = /^ts_[0-9A-Za-z]{24}$/;
+const present = (value: unknown): boolean => value !== undefined && value !== null;
 
 const TELEGRAM_CHAT_ID = /^-?[0-9]{1,20}$/;
 // Telegram usernames: 5–32 characters, letters, digits and underscores, starting with a letter.
@@ -20,6 +29,15 @@ export function checkTelegramRecipient(recipient: string): Violation | null {
 }
 
 export function checkTelegramSession(session: Record<string, unknown>): TelegramSession | Violation {
+  if (present(session.session_id) && present(session.bot_token)) {
+    return { field: 'session', message: 'session takes bot_token (a bot) or session_id (a Telegram account linked with POST /telegram/sessions), not both' };
+  }
+  if (present(session.session_id)) {
+    const id = stringField(session, 'session_id');
+    if (isViolation(id)) return id;
+    if (!TELEGRAM_SESSION_ID.test(id)) return { field: 'session.session_id', message: 'session.session_id must be a Telegram account session id (ts_…) from POST /telegram/sessions' };
+    return { platform: 'telegram', session_id: id };
+  }
   const token = stringField(session, 'bot_token');
   if (isViolation(token)) return token;
   if (!TELEGRAM_BOT_TOKEN.test(token)) {

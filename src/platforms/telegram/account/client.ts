@@ -1,0 +1,43 @@
+import type { Api } from 'telegram';
+
+/**
+ * The edge between voicenote and the MTProto library (GramJS, npm `telegram`): the few calls a linked
+ * Telegram account needs. Requests are the library's own TL objects (`new Api.messages.SendMedia({…})`),
+ * so what reaches this edge is exactly what Telegram would receive; tests inject a fake factory that
+ * answers them (test/fakes/telegram-mtproto.ts).
+ */
+export interface TelegramAccountClient {
+  connect(): Promise<void>;
+  /** Sends one TL request; rejects with the library's RPC errors (`errorMessage`, and `seconds` for FLOOD_WAIT). */
+  invoke<R extends Api.AnyRequest>(request: R): Promise<R['__response']>;
+  /** Moves the connection to another data centre (a login token that says LoginTokenMigrateTo). */
+  switchDc(dcId: number): Promise<void>;
+  /** The authorization to keep (auth key and data centre), opaque: the caller seals it. */
+  exportSession(): string;
+  /** Every update Telegram pushes on this connection. */
+  onUpdate(handler: (update: unknown) => void): void;
+  disconnect(): Promise<void>;
+}
+
+export interface TelegramClientOptions {
+  apiId: number;
+  apiHash: string;
+  /** A stored authorization (what exportSession gave), or none to start a new one. */
+  session?: string;
+}
+
+export type TelegramClientFactory = (options: TelegramClientOptions) => TelegramAccountClient;
+
+/** Telegram's own name of an RPC error: `FLOOD_WAIT_30`, `SESSION_PASSWORD_NEEDED`… (undefined for other errors). */
+export function rpcErrorName(error: unknown): string | undefined {
+  if (typeof error !== 'object' || error === null) return undefined;
+  const { errorMessage, seconds } = error as { errorMessage?: unknown; seconds?: unknown };
+  if (typeof errorMessage !== 'string') return undefined;
+  // GramJS turns FLOOD_WAIT_X into a FloodWaitError whose errorMessage is "FLOOD" and keeps X apart.
+  if (errorMessage === 'FLOOD' && typeof seconds === 'number') return `FLOOD_WAIT_${seconds}`;
+  return errorMessage;
+}
+
+let library: Promise<typeof import('telegram')> | undefined;
+/** GramJS, loaded the first time a Telegram account is used: most processes never link one. */
+export const loadTelegram = (): Promise<typeof import('telegram')> => (library ??= import('telegram'));

@@ -1,0 +1,113 @@
+import type { Kysely } from 'kysely';
+import type { Logger } from 'pino';
+import type { SecretBox } from '../../../core/secret-box.js';
+import type { Database } from '../../../store/schema.js';
+import type { TelegramAccountClient, TelegramClientFactory } from './client.js';
+
+/** What the parts of live Telegram accounts (linking, leases, sending) share. */
+
+/** Live linking cannot reach Telegram right now (no API id configured, no connection, no token in time). */
+export class TelegramUnavailableError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'TelegramUnavailableError';
+  }
+}
+
+/** A move the session's status does not allow (e.g. a password for a session that asked for none). */
+export class TelegramSessionStateError extends Error {
+  constructor(
+    message: string,
+    readonly status: string,
+  ) {
+    super(message);
+    this.name = 'TelegramSessionStateError';
+  }
+}
+
+/** The cloud password was not the account's. */
+export class WrongPasswordError extends Error {
+  constructor() {
+    super('the password is not the cloud password (two-step verification) of this Telegram account');
+    this.name = 'WrongPasswordError';
+  }
+}
+
+export interface TelegramAccountTuning {
+  /** How long POST /telegram/sessions waits for the connection and first login token. */
+  qrWaitMs?: number;
+  /** How long a QR code keeps being renewed before the session is qr_expired (and a password awaited). */
+  linkWindowMs?: number;
+  /** Least time between two renewals of the login token (Telegram's tokens last about 30 s). */
+  minRenewMs?: number;
+  leaseMs?: number;
+  renewMs?: number;
+  takeoverScanMs?: number;
+  /** How long auth.logOut may take on DELETE before the keys are erased anyway. */
+  logoutTimeoutMs?: number;
+}
+
+export const ACCOUNT_DEFAULTS: Required<TelegramAccountTuning> = {
+  qrWaitMs: 20_000,
+  linkWindowMs: 180_000,
+  minRenewMs: 5_000,
+  leaseMs: 30_000,
+  renewMs: 10_000,
+  takeoverScanMs: 5_000,
+  logoutTimeoutMs: 10_000,
+};
+
+export interface LiveTelegramOptions extends TelegramAccountTuning {
+  db: Kysely<Database>;
+  secretBox: SecretBox;
+  logger: Logger;
+  clientFactory: TelegramClientFactory;
+  /** The application's api_id / api_hash from my.telegram.org; without them live linking is unavailable. */
+  apiId?: number;
+  apiHash?: string;
+  /** Clock for the timestamps users see; leases always use real time. */
+  now?: () => number;
+  /**
+   * The id this process holds affinity leases under: the delivery worker claims the messages of the
+   * sessions held under it, so it is the process's one holder id (shared with WhatsApp sessions).
+   */
+  holderId?: string;
+}
+
+export type Phase = 'linking' | 'password' | 'open' | 'closed';
+
+/** A session's connection held by this process. */
+export interface AccountLink {
+  id: string;
+  client: TelegramAccountClient;
+  phase: Phase;
+  renewTimer: NodeJS.Timeout | undefined;
+  /** A scan being completed (UpdateLoginToken), so a second update does not run it twice. */
+  completing: Promise<void> | undefined;
+}
+
+export interface AccountContext {
+  readonly tuning: Required<TelegramAccountTuning>;
+  readonly db: Kysely<Database>;
+  readonly secretBox: SecretBox;
+  readonly clientFactory: TelegramClientFactory;
+  readonly credentials: { apiId: number; apiHash: string } | undefined;
+  readonly logger: Logger;
+  readonly now: () => number;
+  readonly holderId: string;
+  readonly links: Map<string, AccountLink>;
+  readonly state: { serving: boolean; stopped: boolean };
+}
+
+export const withTimeout = <T>(work: Promise<T>, ms: number): Promise<T | undefined> =>
+  Promise.race([work, new Promise<undefined>((resolve) => setTimeout(() => resolve(undefined), ms).unref())]);
+
+/** Closes a connection without waiting on it. */
+export function closeLink(link: AccountLink): void {
+  link.phase = 'closed';
+  clearTimeout(link.renewTimer);
+  link.client.disconnect().catch(() => undefined);
+}
+
+/** The login URL a QR code shows: Telegram's token in base64url, as the official apps encode it. */
+export const loginUrl = (token: Uint8Array): string => `tg://login?token=${Buffer.from(token).toString('base64url')}`;

@@ -1,0 +1,29 @@
+import { DeliveryError } from '../../platform.js';
+import { rpcErrorName } from './client.js';
+import { REVOKED } from './revoked.js';
+
+/** How long Telegram's PEER_FLOOD rests an account here (it says no more; users report hours to a day). */
+export const PEER_FLOOD_REST_MS = 6 * 60 * 60_000;
+
+/** The recipient takes voice notes only from contacts or from Premium users. */
+const BLOCKED = new Set(['USER_PRIVACY_RESTRICTED', 'PRIVACY_PREMIUM_REQUIRED', 'VOICE_MESSAGES_FORBIDDEN', 'USER_IS_BLOCKED', 'YOU_BLOCKED_USER']);
+const NOT_FOUND = new Set(['USERNAME_NOT_OCCUPIED', 'USERNAME_INVALID', 'PEER_ID_INVALID', 'USER_ID_INVALID', 'INPUT_USER_DEACTIVATED']);
+
+/** What the sending code does with a Telegram error, by the name Telegram gives it. */
+export type TelegramRefusal =
+  | { kind: 'flood_wait'; seconds: number }
+  | { kind: 'peer_flood' }
+  | { kind: 'revoked'; name: string }
+  | { kind: 'fail'; error: DeliveryError };
+
+export function classifyTelegramError(error: unknown, doing: string): TelegramRefusal {
+  const name = rpcErrorName(error);
+  if (name === undefined) return { kind: 'fail', error: new DeliveryError('platform_error', `Telegram did not answer ${doing}: ${error instanceof Error ? error.message : String(error)}`, true) };
+  const flood = /^(?:FLOOD_WAIT|SLOWMODE_WAIT|FLOOD_PREMIUM_WAIT)_(\d+)$/.exec(name);
+  if (flood) return { kind: 'flood_wait', seconds: Number(flood[1]) };
+  if (name === 'PEER_FLOOD') return { kind: 'peer_flood' };
+  if (REVOKED.has(name)) return { kind: 'revoked', name };
+  if (BLOCKED.has(name)) return { kind: 'fail', error: new DeliveryError('recipient_blocked', `Telegram refused ${doing}: ${name} (the recipient takes voice notes only from contacts or Premium users, or blocked this account)`, false) };
+  if (NOT_FOUND.has(name)) return { kind: 'fail', error: new DeliveryError('recipient_not_found', `Telegram refused ${doing}: ${name}`, false) };
+  return { kind: 'fail', error: new DeliveryError('platform_error', `Telegram refused ${doing}: ${name}`, true) };
+}

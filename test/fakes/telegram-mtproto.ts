@@ -1,0 +1,437 @@
+import { createHash, pbkdf2Sync, randomBytes } from 'node:crypto';
+import { Api } from 'telegram';
+import { BinaryReader } from 'telegram/extensions/BinaryReader.js';
+import { RPCMessageToError } from 'telegram/errors/index.js';
+import type { TelegramAccountClient, TelegramClientFactory, TelegramClientOptions } from '../../src/platforms/telegram/account/client.js';
+
+/**
+ * Telegram's MTProto servers as a linked account's client sees them, at the library's edge: requests
+ * arrive as GramJS's own TL objects, are serialized with the real schema and read back (so only real
+ * constructors with real fields pass), and are answered the way Telegram answers — with the
+ * library's own error classes for what Telegram refuses. One `FakeTelegram` is "Telegram" for every
+ * app of a test; each app gets its own factory, so the test can tell which process did what.
+ *
+ * The cloud password is checked by SRP on the server side, written here from Telegram's description
+ * (core.telegram.org/api/srp), apart from the client's computation in GramJS.
+ */
+
+// Telegram's 2048-bit SRP prime, g = 3.
+const PRIME_HEX =
+  'c71caeb9c6b1c9048e6c522f70f13f73980d40238e3e21c14934d037563d930f48198a0aa7c14058229493d22530f4dbfa336f6e0ac925139543aed44cce7c3720fd51f69458705ac68cd4fe6b6b13abdc9746512969328454f18faf8c595f642477fe96bb2a941d5bcd1d4ac8cc49880708fa9b378e3c4f3a9060bee67cf9a4a4a695811051907e162753b56b0f6b410dba74d8a84b2a14b3144e0ef1284754fd17ed950d5965b4b9dd46582db1178d169c6bc465b0d6ff9ca3928fef5b9ae4e418fc15e83ebea0f87fa9ff5eed70050ded2849f47bf959d956850ce929851f0d8115f635b105ee2e4e15d04b2454bf6f4fadf034b10403119cd8e3b92fcc5b';
+const P = BigInt(`0x${PRIME_HEX}`);
+const G = 3n;
+
+const sha256 = (...parts: Buffer[]): Buffer => createHash('sha256').update(Buffer.concat(parts)).digest();
+const pad256 = (n: bigint): Buffer => Buffer.from(n.toString(16).padStart(512, '0'), 'hex');
+const toBig = (b: Buffer): bigint => BigInt(`0x${b.toString('hex') || '0'}`);
+function modPow(base: bigint, exp: bigint, mod: bigint): bigint {
+  let result = 1n;
+  base %= mod;
+  while (exp > 0n) {
+    if (exp & 1n) result = (result * base) % mod;
+    base = (base * base) % mod;
+    exp >>= 1n;
+  }
+  return result;
+}
+const salted = (data: Buffer, salt: Buffer): Buffer => sha256(salt, data, salt);
+/** x of Telegram's SRP: PH2(password, salt1, salt2). */
+function passwordHash(password: string, salt1: Buffer, salt2: Buffer): bigint {
+  const ph1 = salted(salted(Buffer.from(password, 'utf8'), salt1), salt2);
+  return toBig(salted(pbkdf2Sync(ph1, salt1, 100_000, 64, 'sha512'), salt2));
+}
+
+export interface FakeAccount {
+  userId: bigint;
+  /** Takes voice notes only from contacts (USER_PRIVACY_RESTRICTED) or from Premium users (PRIVACY_PREMIUM_REQUIRED). */
+  refusesVoiceFromStrangers?: 'USER_PRIVACY_RESTRICTED' | 'PRIVACY_PREMIUM_REQUIRED';
+  username?: string;
+  phone?: string;
+  /** The data centre the account lives in (a login from another DC is told LoginTokenMigrateTo). */
+  dc?: number;
+  /** A cloud password: the login stops at SESSION_PASSWORD_NEEDED until auth.checkPassword. */
+  password?: string;
+}
+
+interface AuthKey {
+  key: string;
+  dc: number;
+  userId?: bigint;
+  /** Scanned by an account with a password: waits for auth.checkPassword. */
+  awaitingPassword?: FakeAccount;
+  srp?: { b: bigint; B: bigint; v: bigint; salt1: Buffer; salt2: Buffer; srpId: bigint };
+  loggedOut: boolean;
+}
+
+interface LoginToken {
+  token: Buffer;
+  key: AuthKey;
+  expiresAt: number;
+  scannedBy?: FakeAccount;
+  connection: FakeConnection;
+}
+
+/** A voice note as Telegram received it. */
+export interface SentNote {
+  instance: string;
+  from: bigint;
+  to: bigint;
+  messageId: number;
+  randomId: string;
+  bytes: Buffer;
+  mimeType: string;
+  voice: boolean;
+  duration: number;
+  waveform: Buffer;
+  caption: string;
+}
+
+export interface RecordedRequest {
+  instance: string;
+  className: string;
+  request: Api.AnyRequest;
+}
+
+class FakeConnection implements TelegramAccountClient {
+  connected = false;
+  handlers: Array<(update: unknown) => void> = [];
+  constructor(
+    readonly fake: FakeTelegram,
+    readonly instance: string,
+    public key: AuthKey,
+    readonly options: TelegramClientOptions,
+  ) {}
+  async connect(): Promise<void> {
+    if (this.fake.unreachable) throw new Error('connect ECONNREFUSED (fake Telegram is unreachable)');
+    this.connected = true;
+    this.fake.connections.add(this);
+  }
+  async invoke<R extends Api.AnyRequest>(request: R): Promise<R['__response']> {
+    if (!this.connected) throw new Error('not connected');
+    return this.fake.answer(this, request) as Promise<R['__response']>;
+  }
+  async switchDc(dcId: number): Promise<void> {
+    // A new data centre means a new auth key there.
+    this.key = this.fake.newKey(dcId);
+  }
+  exportSession(): string {
+    return `fake-session:${this.key.dc}:${this.key.key}`;
+  }
+  onUpdate(handler: (update: unknown) => void): void {
+    this.handlers.push(handler);
+  }
+  async disconnect(): Promise<void> {
+    this.connected = false;
+    this.fake.connections.delete(this);
+  }
+  push(update: unknown): void {
+    for (const handle of this.handlers) handle(update);
+  }
+}
+
+export class FakeTelegram {
+  readonly apiId = 611335;
+  readonly apiHash = 'd524b414d21f4d37f08684c1df41ac9c';
+  readonly requests: RecordedRequest[] = [];
+  readonly connections = new Set<FakeConnection>();
+  readonly keys = new Map<string, AuthKey>();
+  readonly tokens: LoginToken[] = [];
+  /** Seconds a login token lives (Telegram: about 30). */
+  tokenTtlSeconds = 30;
+  unreachable = false;
+  /** Everyone on this Telegram, beside the linked accounts. */
+  readonly people: FakeAccount[] = [];
+  /** Who each account has talked to (its dialogs). */
+  readonly dialogs = new Map<bigint, Set<bigint>>();
+  /** Each account's contacts. */
+  readonly contacts = new Map<bigint, Set<bigint>>();
+  readonly sent: SentNote[] = [];
+  /** What the fake refused and why, in its words. */
+  readonly refusals: string[] = [];
+  /** Errors to answer the next request of a kind with (FLOOD_WAIT_3, PEER_FLOOD…), first in first out. */
+  readonly failNext: Array<{ className: string; errorMessage: string }> = [];
+  private readonly uploads = new Map<string, Map<number, Buffer>>();
+  private readonly accessHashes = new Map<bigint, bigint>();
+  private nextMessageId = 100;
+
+  factory(instance: string): TelegramClientFactory {
+    return (options) => {
+      let key: AuthKey;
+      if (options.session !== undefined) {
+        const [, dc, id] = options.session.split(':');
+        key = this.keys.get(id ?? '') ?? { key: id ?? 'unknown', dc: Number(dc), loggedOut: true };
+      } else key = this.newKey(2);
+      return new FakeConnection(this, instance, key, options);
+    };
+  }
+
+  newKey(dc: number): AuthKey {
+    const key: AuthKey = { key: randomBytes(16).toString('hex'), dc, loggedOut: false };
+    this.keys.set(key.key, key);
+    return key;
+  }
+
+  /** The phone scans the QR code showing `url` (tg://login?token=…) while logged in as `account`. */
+  scan(url: string, account: FakeAccount): void {
+    const token = Buffer.from(new URL(url).searchParams.get('token') ?? '', 'base64url');
+    const found = this.tokens.find((t) => t.token.equals(token));
+    if (!found) throw new Error('the phone does not know this login token');
+    if (Date.now() > found.expiresAt) throw new Error('the login token expired before the scan');
+    found.scannedBy = account;
+    found.connection.push(new Api.UpdateLoginToken());
+  }
+
+  /** The account logs this authorization out from its phone (Settings → Devices → Terminate). */
+  terminate(sessionString: string): void {
+    const key = this.keys.get(sessionString.split(':')[2] ?? '');
+    if (key) key.loggedOut = true;
+  }
+
+  authorizedKeys(): AuthKey[] {
+    return [...this.keys.values()].filter((k) => k.userId !== undefined && !k.loggedOut);
+  }
+
+  private accessHashOf(userId: bigint): bigint {
+    let hash = this.accessHashes.get(userId);
+    if (hash === undefined) {
+      hash = BigInt.asIntN(64, BigInt(`0x${randomBytes(8).toString('hex')}`));
+      this.accessHashes.set(userId, hash);
+    }
+    return hash;
+  }
+
+  private person(userId: bigint): FakeAccount | undefined {
+    return this.people.find((p) => p.userId === userId);
+  }
+
+  private other(account: FakeAccount): Api.User {
+    return new Api.User({ id: account.userId as never, username: account.username, accessHash: this.accessHashOf(account.userId) as never, firstName: account.username ?? 'someone' });
+  }
+
+  /** The recipient reads the chat up to `maxId` (the sender's apps get updateReadHistoryOutbox). */
+  read(by: bigint, from: bigint, maxId: number): void {
+    const update = new Api.UpdateReadHistoryOutbox({ peer: new Api.PeerUser({ userId: by as never }), maxId, pts: 1, ptsCount: 1 });
+    for (const conn of this.connections) if (conn.key.userId === from) conn.push(new Api.UpdateShort({ update, date: Math.floor(Date.now() / 1000) }));
+  }
+
+  /** The recipient writes back to the account (an incoming private message, updateShortMessage). */
+  reply(by: bigint, to: bigint, text: string): number {
+    const id = this.nextMessageId++;
+    const update = new Api.UpdateShortMessage({ out: false, id, userId: by as never, message: text, pts: 1, ptsCount: 1, date: Math.floor(Date.now() / 1000) });
+    for (const conn of this.connections) if (conn.key.userId === to) conn.push(update);
+    return id;
+  }
+
+  /** The recipient plays the voice note `messageId` (updateReadMessagesContents). */
+  played(from: bigint, messageId: number): void {
+    const update = new Api.UpdateReadMessagesContents({ messages: [messageId], pts: 1, ptsCount: 1 });
+    for (const conn of this.connections) if (conn.key.userId === from) conn.push(new Api.Updates({ updates: [update], users: [], chats: [], date: Math.floor(Date.now() / 1000), seq: 0 }));
+  }
+
+  private peerUser(request: Api.AnyRequest, peer: unknown): FakeAccount {
+    if (!(peer instanceof Api.InputPeerUser)) this.refuse(request, 400, 'PEER_ID_INVALID');
+    const userId = BigInt(String(peer.userId));
+    const who = this.person(userId);
+    if (!who || String(peer.accessHash) !== String(this.accessHashOf(userId))) this.refuse(request, 400, 'PEER_ID_INVALID');
+    return who;
+  }
+
+  private mediaInvalid(request: Api.AnyRequest, why: string): never {
+    this.refusals.push(why);
+    this.refuse(request, 400, 'MEDIA_INVALID');
+  }
+
+  private refuse(request: Api.AnyRequest, code: number, message: string): never {
+    throw RPCMessageToError(new Api.RpcError({ errorCode: code, errorMessage: message }), request);
+  }
+
+  private user(account: FakeAccount): Api.User {
+    return new Api.User({ id: account.userId as never, self: true, username: account.username, phone: account.phone, accessHash: 1n as never });
+  }
+
+  private authorize(conn: FakeConnection, account: FakeAccount, request: Api.AnyRequest): Api.auth.LoginTokenSuccess {
+    if (account.password !== undefined) {
+      conn.key.awaitingPassword = account;
+      this.refuse(request, 401, 'SESSION_PASSWORD_NEEDED');
+    }
+    conn.key.userId = account.userId;
+    return new Api.auth.LoginTokenSuccess({ authorization: new Api.auth.Authorization({ user: this.user(account) }) });
+  }
+
+  async answer(conn: FakeConnection, request: Api.AnyRequest): Promise<unknown> {
+    // Only the real TL schema passes: serialize with it and read it back.
+    const bytes = (request as unknown as { getBytes(): Buffer }).getBytes();
+    const reread = new BinaryReader(bytes).tgReadObject() as { className?: string };
+    if (reread.className !== request.className) throw new Error(`not a TL request: ${request.className}`);
+    this.requests.push({ instance: conn.instance, className: request.className, request });
+    const key = conn.key;
+    if (key.loggedOut && request.className !== 'auth.ExportLoginToken') this.refuse(request, 401, 'AUTH_KEY_UNREGISTERED');
+    const injected = this.failNext.findIndex((f) => f.className === request.className);
+    if (injected >= 0) {
+      const [failure] = this.failNext.splice(injected, 1);
+      this.refuse(request, failure!.errorMessage.startsWith('AUTH') || failure!.errorMessage.startsWith('SESSION') ? 401 : 400, failure!.errorMessage);
+    }
+    const me = key.userId;
+    if (me !== undefined) {
+      const answered = this.answerAccount(conn, me, request);
+      if (answered !== undefined) return answered;
+    }
+
+    if (request instanceof Api.auth.ExportLoginToken) {
+      if (request.apiId !== this.apiId || request.apiHash !== this.apiHash) this.refuse(request, 400, 'API_ID_INVALID');
+      const scanned = this.tokens.find((t) => t.key === key && t.scannedBy);
+      if (scanned?.scannedBy) {
+        const account = scanned.scannedBy;
+        if ((account.dc ?? 2) !== key.dc) return new Api.auth.LoginTokenMigrateTo({ dcId: account.dc ?? 2, token: scanned.token });
+        return this.authorize(conn, account, request);
+      }
+      const token: LoginToken = { token: randomBytes(32), key, expiresAt: Date.now() + this.tokenTtlSeconds * 1000, connection: conn };
+      this.tokens.push(token);
+      return new Api.auth.LoginToken({ expires: Math.floor(token.expiresAt / 1000), token: token.token });
+    }
+    if (request instanceof Api.auth.ImportLoginToken) {
+      const found = this.tokens.find((t) => Buffer.from(request.token).equals(t.token));
+      if (!found?.scannedBy) this.refuse(request, 400, 'AUTH_TOKEN_INVALID');
+      if ((found.scannedBy.dc ?? 2) !== key.dc) this.refuse(request, 400, 'AUTH_TOKEN_INVALID');
+      return this.authorize(conn, found.scannedBy, request);
+    }
+    if (request instanceof Api.account.GetPassword) {
+      const account = key.awaitingPassword;
+      if (!account?.password) return new Api.account.Password({ hasPassword: false, newAlgo: new Api.PasswordKdfAlgoUnknown(), newSecureAlgo: new Api.SecurePasswordKdfAlgoUnknown(), secureRandom: randomBytes(32) });
+      const salt1 = randomBytes(40);
+      const salt2 = randomBytes(16);
+      const v = modPow(G, passwordHash(account.password, salt1, salt2), P);
+      const k = toBig(sha256(pad256(P), pad256(G)));
+      const b = toBig(randomBytes(256)) % P;
+      const B = (k * v + modPow(G, b, P)) % P;
+      const srpId = BigInt(`0x${randomBytes(7).toString('hex')}`);
+      key.srp = { b, B, v, salt1, salt2, srpId };
+      const algo = new Api.PasswordKdfAlgoSHA256SHA256PBKDF2HMACSHA512iter100000SHA256ModPow({ salt1, salt2, g: 3, p: pad256(P) });
+      return new Api.account.Password({
+        hasPassword: true,
+        currentAlgo: algo,
+        srp_B: pad256(B),
+        srpId: srpId as never,
+        newAlgo: algo,
+        newSecureAlgo: new Api.SecurePasswordKdfAlgoUnknown(),
+        secureRandom: randomBytes(32),
+      });
+    }
+    if (request instanceof Api.auth.CheckPassword) {
+      const account = key.awaitingPassword;
+      const srp = key.srp;
+      const check = request.password;
+      if (!account || !srp || !(check instanceof Api.InputCheckPasswordSRP)) this.refuse(request, 400, 'SRP_ID_INVALID');
+      if (BigInt(String(check.srpId)) !== srp.srpId) this.refuse(request, 400, 'SRP_ID_INVALID');
+      const A = toBig(Buffer.from(check.A));
+      const u = toBig(sha256(pad256(A), pad256(srp.B)));
+      const S = modPow((A * modPow(srp.v, u, P)) % P, srp.b, P);
+      const K = sha256(pad256(S));
+      const hp = sha256(pad256(P));
+      const hg = sha256(pad256(G));
+      const xored = Buffer.from(hp.map((byte, i) => byte ^ (hg[i] as number)));
+      const M1 = sha256(xored, sha256(srp.salt1), sha256(srp.salt2), pad256(A), pad256(srp.B), K);
+      key.srp = undefined; // one try per GetPassword, as Telegram's srp_id
+      if (!M1.equals(Buffer.from(check.M1))) this.refuse(request, 400, 'PASSWORD_HASH_INVALID');
+      key.userId = account.userId;
+      key.awaitingPassword = undefined;
+      return new Api.auth.Authorization({ user: this.user(account) });
+    }
+    if (request instanceof Api.auth.LogOut) {
+      key.loggedOut = true;
+      return new Api.auth.LoggedOut({});
+    }
+    if (request instanceof Api.updates.GetState) {
+      if (key.userId === undefined) this.refuse(request, 401, 'AUTH_KEY_UNREGISTERED');
+      return new Api.updates.State({ pts: 1, qts: 0, date: Math.floor(Date.now() / 1000), seq: 1, unreadCount: 0 });
+    }
+    return this.refuse(request, 400, 'METHOD_NOT_SUPPORTED_BY_FAKE');
+  }
+
+  /** The calls of an authorized account: contacts, dialogs, uploads, typing and sending. */
+  private answerAccount(conn: FakeConnection, me: bigint, request: Api.AnyRequest): unknown {
+    if (request instanceof Api.contacts.ResolveUsername) {
+      const who = this.people.find((p) => p.username?.toLowerCase() === request.username.toLowerCase());
+      if (!who) this.refuse(request, 400, 'USERNAME_NOT_OCCUPIED');
+      return new Api.contacts.ResolvedPeer({ peer: new Api.PeerUser({ userId: who.userId as never }), users: [this.other(who)], chats: [] });
+    }
+    if (request instanceof Api.messages.GetDialogs) {
+      const ids = [...(this.dialogs.get(me) ?? [])];
+      const users = ids.map((id) => this.person(id)).filter((p): p is FakeAccount => p !== undefined).map((p) => this.other(p));
+      return new Api.messages.Dialogs({ dialogs: [], messages: [], chats: [], users });
+    }
+    if (request instanceof Api.contacts.ImportContacts) {
+      const users: Api.User[] = [];
+      const imported: Api.ImportedContact[] = [];
+      for (const contact of request.contacts) {
+        const who = this.people.find((p) => p.phone !== undefined && `+${p.phone}` === contact.phone);
+        if (!who) continue;
+        const mine = this.contacts.get(me) ?? new Set<bigint>();
+        mine.add(who.userId);
+        this.contacts.set(me, mine);
+        users.push(this.other(who));
+        imported.push(new Api.ImportedContact({ userId: who.userId as never, clientId: contact.clientId }));
+      }
+      return new Api.contacts.ImportedContacts({ imported, popularInvites: [], retryContacts: [], users });
+    }
+    if (request instanceof Api.contacts.DeleteContacts) {
+      for (const input of request.id) {
+        if (input instanceof Api.InputUser) this.contacts.get(me)?.delete(BigInt(String(input.userId)));
+      }
+      return new Api.Updates({ updates: [], users: [], chats: [], date: Math.floor(Date.now() / 1000), seq: 0 });
+    }
+    if (request instanceof Api.messages.SetTyping) {
+      this.peerUser(request, request.peer);
+      return true;
+    }
+    if (request instanceof Api.upload.SaveFilePart || request instanceof Api.upload.SaveBigFilePart) {
+      const bytes = Buffer.from(request.bytes);
+      // Telegram's rule: parts of a multiple of 1 KB that divides 512 KB (the last part may be shorter).
+      if (bytes.length === 0 || bytes.length > 512 * 1024) this.refuse(request, 400, 'FILE_PART_SIZE_INVALID');
+      const parts = this.uploads.get(String(request.fileId)) ?? new Map<number, Buffer>();
+      parts.set(request.filePart, bytes);
+      this.uploads.set(String(request.fileId), parts);
+      return true;
+    }
+    if (request instanceof Api.messages.SendMedia) {
+      const to = this.peerUser(request, request.peer);
+      const media = request.media;
+      if (!(media instanceof Api.InputMediaUploadedDocument)) return this.mediaInvalid(request, 'not an uploaded document');
+      const file = media.file;
+      if (!(file instanceof Api.InputFile)) return this.mediaInvalid(request, 'not an uploaded small file');
+      const parts = this.uploads.get(String(file.id));
+      if (!parts || parts.size !== file.parts) return this.mediaInvalid(request, `the file has ${parts?.size ?? 0} parts uploaded, ${file.parts} announced`);
+      const bytes = Buffer.concat([...Array(file.parts).keys()].map((i) => parts.get(i) ?? Buffer.alloc(0)));
+      if (media.mimeType !== 'audio/ogg') return this.mediaInvalid(request, `mime_type ${media.mimeType} is not audio/ogg`);
+      if (bytes.subarray(0, 4).toString('latin1') !== 'OggS' || !bytes.includes(Buffer.from('OpusHead'))) return this.mediaInvalid(request, 'the file is not Ogg Opus');
+      const audio = media.attributes.find((a): a is Api.DocumentAttributeAudio => a instanceof Api.DocumentAttributeAudio);
+      if (!audio) return this.mediaInvalid(request, 'no DocumentAttributeAudio');
+      if (audio.voice !== true) return this.mediaInvalid(request, 'the voice flag is not set: it would show as a music file');
+      if (!Number.isInteger(audio.duration) || audio.duration < 1) return this.mediaInvalid(request, `duration ${audio.duration} is not whole seconds`);
+      const waveform = Buffer.from(audio.waveform ?? []);
+      if (waveform.length !== 63) return this.mediaInvalid(request, `waveform is ${waveform.length} bytes; 100 values of 5 bits are 63`);
+      const known = (this.dialogs.get(me)?.has(to.userId) ?? false) || (this.contacts.get(me)?.has(to.userId) ?? false);
+      if (to.refusesVoiceFromStrangers && !(this.contacts.get(me)?.has(to.userId) ?? false)) this.refuse(request, 403, to.refusesVoiceFromStrangers);
+      void known;
+      const messageId = this.nextMessageId++;
+      const dialogs = this.dialogs.get(me) ?? new Set<bigint>();
+      dialogs.add(to.userId);
+      this.dialogs.set(me, dialogs);
+      this.sent.push({
+        instance: conn.instance,
+        from: me,
+        to: to.userId,
+        messageId,
+        randomId: String(request.randomId),
+        bytes,
+        mimeType: media.mimeType,
+        voice: audio.voice === true,
+        duration: audio.duration,
+        waveform,
+        caption: request.message,
+      });
+      return new Api.Updates({ updates: [new Api.UpdateMessageID({ id: messageId, randomId: request.randomId })], users: [], chats: [], date: Math.floor(Date.now() / 1000), seq: 0 });
+    }
+    return undefined;
+  }
+}
