@@ -9,6 +9,8 @@
 const LAYERS = [
   { name: 'base', what: 'ids, sealing, plans, config, logging', path: '^src/(core/|config\\.ts$|logger\\.ts$|heap\\.ts$|secret-key\\.ts$|package-info\\.ts$)' },
   { name: 'storage-and-audio', what: 'tables, transactions, the webhook outbox; fetching and converting audio', path: '^src/(store|audio)/' },
+  // What listeners hear (a reply, a sender's status) and the one recorder that writes it: below the platforms, whose listeners call it.
+  { name: 'inbound', what: 'the heard shape and its recorder', path: '^src/inbound/' },
   { name: 'platforms', what: 'one folder per platform: rules, adapters, live connections', path: '^src/platforms/' },
   { name: 'work', what: 'the delivery worker, the webhook sender, housekeeping, account administration', path: '^src/(delivery|webhooks|housekeeping|admin)/' },
   // metrics/exposure.ts is the /metrics HTTP endpoint, so it sits with the HTTP layer below.

@@ -27,6 +27,9 @@ import { migrate, openDb } from './store/db.js';
 import { checkSecretKey } from './store/key-check.js';
 import { purgeExpiredIdempotency } from './store/idempotency.js';
 import { createAttemptRecorder } from './message-log/recorder.js';
+import { createRecorder } from './inbound/recorder.js';
+import type { MessageRow } from './store/messages.js';
+import { SandboxReplier } from './inbound/sandbox-replies.js';
 import { WebhookSender, type WebhookSenderOptions } from './webhooks/sender.js';
 import { sweepDueSandboxSessions } from './webhooks/session-sweep.js';
 
@@ -77,6 +80,8 @@ export interface WorkerTuning {
   linkedinPace?: LinkedinTuning;
   /** Benchmarks and tests: per-platform tuning by platform name (each platform reads its own entry). */
   platformTuning?: Readonly<Record<string, unknown>>;
+  /** Told of each message the worker delivered (the sandbox's answering recipients). */
+  onDelivered?: (message: MessageRow) => void;
 }
 
 export interface App {
@@ -118,7 +123,19 @@ export async function openServices(config: Config, options: Omit<AppOptions, 'wo
   const redis = config.redisUrl ? await connectRedis(config.redisUrl, logger) : undefined;
   const rateLimiter = new RateLimiter({ redis, keyPrefix: options.redisKeyPrefix });
   const callers = new CallerDirectory(db);
+  // One recorder for everything the listeners hear (src/inbound/).
+  const onHeard = createRecorder({
+    db: db.kysely,
+    logger,
+    // Notes a reply canceled are given back to the quota: this process's usage count learns it at once.
+    onCanceled: (canceled) => {
+      for (const { message, sent } of canceled) {
+        if (sent !== undefined) callers.noteReturned({ accountId: message.account_id, env: message.env, periodStart: Number(message.period_start) }, sent);
+      }
+    },
+  });
   const whatsappLive = createLiveWhatsapp({
+    onHeard,
     ...options.whatsappLive,
     db: db.kysely,
     secretBox,
@@ -160,6 +177,7 @@ export async function openServices(config: Config, options: Omit<AppOptions, 'wo
     whatsappLive,
     logger,
     metrics,
+    onHeard,
     wakeWorker: () => worker?.wake(),
     ...(options.rhythmDefaults ? { rhythmDefaults: options.rhythmDefaults } : {}),
   };
@@ -219,7 +237,9 @@ export function startWorker(services: Services, tuning: WorkerTuning = {}): Runn
     logger,
     metrics: services.metrics,
   });
-  const worker = createWorker(services, audio, tuning);
+  // The sandbox's recipients that answer, answering notes this worker delivered.
+  const replier = new SandboxReplier(services.onHeard);
+  const worker = createWorker(services, audio, { ...tuning, onDelivered: (message) => replier.delivered(message) });
   worker.start();
   // Housekeeping of the worker's process, beside the delivery loop rather than in it.
   const retention = startRetention(services.db.kysely, config.messageRetentionDays, logger);
@@ -230,6 +250,7 @@ export function startWorker(services: Services, tuning: WorkerTuning = {}): Runn
       await retention.stop();
       await senderEnds.stop();
       await worker.stop(config.shutdownGraceMs);
+      replier.stop();
       await audio.close();
     },
   };

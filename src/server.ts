@@ -7,6 +7,7 @@ import { registerRootRedirect } from './api/root.js';
 import { registerSampleRoute } from './api/samples.js';
 import { registerDocs, registerFavicon } from './api/docs.js';
 import { describeSendBody } from './api/send-document.js';
+import { nameResponses } from './api/openapi-names.js';
 import { packageVersion } from './package-info.js';
 import { registerLoadShedding } from './api/load-shedding.js';
 import { requestIdOf } from './api/request-id.js';
@@ -150,7 +151,7 @@ export async function buildServer(services: Services, options: ServerOptions = {
     },
     refResolver: { buildLocalReference: (json, _baseUri, _fragment, i) => String(json.$id ?? `def-${i}`) },
     transformObject: (documentObject) =>
-      describeSendBody(optionalBodies('openapiObject' in documentObject ? documentObject.openapiObject : documentObject.swaggerObject), `${API_PREFIX}/send`),
+      nameResponses(describeSendBody(optionalBodies('openapiObject' in documentObject ? documentObject.openapiObject : documentObject.swaggerObject), `${API_PREFIX}/send`)),
   });
   await registerDocs(app);
   registerFavicon(app);

@@ -10,6 +10,7 @@ import type { Db } from './store/db.js';
 import type { Metrics } from './metrics/metrics.js';
 import type { WhatsappSessions } from './platforms/whatsapp/sessions.js';
 import type { LiveWhatsapp } from './platforms/whatsapp/live.js';
+import type { OnHeard } from './inbound/recorder.js';
 
 /** What routes and the worker share: built once by `createApp`, passed down explicitly. */
 export interface Services {
@@ -31,6 +32,8 @@ export interface Services {
   logger: Logger;
   /** Prometheus metrics of this process. */
   metrics: Metrics;
+  /** The recorder of what listeners hear (replies): it finds the note, writes the reply and its effects. */
+  onHeard: OnHeard;
   /** Tells a worker in this process that a message is waiting (others find it by polling). */
   wakeWorker(): void;
   /** Tests only: the platforms' default daily rhythms instead of the built-in ones (src/core/rhythm.ts). */

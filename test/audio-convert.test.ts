@@ -3,11 +3,12 @@ type VoicePlatform = 'linkedin' | 'telegram' | 'whatsapp';
 import { audioTargetFor } from '../src/platforms/registry.js';
 import { chmod, readdir, readFile, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { after, afterEach, before, describe, it } from 'node:test';
+import { after, afterEach, before, describe } from 'node:test';
+import { it } from './fixtures/timed.js';
 import { createAudioPipeline, type AudioPipeline, type PreparedAudio } from '../src/audio/index.js';
 import { startAudioServer, type AudioServer } from './fakes/audio-server.js';
 import {
-  INPUT_FIXTURES,
+  INPUT_NAMES,
   probeWithFfmpeg,
   sharedFixtures,
   testFfmpegPath,
@@ -78,7 +79,7 @@ describe('detecting and converting audio', () => {
     assert.match(a.sourceSha256, /^[0-9a-f]{64}$/);
   }
 
-  for (const name of Object.keys(INPUT_FIXTURES)) {
+  for (const name of INPUT_NAMES) {
     for (const platform of ['whatsapp', 'telegram', 'linkedin'] as const) {
       it(`${name} → ${platform}: probed output has the target codec, mono, right rate`, async () => {
         const a = await prepare(name, platform);

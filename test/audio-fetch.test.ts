@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
 import { audioTargetFor } from '../src/platforms/registry.js';
 import { readFile } from 'node:fs/promises';
-import { after, afterEach, before, describe, it } from 'node:test';
+import { after, afterEach, before, describe } from 'node:test';
+import { it } from './fixtures/timed.js';
 import { createAudioPipeline, type AudioPipeline } from '../src/audio/index.js';
 import { startAudioServer, type AudioServer } from './fakes/audio-server.js';
 import { sharedFixtures, testFfmpegPath, type FixtureName } from './fixtures/audio-fixtures.js';

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
-import { describe, it } from 'node:test';
+import { describe } from 'node:test';
+import { it } from './fixtures/timed.js';
 import { checkAudioUrl, resolveFfmpegPath } from '../src/audio/index.js';
 import { forbiddenAddressReason } from '../src/audio/ip-ranges.js';
 import { WaveformAccumulator } from '../src/audio/waveform.js';

@@ -5,12 +5,14 @@ import { cp, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { createServer, type AddressInfo, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { after, before, describe, test } from 'node:test';
+import { after, before, describe } from 'node:test';
+import { test } from './fixtures/timed.js';
 import SqliteDatabase from 'better-sqlite3';
 import pg from 'pg';
 import { BIN, childEnv, ROOT, runCli, type Run } from './fixtures/cli-process.js';
 import { closeSharedAudio, STORAGE_LABEL, startTestApp, TELEGRAM_TOKEN, TEST_DATABASE_URL, withRestartableStorage, type TestApp } from './fixtures/app-harness.js';
 import { updatePlan } from '../src/store/accounts.js';
+import { FormClient } from './fixtures/dashboard-harness.js';
 
 /*
  * The operator commands as users run them (`node bin/voicenote.js …`, compiled dist/: build first):
@@ -66,6 +68,15 @@ function jsonOf(run: Run, what: string): any {
 }
 
 /** A failure: non-zero exit, one `voicenote: …` line on stderr. */
+/** A loopback port nothing listens on (one just given back by the system). */
+async function closedPort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
+
 function oneErrorLine(run: Run): string {
   assert.notEqual(run.code, 0, `should fail: ${run.stdout}`);
   assert.notEqual(run.code, null, 'exited by itself');
@@ -282,6 +293,18 @@ describe(`voicenote send (${STORAGE_LABEL})`, () => {
     assert.match(oneErrorLine(badKey), /401 unauthorized/);
     assert.match(oneErrorLine(await runCli(['send', '--key', key, '--url', url, '--platform', 'telegram'], {})), /--recipient/);
     assert.match(oneErrorLine(await runCli(['send', '--key', key, '--url', 'http://127.0.0.1:9/api/v1', '--platform', 'telegram', '--recipient', '1', '--audio', t.voiceUrl], {})), /cannot reach/);
+  });
+
+  test('without --url it sends to VOICENOTE_URL, else to PORT on this machine; unreachable, it names both', async () => {
+    const withoutUrl = (recipient: string) => single(recipient, ['--json']).filter((arg, i, all) => arg !== '--url' && all[i - 1] !== '--url');
+    const port = new URL(url).port;
+    assert.equal(jsonOf(await runCli(withoutUrl('123456789'), { VOICENOTE_URL: url }), 'send via VOICENOTE_URL').status, 'queued');
+    assert.equal(jsonOf(await runCli(withoutUrl('123456789'), { PORT: port }), 'send via PORT').status, 'queued');
+    const closed = await closedPort();
+    const refused = oneErrorLine(await runCli(withoutUrl('123456789'), { PORT: String(closed) }));
+    assert.match(refused, new RegExp(`cannot reach http://127\\.0\\.0\\.1:${closed}/api/v1: ECONNREFUSED`));
+    assert.match(refused, /export PORT=/);
+    assert.match(refused, /VOICENOTE_URL=http:\/\/HOST:PORT\/api\/v1/);
   });
 });
 
@@ -533,6 +556,51 @@ describe(`voicenote backup (${STORAGE_LABEL})`, () => {
         }
       } finally {
         await rm(backupDir, { recursive: true, force: true });
+      }
+    });
+  });
+});
+
+describe(`voicenote accounts set-login (${STORAGE_LABEL})`, () => {
+  test('a new email and password, or a generated password printed once; the dashboard takes the new login only, and earlier sign-ins end', async () => {
+    await withStorage(async (reuse) => {
+      const env = storageEnv(reuse);
+      const created = jsonOf(await runCli(['accounts', 'create', '--name', 'Acme', '--email', 'ops@acme.test', '--password', 'first password', '--json'], env), 'create');
+      const app = await startTestApp({ reuse, worker: false });
+      try {
+        const before = new FormClient(app);
+        assert.equal((await before.signIn('ops@acme.test', 'first password')).statusCode, 303);
+        assert.equal((await before.get('/dashboard/account')).statusCode, 200);
+
+        const generated = jsonOf(await runCli(['accounts', 'set-login', created.account_id, '--json'], env), 'set-login');
+        assert.deepEqual(Object.keys(generated).sort(), ['account_id', 'email', 'password']);
+        assert.equal(generated.account_id, created.account_id);
+        assert.equal(generated.email, 'ops@acme.test');
+        assert.match(generated.password, /^[A-Za-z0-9_-]{16}$/);
+        assert.notEqual((await before.get('/dashboard/account')).statusCode, 200, 'the earlier sign-in has ended');
+        assert.notEqual((await new FormClient(app).signIn('ops@acme.test', 'first password')).statusCode, 303, 'the old password no longer works');
+        assert.equal((await new FormClient(app).signIn('ops@acme.test', generated.password)).statusCode, 303);
+
+        const human = await runCli(['accounts', 'set-login', created.account_id, '--email', 'owner@acme.test', '--password', 'second password'], env);
+        assert.equal(human.code, 0, human.stderr);
+        assert.match(human.stdout, new RegExp(`account ${created.account_id} signs in to the dashboard as owner@acme\\.test`));
+        assert.doesNotMatch(human.stdout, /second password/, 'a given password is not printed back');
+        const after = new FormClient(app);
+        assert.equal((await after.signIn('owner@acme.test', 'second password')).statusCode, 303);
+        assert.equal((await after.get('/dashboard/account')).statusCode, 200);
+        assert.notEqual((await new FormClient(app).signIn('ops@acme.test', 'second password')).statusCode, 303, 'the old email no longer signs in');
+
+        const printed = await runCli(['accounts', 'set-login', created.account_id], env);
+        const password = /^password (\S+)  \(shown once/m.exec(printed.stdout)?.[1];
+        assert.ok(password, printed.stdout);
+        assert.equal((await new FormClient(app).signIn('owner@acme.test', password)).statusCode, 303);
+
+        assert.match(oneErrorLine(await runCli(['accounts', 'set-login', 'acct_nope'], env)), /no account acct_nope/);
+        assert.match(oneErrorLine(await runCli(['accounts', 'set-login', created.account_id, '--password', 'short'], env)), /at least 8 characters/);
+        const noEmail = jsonOf(await runCli(['accounts', 'create', '--name', 'Quiet', '--json'], env), 'create');
+        assert.match(oneErrorLine(await runCli(['accounts', 'set-login', noEmail.account_id], env)), /has no email: give one with --email/);
+      } finally {
+        await app.close();
       }
     });
   });

@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
-import { describe, test } from 'node:test';
+import { describe } from 'node:test';
+import { test } from './fixtures/timed.js';
 import { CsvError, parseCsv } from '../src/cli/csv.js';
 import { formatProgress } from '../src/cli/progress.js';
 import { readSendCsv, sendBody } from '../src/cli/send.js';
@@ -51,6 +52,18 @@ test('a send_at column schedules the row; an empty cell sends at once', () => {
   const [scheduled, atOnce] = readSendCsv('platform,recipient,audio_url,bot_token,send_at\ntelegram,1,https://a/x.ogg,1:t,2026-12-01T09:00:00Z\ntelegram,2,https://a/x.ogg,1:t,\n');
   assert.equal(sendBody(scheduled!.fields).send_at, '2026-12-01T09:00:00Z');
   assert.equal('send_at' in sendBody(atOnce!.fields), false);
+});
+
+test('a cancel_on_reply column: true / 1 / yes asks for it, empty / false / 0 / no leaves it out, anything else goes to the API as written', () => {
+  const rows = readSendCsv(
+    'platform,recipient,audio_url,bot_token,send_at,cancel_on_reply\n' +
+      ['true', 'YES', '1', '', 'false', '0', 'no', 'maybe'].map((v, i) => `telegram,${i},https://a/x.ogg,1:t,2026-12-01T09:00:00Z,${v}`).join('\n') +
+      '\n',
+  );
+  assert.deepEqual(
+    rows.map((row) => sendBody(row.fields).cancel_on_reply),
+    [true, true, true, undefined, undefined, undefined, undefined, 'maybe'],
+  );
 });
 
 describe('progress line', () => {

@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
-import { describe, test } from 'node:test';
+import { describe } from 'node:test';
+import { test } from './fixtures/timed.js';
 import type { SendRequest, VoicenoteClient } from '../clients/typescript/src/index.js';
 
 /*
@@ -17,6 +18,7 @@ const telegram: SendRequest = {
   caption: 'Hello!',
   duration: null,
   send_at: '2026-12-01T09:00:00Z',
+  cancel_on_reply: true,
   recording_indicator: true,
 };
 const linkedin: SendRequest = {
@@ -47,9 +49,22 @@ const refused: SendRequest[] = [
   { platform: 'linkedin', recipient: 'jane', audio_url: 'https://example.com/a.ogg', session: { li_at: 'a', csrf_token: 'b' }, recording_indicator: true },
   // @ts-expect-error a LinkedIn session needs its csrf_token
   { platform: 'linkedin', recipient: 'jane', audio_url: 'https://example.com/a.ogg', session: { li_at: 'a' } },
+  // @ts-expect-error cancel_on_reply is a boolean
+  { platform: 'telegram', recipient: '1', audio_url: 'https://example.com/a.ogg', session: { bot_token: 'x' }, send_at: '2026-12-01T09:00:00Z', cancel_on_reply: 'yes' },
   // @ts-expect-error no session at all
   { platform: 'telegram', recipient: '1', audio_url: 'https://example.com/a.ogg' },
 ];
+
+/** The message detail carries the replies and when the first came, as the client's types say. */
+export function repliesOfTheDetail(client: VoicenoteClient): void {
+  void client.GET('/api/v1/messages/{message_id}', { params: { path: { message_id: 'msg_1' } } }).then(({ data }) => {
+    const first: string | null | undefined = data?.first_replied_at;
+    const kinds: Array<'text' | 'voice' | 'audio' | 'image' | 'video' | 'document' | 'sticker' | 'other'> | undefined = data?.replies.map((r) => r.type);
+    const texts: Array<string | null> | undefined = data?.replies.map((r) => r.text);
+    void [first, kinds, texts];
+  });
+  void client.GET('/api/v1/messages', { params: { query: { replied: 'true' } } });
+}
 
 /** The client's POST takes the same union: a wrong pairing does not compile there either. */
 export function wrongPairingThroughTheClient(client: VoicenoteClient): void {
@@ -61,6 +76,6 @@ export function wrongPairingThroughTheClient(client: VoicenoteClient): void {
 describe('the typed client\'s send body (compiled by npm run typecheck)', () => {
   test('one shape per platform, told apart by platform', () => {
     assert.deepEqual([telegram, linkedin, whatsapp].map((b) => b.platform), ['telegram', 'linkedin', 'whatsapp']);
-    assert.equal(refused.length, 7);
+    assert.equal(refused.length, 8);
   });
 });

@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
-import { after, before, describe, test } from 'node:test';
+import { after, before, describe } from 'node:test';
+import { test } from './fixtures/timed.js';
 import { createVoicenoteClient, type MessageStatus, type SendRequest, type VoicenoteClient } from '../clients/typescript/src/index.js';
 import { ROOT } from './fixtures/cli-process.js';
 import { closeSharedAudio, STORAGE_LABEL, startTestApp, TELEGRAM_TOKEN, type TestApp } from './fixtures/app-harness.js';

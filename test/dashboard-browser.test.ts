@@ -1,8 +1,10 @@
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
+import { after, before, describe } from 'node:test';
+import { it } from './fixtures/timed.js';
 import { closeSharedAudio, defaultSendBody, startTestApp, STORAGE_LABEL, type TestApp } from './fixtures/app-harness.js';
 import { Webhook } from 'standardwebhooks';
 import { sandboxPairingCode } from '../src/platforms/whatsapp/sessions.js';
+import { WEBHOOK_EVENT_TYPES } from '../src/store/webhook-outbox.js';
 import { BROWSER_SKIP_REASON, launchBrowser, until, type Browser } from './fixtures/browser.js';
 import { startWebhookReceiver } from './fakes/webhook-receiver.js';
 import { createDashboardAccount, type DashboardAccount } from './fixtures/dashboard-harness.js';
@@ -234,8 +236,8 @@ describe(`dashboard in a browser (${STORAGE_LABEL})`, { skip: BROWSER_SKIP_REASO
       await page.waitForURL(`${base}/dashboard/webhooks`);
       await page.getByLabel('URL').fill(receiver.url('/voicenote'));
       await page.getByLabel('Description (optional)').fill('browser test');
-      // Every event is ticked by default (delivered, failed, canceled, read, played, whatsapp_session.updated).
-      assert.equal(await page.getByRole('checkbox', { checked: true }).count(), 6);
+      // Every event type is ticked by default.
+      assert.equal(await page.getByRole('checkbox', { checked: true }).count(), WEBHOOK_EVENT_TYPES.length);
       await page.getByRole('button', { name: 'Add endpoint' }).click();
       const secret = (await page.locator('#new-secret').innerText()).trim();
       assert.match(secret, /^whsec_/);

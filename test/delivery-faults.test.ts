@@ -1,6 +1,8 @@
 import assert from 'node:assert/strict';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { after, before, describe, it } from 'node:test';
+import { after, before, describe } from 'node:test';
+import { it } from './fixtures/timed.js';
+import { closeAll } from './fixtures/close-all.js';
 import pino from 'pino';
 import { claimDueMessages, MAX_CLAIMS_WITHOUT_OUTCOME, ORPHAN_GRACE_MS } from '../src/store/messages.js';
 import { startTelegramApi, type TelegramFake } from './fakes/telegram-api.js';
@@ -301,10 +303,7 @@ describe(`the file's own length (${STORAGE_LABEL})`, () => {
     const fixtures = await sharedFixtures(await testFfmpegPath());
     t.audio.route('/long-75s.mp3', { kind: 'file', path: fixtures['long-75s.mp3'], contentType: 'audio/mpeg' });
   });
-  after(async () => {
-    await t.close();
-    await fake.close();
-  });
+  after(() => closeAll(t, fake));
 
   it('fails a 75-second file sent to LinkedIn with "duration": 30 as audio_too_long', async () => {
     const id = await accepted(t, account.testKey, { ...defaultSendBody('linkedin', t.audio.url('/long-75s.mp3')), duration: 30 });

@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { after, before, describe, it } from 'node:test';
+import { after, before, describe } from 'node:test';
+import { it } from './fixtures/timed.js';
 import { claimDueMessages, msUntilNextDue, ORPHAN_GRACE_MS, scheduleRetry } from '../src/store/messages.js';
 import {
   closeSharedAudio,

@@ -3,7 +3,7 @@ import { spawnSync } from 'node:child_process';
 import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { test } from 'node:test';
+import { test } from './fixtures/timed.js';
 import { ROOT } from './fixtures/cli-process.js';
 
 /* The systemd units of docs/deploy.md are valid units (where systemd-analyze exists) and run the real bin. */

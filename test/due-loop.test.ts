@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
-import { describe, it } from 'node:test';
+import { describe } from 'node:test';
+import { it } from './fixtures/timed.js';
 import { DueLoop, untilNextDue, type NextTurn } from '../src/delivery/due-loop.js';
 
 /**

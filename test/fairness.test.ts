@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
-import { after, describe, it } from 'node:test';
+import { after, describe } from 'node:test';
+import { it } from './fixtures/timed.js';
 import { AccountSlots, accountCap, EARNED_FOR_MS, pickFairly, QUICK_MS } from '../src/delivery/fair-share.js';
 import { claimDueMessagesFairly, type MessageRow } from '../src/store/messages.js';
 import { startWebhookReceiver } from './fakes/webhook-receiver.js';

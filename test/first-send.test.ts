@@ -1,6 +1,8 @@
 import assert from 'node:assert/strict';
 import { readFile } from 'node:fs/promises';
-import { after, before, describe, it } from 'node:test';
+import { request as httpRequest } from 'node:http';
+import { after, before, describe } from 'node:test';
+import { it } from './fixtures/timed.js';
 import { closeSharedAudio, STORAGE_LABEL, startTestApp, TELEGRAM_TOKEN, type TestAccount, type TestApp } from './fixtures/app-harness.js';
 import { runCli } from './fixtures/cli-process.js';
 
@@ -86,5 +88,37 @@ describe(`the first send: the shipped sample (${STORAGE_LABEL})`, () => {
       assert.equal(res.status, 422, `${url}: ${JSON.stringify(body)}`);
       assert.equal(body.error.details.field, 'audio_url');
     }
+  });
+
+  it('the Host header is not where the request came to: a forged Host names no sample of ours', async () => {
+    const port = Number(new URL(base).port);
+    const sendWithHost = (host: string, audioUrl: string): Promise<{ status: number; body: any }> =>
+      new Promise((resolve, reject) => {
+        const payload = JSON.stringify({ platform: 'telegram', recipient: '123456789', audio_url: audioUrl, session: { bot_token: TELEGRAM_TOKEN } });
+        const req = httpRequest(
+          { host: '127.0.0.1', port, method: 'POST', path: '/api/v1/send', timeout: 10_000, headers: { host, authorization: `Bearer ${account.testKey}`, 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload) } },
+          (res) => {
+            let text = '';
+            res.on('data', (chunk: Buffer) => (text += chunk.toString('utf8')));
+            res.on('end', () => resolve({ status: res.statusCode ?? 0, body: JSON.parse(text) }));
+          },
+        );
+        req.on('timeout', () => req.destroy(new Error('no answer in 10 s')));
+        req.on('error', reject);
+        req.end(payload);
+      });
+    // Came to 127.0.0.1:PORT, claims another machine or another port.
+    for (const [host, url] of [
+      ['10.0.0.7', 'http://10.0.0.7/samples/hello.ogg'],
+      ['192.168.1.20:8080', 'http://192.168.1.20:8080/samples/hello.ogg'],
+      [`localhost:${port + 1}`, `http://localhost:${port + 1}/samples/hello.ogg`],
+    ] as const) {
+      const res = await sendWithHost(host, url);
+      assert.equal(res.status, 422, `Host ${host}: ${JSON.stringify(res.body)}`);
+      assert.equal(res.body.error.details.field, 'audio_url');
+    }
+    // The address it really came to is recognised whatever the Host header says.
+    const real = await sendWithHost('example.com', `http://127.0.0.1:${port}/samples/hello.ogg`);
+    assert.equal(real.status, 202, JSON.stringify(real.body));
   });
 });

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
-import { after, describe, it } from 'node:test';
+import { after, describe } from 'node:test';
+import { it } from './fixtures/timed.js';
 import { newMessageId } from '../src/core/ids.js';
 import { closeSharedAudio, defaultSendBody, STORAGE_LABEL, startTestApp, withRestartableStorage, type InjectResult } from './fixtures/app-harness.js';
 

@@ -10,7 +10,8 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import net from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { after, describe, test } from 'node:test';
+import { after, describe } from 'node:test';
+import { test } from './fixtures/timed.js';
 import { maxConnectionsFor, maxPerAddressFor } from '../src/api/http-limits.js';
 import { closeSharedAudio, STORAGE_LABEL, startTestApp, type TestApp } from './fixtures/app-harness.js';
 import { BIN, childEnv, ROOT } from './fixtures/cli-process.js';
@@ -157,13 +158,13 @@ describe(`the connection cap (${STORAGE_LABEL})`, () => {
     assert.equal(maxConnectionsFor(limits, 256), 192);
     assert.equal(maxConnectionsFor(limits, undefined), 1_000);
     assert.equal(maxConnectionsFor({ ...limits, maxConnections: 5_000 }, 256), 5_000, 'HTTP_MAX_CONNECTIONS when set');
-    assert.equal(maxPerAddressFor(limits, 192, false), 96, 'one address: half the places');
+    assert.equal(maxPerAddressFor(limits, 192, false), 10, 'one address: a twentieth of the places');
     assert.equal(maxPerAddressFor(limits, 192, true), 0, 'behind a trusted proxy every client shares its address: no cap per address');
     assert.equal(maxPerAddressFor({ ...limits, maxConnectionsPerAddress: 7 }, 192, true), 7);
   });
 
   test('one address holding its share of the places is refused more, while another address is answered', async (t) => {
-    const app = await startTestApp({ worker: false, env: { HTTP_MAX_CONNECTIONS: '6', HTTP_HEADERS_TIMEOUT_MS: '60000', HTTP_REQUEST_TIMEOUT_MS: '60000' } });
+    const app = await startTestApp({ worker: false, env: { HTTP_MAX_CONNECTIONS: '60', HTTP_HEADERS_TIMEOUT_MS: '60000', HTTP_REQUEST_TIMEOUT_MS: '60000' } });
     const slow: net.Socket[] = [];
     t.after(async () => {
       slow.forEach((s) => s.destroy());

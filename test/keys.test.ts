@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
 import { createHash, randomBytes } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { after, before, describe, it } from 'node:test';
+import { after, before, describe } from 'node:test';
+import { it } from './fixtures/timed.js';
 import { bootstrapOwner } from '../src/admin/accounts.js';
 import { newMessageId, newWhatsappSessionId } from '../src/core/ids.js';
 import { CALLER_CACHE_MS } from '../src/api/caller.js';

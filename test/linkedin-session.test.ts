@@ -1,6 +1,8 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { after, before, describe, it } from 'node:test';
+import { after, before, describe } from 'node:test';
+import { it } from './fixtures/timed.js';
+import { closeAll } from './fixtures/close-all.js';
 import { clientHints, DEFAULT_USER_AGENT } from '../src/platforms/linkedin/browser.js';
 import { DeliveryCookies } from '../src/platforms/linkedin/cookies.js';
 import { closeSharedAudio, redisReachable, STORAGE_LABEL, startTestApp, TEST_REDIS_URL, type TestAccount, type TestApp } from './fixtures/app-harness.js';
@@ -58,10 +60,7 @@ describe(`LinkedIn sessions as the browser holds them (${STORAGE_LABEL})`, () =>
     account = await t.createAccount({ plan: 'growth' });
   });
 
-  after(async () => {
-    await t?.close();
-    await fake?.close();
-  });
+  after(() => closeAll(t, fake));
 
   it("sends the web app's headers on every Voyager call, and a current desktop Chrome without user_agent", async () => {
     const s = newSession();

@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
+import { after, before, describe } from 'node:test';
+import { it } from './fixtures/timed.js';
 import { messageAudioFile } from '../src/message-log/views.js';
 import {
   assertErrorEnvelope,

@@ -1,5 +1,7 @@
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
+import { after, before, describe } from 'node:test';
+import { it } from './fixtures/timed.js';
+import { closeAll } from './fixtures/close-all.js';
 import { STORAGE_LABEL, assertErrorEnvelope, closeSharedAudio, startTestApp, type TestAccount, type TestApp } from './fixtures/app-harness.js';
 import { startLoopbackPlatform, type LoopbackPlatform } from './platforms/loopback/index.js';
 
@@ -18,10 +20,7 @@ describe(`a fourth platform through the registry alone (${STORAGE_LABEL})`, () =
     account = await t.createAccount();
   });
 
-  after(async () => {
-    await t?.close();
-    await loopback?.close();
-  });
+  after(() => closeAll(t, loopback));
 
   const body = (extra: Record<string, unknown> = {}) => ({
     platform: 'loopback',

@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
-import { after, describe, it } from 'node:test';
+import { after, describe } from 'node:test';
+import { it } from './fixtures/timed.js';
 import { sql, type Kysely } from 'kysely';
 import * as processAffinity from '../src/store/migrations/006_process_affinity.js';
 import * as usageByPlatform from '../src/store/migrations/006b_usage_by_platform.js';

@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
-import { after, describe, it } from 'node:test';
+import { after, describe } from 'node:test';
+import { it } from './fixtures/timed.js';
 import { Webhook } from 'standardwebhooks';
 import { closeSharedAudio, FAST_WHATSAPP, startTestApp, STORAGE_LABEL, type TestApp } from './fixtures/app-harness.js';
 import { eventually, FakeWhatsapp } from './fakes/whatsapp-socket.js';

@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
 import net from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { describe, it } from 'node:test';
+import { describe } from 'node:test';
+import { it } from './fixtures/timed.js';
 import pino from 'pino';
 import { connectRedis } from '../src/api/rate-limiter.js';
 import { TEST_REDIS_URL } from './fixtures/app-harness.js';

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { after, describe, test } from 'node:test';
+import { after, describe } from 'node:test';
+import { test } from './fixtures/timed.js';
 import { sql } from 'kysely';
 import { closeSharedAudio, connectedSandboxSession, STORAGE_LABEL, startTestApp } from './fixtures/app-harness.js';
 import { startTelegramApi } from './fakes/telegram-api.js';

@@ -1,5 +1,7 @@
 import assert from 'node:assert/strict';
-import { after, describe, test } from 'node:test';
+import { after, describe } from 'node:test';
+import { test } from './fixtures/timed.js';
+import { closeAll } from './fixtures/close-all.js';
 import { closeSharedAudio, STORAGE_LABEL, startTestApp, TELEGRAM_TOKEN } from './fixtures/app-harness.js';
 import { ssrfTricks, startCanary } from './reliability/ssrf-corpus.js';
 
@@ -16,10 +18,7 @@ describe(`R5: SSRF corpus through POST /send (${STORAGE_LABEL})`, () => {
   test('every trick is refused and the loopback canary is never reached', async (t) => {
     const canary = await startCanary('127.0.0.1');
     const canary6 = await startCanary('::1');
-    t.after(async () => {
-      await canary?.close();
-      await canary6?.close();
-    });
+    t.after(() => closeAll(canary, canary6));
     assert.ok(canary);
     const app = await startTestApp({ env: { AUDIO_ALLOW_PRIVATE_URLS: 'false' } });
     t.after(() => app.close());

@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
-import { after, describe, test } from 'node:test';
+import { after, describe } from 'node:test';
+import { test } from './fixtures/timed.js';
 import { SENDER_DAYS_KEEP_DAYS, utcDay } from '../src/core/rhythm.js';
 import { purgeOldMessages, purgeOldSenderDays, startRetention } from '../src/housekeeping/retention.js';
 import { createLogger } from '../src/logger.js';

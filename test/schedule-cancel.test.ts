@@ -1,5 +1,7 @@
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
+import { after, before, describe } from 'node:test';
+import { it } from './fixtures/timed.js';
+import { closeAll } from './fixtures/close-all.js';
 import { claimDueMessages } from '../src/store/messages.js';
 import { cancelMessage } from '../src/store/cancel.js';
 import { dailyCounts } from '../src/store/daily-usage.js';
@@ -54,10 +56,7 @@ describe(`send_at, cancel and unknown fields without a worker (${STORAGE_LABEL})
     t = await startTestApp({ worker: false, webhooks: { retryDelaysMs: [20, 20, 20], pollMs: 50 } });
     account = await t.createAccount({ quota: 10 });
   });
-  after(async () => {
-    await t?.close();
-    await receiver?.close();
-  });
+  after(() => closeAll(t, receiver));
 
   const telegram = (overrides: Record<string, unknown> = {}) => ({ ...defaultSendBody('telegram', t.voiceUrl), ...overrides });
 
@@ -176,7 +175,7 @@ describe(`send_at, cancel and unknown fields without a worker (${STORAGE_LABEL})
 
     const [event] = await receiver.waitFor(1, 'voice_note.canceled');
     const parsed = JSON.parse(event!.body);
-    assert.deepEqual(parsed.data, body, 'the event carries the status lookup');
+    assert.deepEqual(parsed.data, { ...body, cancel_reason: 'requested' }, 'the event carries the status lookup and why it was canceled');
   });
 
   it('gives the quota back for real: a full quota takes a new send again after a cancel', async () => {
@@ -320,10 +319,7 @@ describe(`scheduled delivery and cancel against a running worker (${STORAGE_LABE
     fake = await startTelegramApi({ knownTokens: [TELEGRAM_TOKEN] });
     t = await startTestApp({ env: { TELEGRAM_API_ROOT: fake.apiRoot } });
   });
-  after(async () => {
-    await t?.close();
-    await fake?.close();
-  });
+  after(() => closeAll(t, fake));
 
   it('keeps a scheduled note queued until its send_at, then delivers it', async () => {
     const a = await t.createAccount();

@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
-import { after, describe, it } from 'node:test';
+import { after, describe } from 'node:test';
+import { it } from './fixtures/timed.js';
 import pg from 'pg';
 import { findRhythm } from '../src/store/rhythm.js';
 import { closeSharedAudio, defaultSendBody, startTestApp, STORAGE_LABEL, TEST_DATABASE_URL, withRestartableStorage } from './fixtures/app-harness.js';

@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
-import { after, describe, it } from 'node:test';
+import { after, describe } from 'node:test';
+import { it } from './fixtures/timed.js';
 import { allowanceOn, DAY_MS, indicatorMs, MAX_INDICATOR_MS, nextDayStart, parseWarmup, utcDay } from '../src/core/rhythm.js';
 import { saveRhythm } from '../src/store/rhythm.js';
 import {
@@ -15,6 +16,7 @@ import {
 } from './fixtures/app-harness.js';
 import { startTelegramApi, type TelegramCall } from './fakes/telegram-api.js';
 import { eventually, FakeWhatsapp } from './fakes/whatsapp-socket.js';
+import { createDashboardAccount, FormClient } from './fixtures/dashboard-harness.js';
 
 after(async () => {
   await closeSharedAudio();
@@ -121,6 +123,36 @@ describe(`recording_indicator on POST /send (${STORAGE_LABEL})`, () => {
     } finally {
       await t.close();
       await fake.close();
+    }
+  });
+
+  it('the sandbox shows the indicator as live does: written on the message, and the note waits its length', async () => {
+    const t = await startTestApp();
+    try {
+      const account = await createDashboardAccount(t);
+      const id = await accepted(t, account.testKey, { ...defaultSendBody('telegram', t.voiceUrl), recording_indicator: true });
+      assert.equal((await t.waitForStatus(account.testKey, id, ['delivered', 'failed'])).status, 'delivered');
+      const sent = await detail(t, account.testKey, id);
+      assert.ok(sent.recording_indicator.shown_at, JSON.stringify(sent.recording_indicator));
+      assert.ok(sent.recording_indicator.seconds >= 2.4 && sent.recording_indicator.seconds <= 3.6, String(sent.recording_indicator.seconds));
+      const waited = Date.parse(sent.delivered_at) - Date.parse(sent.recording_indicator.shown_at);
+      assert.ok(waited >= sent.recording_indicator.seconds * 1000 - 100, `the note went ${waited} ms after the indicator`);
+      assert.equal(sent.attempt_count, 1, 'the wait is not an attempt');
+
+      // A note that failed before its indicator could show: its page says so, not that it is still to come.
+      t.audio.route('/page.html', { kind: 'bytes', body: '<!doctype html><title>Not audio</title>', contentType: 'text/html' });
+      const lost = await accepted(t, account.testKey, { ...defaultSendBody('telegram', t.audio.url('/page.html')), recording_indicator: true });
+      assert.equal((await t.waitForStatus(account.testKey, lost, ['delivered', 'failed'])).status, 'failed');
+      const client = new FormClient(t);
+      assert.equal((await client.signIn(account.email, account.password)).statusCode, 303);
+      for (const [message, text] of [[id, /shown at/], [lost, /not shown: the note failed first/]] as const) {
+        const page = (await client.get(`/dashboard/messages/${message}`)).body;
+        const field = /data-field="recording_indicator">([\s\S]*?)<\/dd>/.exec(page)?.[1] ?? '';
+        assert.match(field, text, message);
+        assert.doesNotMatch(field, /not shown yet/, message);
+      }
+    } finally {
+      await t.close();
     }
   });
 

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { readFile } from 'node:fs/promises';
-import { after, describe, test } from 'node:test';
+import { after, describe } from 'node:test';
+import { test } from './fixtures/timed.js';
 import { closeSharedAudio, defaultSendBody, STORAGE_LABEL, startTestApp, withRestartableStorage, type TestApp } from './fixtures/app-harness.js';
 
 after(async () => {
@@ -124,9 +125,9 @@ describe(`OpenAPI and docs (${STORAGE_LABEL})`, () => {
     );
     assert.deepEqual(Object.keys(shapes).sort(), ['linkedin', 'telegram', 'whatsapp']);
     const fields = (platform: string) => Object.keys(shapes[platform].properties).sort();
-    assert.deepEqual(fields('linkedin'), ['audio_url', 'duration', 'platform', 'recipient', 'send_at', 'session']);
-    assert.deepEqual(fields('telegram'), ['audio_url', 'caption', 'duration', 'platform', 'recipient', 'recording_indicator', 'send_at', 'session']);
-    assert.deepEqual(fields('whatsapp'), ['audio_url', 'duration', 'platform', 'recipient', 'recording_indicator', 'send_at', 'session']);
+    assert.deepEqual(fields('linkedin'), ['audio_url', 'cancel_on_reply', 'duration', 'platform', 'recipient', 'send_at', 'session']);
+    assert.deepEqual(fields('telegram'), ['audio_url', 'cancel_on_reply', 'caption', 'duration', 'platform', 'recipient', 'recording_indicator', 'send_at', 'session']);
+    assert.deepEqual(fields('whatsapp'), ['audio_url', 'cancel_on_reply', 'duration', 'platform', 'recipient', 'recording_indicator', 'send_at', 'session']);
     for (const shape of Object.values(shapes) as Json[]) assert.equal(shape.additionalProperties, false);
     const session = (name: string) => doc.components.schemas[name];
     assert.deepEqual(Object.keys(session('LinkedinSession').properties).sort(), ['cookies', 'csrf_token', 'li_at', 'user_agent']);

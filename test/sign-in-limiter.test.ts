@@ -4,7 +4,8 @@
  */
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { after, describe, test } from 'node:test';
+import { after, describe } from 'node:test';
+import { test } from './fixtures/timed.js';
 import { Redis } from 'ioredis';
 import { SIGN_IN_ATTEMPTS_PER_IP_AND_EMAIL, SIGN_IN_FREE_FAILURES, SignInLimiter } from '../src/dashboard/sign-in-limiter.js';
 import { TEST_REDIS_URL } from './fixtures/app-harness.js';

@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { after, before, describe, it } from 'node:test';
+import { after, before, describe } from 'node:test';
+import { it } from './fixtures/timed.js';
 import SqliteDatabase from 'better-sqlite3';
 import pino from 'pino';
 import { startTelegramApi, type TelegramFake } from './fakes/telegram-api.js';

@@ -3,7 +3,8 @@
  * comes no sooner. (Read as milliseconds, it would come at once, and be refused again.)
  */
 import assert from 'node:assert/strict';
-import { after, describe, it } from 'node:test';
+import { after, describe } from 'node:test';
+import { it } from './fixtures/timed.js';
 import { STORAGE_LABEL, closeSharedAudio, defaultSendBody, startTestApp } from './fixtures/app-harness.js';
 import { startTelegramApi } from './fakes/telegram-api.js';
 

@@ -4,7 +4,9 @@ import { mkdtemp, readFile, rename, rm, stat, utimes, writeFile } from 'node:fs/
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { after, before, describe, it } from 'node:test';
+import { after, before, describe } from 'node:test';
+import { it } from './fixtures/timed.js';
+import { closeAll } from './fixtures/close-all.js';
 import { MockAgent } from 'undici';
 import { DeliveryError, type DeliveryJob } from '../src/platforms/platform.js';
 import { createTelegramAdapter } from '../src/platforms/telegram/adapter.js';
@@ -63,10 +65,7 @@ describe(`telegram live delivery through the API (${STORAGE_LABEL})`, () => {
     t = await startTestApp({ env: { TELEGRAM_API_ROOT: fake.apiRoot } });
   });
 
-  after(async () => {
-    await t?.close();
-    await fake?.close();
-  });
+  after(() => closeAll(t, fake));
 
   async function sendLive(app: TestApp, account: TestAccount, overrides: Record<string, unknown>): Promise<string> {
     const res = await app.send(account.liveKey, { ...defaultSendBody('telegram', app.mp3Url), ...overrides });

@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
+import { after, before, describe } from 'node:test';
+import { it } from './fixtures/timed.js';
 import fc from 'fast-check';
 import { billingPeriod } from '../src/core/plans.js';
 import {

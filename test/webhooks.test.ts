@@ -1,6 +1,8 @@
 import assert from 'node:assert/strict';
 import type { LookupFunction } from 'node:net';
-import { after, before, describe, it } from 'node:test';
+import { after, before, describe } from 'node:test';
+import { it } from './fixtures/timed.js';
+import { closeAll } from './fixtures/close-all.js';
 import { Webhook } from 'standardwebhooks';
 import { RETRY_DELAYS_MS, retryDelayAfter } from '../src/webhooks/sender.js';
 import { startWebhookReceiver, type ReceivedWebhook, type WebhookReceiver } from './fakes/webhook-receiver.js';
@@ -76,7 +78,7 @@ describe(`webhook endpoints API (${STORAGE_LABEL})`, () => {
     assert.match(endpoint.id, /^we_[0-9A-Za-z]{24}$/);
     assert.match(endpoint.secret, /^whsec_[A-Za-z0-9+/]{32}$/);
     assert.equal(endpoint.url, 'https://hooks.example.com/voice');
-    assert.deepEqual(endpoint.events, ['voice_note.delivered', 'voice_note.failed', 'voice_note.canceled', 'voice_note.read', 'voice_note.played', 'whatsapp_session.updated', 'sender.updated']);
+    assert.deepEqual(endpoint.events, ['voice_note.delivered', 'voice_note.failed', 'voice_note.canceled', 'voice_note.read', 'voice_note.played', 'voice_note.replied', 'whatsapp_session.updated', 'sender.updated']);
 
     const listed = await t.request({ method: 'GET', url: ENDPOINTS, key: account.testKey });
     assert.equal(listed.statusCode, 200);
@@ -150,15 +152,13 @@ describe(`webhook URLs pass the audio URL address checks (${STORAGE_LABEL})`, ()
     t = await startTestApp({ worker: false, env: { AUDIO_ALLOW_PRIVATE_URLS: 'false' }, webhooks: { ...FAST_RETRIES, lookup: toLoopback } });
     account = await t.createAccount();
   });
-  after(async () => {
-    await t.close();
-    await receiver.close();
-  });
+  after(() => closeAll(t, receiver));
 
   it('refuses loopback, private, link-local and local-name URLs at creation', async () => {
     for (const url of ['http://127.0.0.1:8080/hook', 'http://10.0.0.7/hook', 'http://169.254.169.254/latest', 'http://[::1]/hook', 'http://[::ffff:127.0.0.1]/x', 'http://localhost/hook', 'http://0x7f.1/hook']) {
       const error = assertErrorEnvelope(await t.request({ method: 'POST', url: ENDPOINTS, key: account.testKey, body: { url } }), 422, 'invalid_parameter');
       assert.equal(error.details.field, 'url', url);
+      assert.match(error.message, /set ALLOW_PRIVATE_URLS=true/, 'names the switch, as the audio URL refusal does');
     }
   });
 
@@ -183,10 +183,7 @@ describe(`webhook deliveries (${STORAGE_LABEL})`, () => {
     t = await startTestApp({ webhooks: { ...FAST_RETRIES, timeoutMs: 400 } });
     account = await t.createAccount();
   });
-  after(async () => {
-    await t.close();
-    await receiver.close();
-  });
+  after(() => closeAll(t, receiver));
 
   it('sends voice_note.delivered and voice_note.failed, signed, with the status lookup as data', async () => {
     receiver.received.length = 0;

@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
+import { after, before, describe } from 'node:test';
+import { it } from './fixtures/timed.js';
 import jsQRModule from 'jsqr';
 import { PNG } from 'pngjs';
 import { newWhatsappSessionId } from '../src/core/ids.js';

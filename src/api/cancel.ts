@@ -8,8 +8,8 @@ import { messageStatusView } from './views.js';
 
 /**
  * Cancels one of the owner's notes that no worker has taken yet (the API's route and the dashboard's
- * button). A canceled note is given back to the monthly quota: this process's usage count learns it
- * at once, so the usage headers show it on the next request.
+ * button). A canceled note that never reached its platform is given back to the monthly quota: this
+ * process's usage count learns it at once, so the usage headers show it on the next request.
  */
 export async function cancelNote(services: Services, owner: { accountId: string; env: string }, id: string): Promise<CancelOutcome> {
   const outcome = await cancelMessage(services.db.kysely, owner, id);
@@ -27,7 +27,8 @@ export function registerCancelRoute(app: FastifyInstance, services: Services): v
         summary: 'Cancel a queued or scheduled voice note',
         description:
           'Only a note no worker has taken yet (queued, scheduled with send_at, or waiting for a retry) can be canceled: it is never sent, ' +
-          'its status becomes canceled and it no longer counts against the monthly quota. Otherwise 409 not_cancelable with details.status.',
+          'its status becomes canceled and, unless an earlier attempt reached the platform (a note waiting for a retry after a timeout may have been delivered), ' +
+          'it no longer counts against the monthly quota. Otherwise 409 not_cancelable with details.status.',
         tags: ['messages'],
         params: MessageIdParams,
         response: { 200: MessageStatus, ...withErrors(404, 409) },

@@ -1,8 +1,9 @@
 /**
  * The API document as Swagger UI is given it: OpenAPI 3.0 instead of 3.1. The UI reads 3.1 through a
  * far heavier parser (seconds of spinner on a small document; well under one second as 3.0). The
- * only 3.1 forms our schemas use are "or null" (`anyOf` with `{type: 'null'}`, `type: [T, 'null']`)
- * and `const`: written here as 3.0's `nullable: true` and a one-value `enum`. The served
+ * only 3.1 forms our schemas use are "or null" (`anyOf` with `{type: 'null'}`, `type: [T, 'null']`),
+ * `const`, and a numeric `exclusiveMinimum`/`exclusiveMaximum`: written here as 3.0's `nullable: true`,
+ * a one-value `enum`, and `minimum`/`maximum` with the boolean `exclusive…: true`. The served
  * /api/v1/openapi.json stays 3.1, for generators and clients.
  */
 export function asOpenApi30<T>(document: T): T {
@@ -18,6 +19,13 @@ function convert(node: unknown): unknown {
   if (typeof node !== 'object' || node === null) return node;
   const out: Record<string, unknown> = {};
   for (const [key, value] of Object.entries(node)) out[key] = convert(value);
+  // JSON Schema 2020-12 (3.1) writes the bound itself; 3.0 (draft 4) a bound and a boolean.
+  for (const [exclusive, bound] of [['exclusiveMinimum', 'minimum'], ['exclusiveMaximum', 'maximum']] as const) {
+    if (typeof out[exclusive] === 'number') {
+      out[bound] = out[exclusive];
+      out[exclusive] = true;
+    }
+  }
   if ('const' in out) {
     out.enum = [out.const];
     delete out.const;

@@ -1,7 +1,8 @@
 import { readFileSync } from 'node:fs';
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
 import swaggerUi from '@fastify/swagger-ui';
 import { asOpenApi30 } from './docs-openapi30.js';
+import { addExampleBodies } from './openapi-examples.js';
 
 /** Where the interactive API docs live. */
 export const DOCS_PREFIX = '/docs';
@@ -39,7 +40,9 @@ export async function registerDocs(app: FastifyInstance): Promise<void> {
       favicon: [{ filename: 'favicon.ico', rel: 'icon', sizes: '32x32', type: 'image/x-icon', content: FAVICON_ICO }],
     },
     // The UI reads 3.0 far faster than 3.1 (see docs-openapi30.ts); /api/v1/openapi.json stays 3.1.
-    transformSpecification: (document: Record<string, unknown>) => asOpenApi30(document),
+    // Example bodies name the service's sample on the address the docs were loaded from (openapi-examples.ts).
+    transformSpecification: (document: Record<string, unknown>, request: FastifyRequest) =>
+      addExampleBodies(asOpenApi30(document), `${request.protocol}://${request.host}`),
     uiConfig: {
       // The document is ours and small: show it whole, without asking a validator on the internet.
       docExpansion: 'list',

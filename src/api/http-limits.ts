@@ -1,6 +1,6 @@
 import fs from 'node:fs';
 import type { Server } from 'node:http';
-import type { Socket } from 'node:net';
+import { isIP, type Socket } from 'node:net';
 import type { FastifyBaseLogger, FastifyInstance, FastifyServerOptions } from 'fastify';
 import type { HttpLimits } from '../config.js';
 import { ApiError, envelope } from './errors.js';
@@ -28,25 +28,52 @@ export function maxConnectionsFor(limits: HttpLimits, fileLimit = openFileLimit(
   return fileLimit === undefined ? DEFAULT_MAX_CONNECTIONS : Math.max(1, Math.min(DEFAULT_MAX_CONNECTIONS, Math.floor(fileLimit * SHARE_FOR_CLIENTS)));
 }
 
+// One client's default share of the places: 50 of 1,000. Half (as before) let two addresses take
+// every place; with a twentieth, a handful cannot, and 50 connections at once are more than one
+// API client (or an office behind one NAT address) holds.
+const SHARE_PER_CLIENT = 1 / 20;
+
 /**
- * HTTP_MAX_CONNECTIONS_PER_ADDRESS when set (0: none); else half the connection cap, so one client
- * address cannot take every place, except behind a trusted proxy, whose one address is everyone's.
+ * HTTP_MAX_CONNECTIONS_PER_ADDRESS when set (0: none); else a twentieth of the connection cap, so a
+ * handful of client addresses cannot take every place, except behind a trusted proxy, whose one
+ * address is everyone's.
  */
 export function maxPerAddressFor(limits: HttpLimits, maxConnections: number, behindProxy: boolean): number {
   if (limits.maxConnectionsPerAddress !== undefined) return limits.maxConnectionsPerAddress;
-  return behindProxy ? 0 : Math.max(1, Math.ceil(maxConnections / 2));
+  return behindProxy ? 0 : Math.max(1, Math.ceil(maxConnections * SHARE_PER_CLIENT));
+}
+
+/**
+ * Whom a connection is counted against: an IPv4 address (also when written IPv4-mapped, `::ffff:a.b.c.d`),
+ * or an IPv6 address's /64. One IPv6 client is given a whole /64 (RFC 6177's end-site assignments
+ * are /48 to /64) and may pick any of its 2^64 addresses: counted one address at a time, one client
+ * could take every place.
+ */
+export function clientOf(address: string): string {
+  const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/i.exec(address);
+  if (mapped) return mapped[1]!;
+  if (isIP(address) !== 6) return address;
+  const bare = address.split('%')[0]!.toLowerCase();
+  const [head = '', tail = ''] = bare.split('::');
+  const front = head === '' ? [] : head.split(':');
+  const back = bare.includes('::') ? (tail === '' ? [] : tail.split(':')) : [];
+  // An embedded IPv4 address at the end (`::a:b:1.2.3.4`) stands for two groups.
+  const backGroups = back.length + (back.at(-1)?.includes('.') ? 1 : 0);
+  const groups = bare.includes('::') ? [...front, ...Array<string>(Math.max(0, 8 - front.length - backGroups)).fill('0'), ...back] : front;
+  return `${groups.slice(0, 4).map((g) => Number.parseInt(g || '0', 16).toString(16)).join(':')}::/64`;
 }
 
 /**
  * The connection caps on the listening server: over the total (Node's maxConnections) or over one
- * address's share, a new connection is closed at once, before anything is read from it.
+ * client's share (an IPv4 address, an IPv6 /64), a new connection is closed at once, before anything
+ * is read from it.
  */
 export function capConnections(server: Server, maxConnections: number, perAddress: number): void {
   server.maxConnections = maxConnections;
   if (perAddress <= 0) return;
   const open = new Map<string, number>();
   server.on('connection', (socket: Socket) => {
-    const address = socket.remoteAddress ?? '';
+    const address = clientOf(socket.remoteAddress ?? '');
     const count = (open.get(address) ?? 0) + 1;
     if (count > perAddress) {
       socket.destroy();

@@ -1,6 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
+import { REPLY_TYPES } from '../core/public-views.js';
 import { LogQueryError, MAX_PAGE_SIZE, MESSAGE_STATUSES } from '../message-log/query.js';
 import { messageDetail, messageLogPage, WAIT_REASONS } from '../message-log/views.js';
 import type { Services } from '../services.js';
@@ -59,6 +60,12 @@ const Receipts = Type.Object({
   read_at: NullableTimestamp,
   played_at: NullableTimestamp,
 });
+const Reply = Type.Object({
+  id: Type.String({ description: 'rpl_…' }),
+  type: Type.String({ enum: [...REPLY_TYPES] }),
+  text: Type.Union([Type.String(), Type.Null()], { description: 'The text or the caption, at most 4,096 characters; media content is never downloaded or kept' }),
+  received_at: Timestamp,
+});
 const Detail = Type.Object({
   ...ListItemFields,
   audio_url: Type.String(),
@@ -82,6 +89,8 @@ const Detail = Type.Object({
   attempts: Type.Array(Attempt),
   audio: Audio,
   receipts: Receipts,
+  replies: Type.Array(Reply, { description: "The recipient's replies to this note, oldest first, at most 20" }),
+  first_replied_at: Type.Union([Timestamp, Type.Null()], { description: 'When the recipient first replied; null until then' }),
 });
 
 const str = (description: string) => Type.Optional(Type.String({ description }));
@@ -94,6 +103,7 @@ const ListQuery = Type.Object({
   recipient: str('Exact recipient'),
   created_gte: str('Created at or after: ISO 8601 or Unix seconds'),
   created_lte: str('Created at or before: ISO 8601 or Unix seconds'),
+  replied: str('true: only notes their recipient replied to; false: only notes without a reply'),
 });
 
 export function registerMessageLogRoutes(app: FastifyInstance, services: Services): void {
@@ -125,7 +135,7 @@ export function registerMessageLogRoutes(app: FastifyInstance, services: Service
     '/messages/:message_id',
     {
       schema: {
-        summary: 'One message with its attempts, audio and receipts',
+        summary: 'One message with its attempts, audio, receipts and replies',
         tags: ['messages'],
         params: MessageIdParams,
         response: { 200: Detail, ...withErrors(404) },

@@ -34,6 +34,11 @@ export const SendBody = Type.Object({
       description: 'Show the platform\'s "recording…" indicator for about the note\'s length (at most 30 s) before it (Telegram, WhatsApp); default false',
     }),
   ),
+  cancel_on_reply: Type.Optional(
+    Type.Union([Type.Boolean(), Type.Null()], {
+      description: 'With send_at only: a reply from the recipient to this sender before the note is sent cancels it (status canceled); default false',
+    }),
+  ),
 });
 export type SendBody = Static<typeof SendBody>;
 

@@ -7,7 +7,7 @@
  * Only the document says this. The route's runtime schema stays permissive on purpose, so that what
  * the API answers to a wrong body does not change: an unknown platform is 400 invalid_request
  * ("platform must be one of …"), a session problem 422 invalid_parameter naming details.field, and
- * fields it does not know are ignored.
+ * a field it does not know is 400 invalid_request naming it.
  */
 
 type Schema = Record<string, unknown>;
@@ -27,6 +27,11 @@ const recordingIndicator: Schema = {
   description: 'Show "recording a voice message…" to the recipient for a moment before the note arrives',
 };
 
+const cancelOnReply: Schema = {
+  type: 'boolean',
+  description: 'With send_at only: a reply from the recipient to this sender before the note is sent cancels it (status canceled, cancel_reason "replied")',
+};
+
 function sendShape(platform: string, fields: { recipient: Schema; session: string; extra?: Record<string, Schema> }): Schema {
   return {
     type: 'object',
@@ -39,6 +44,7 @@ function sendShape(platform: string, fields: { recipient: Schema; session: strin
       session: ref(fields.session),
       duration,
       send_at: sendAt,
+      cancel_on_reply: cancelOnReply,
       ...fields.extra,
     },
   };

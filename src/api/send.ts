@@ -19,7 +19,7 @@ import { iso, sentMessageView } from './views.js';
 const fail = (violation: Violation): ApiError => invalidParameter(violation.field, violation.message);
 
 /** The top-level fields POST /send takes; any other is refused (400 invalid_request naming it). */
-export const SEND_FIELDS = ['platform', 'recipient', 'audio_url', 'session', 'duration', 'caption', 'send_at', 'recording_indicator'] as const;
+export const SEND_FIELDS = ['platform', 'recipient', 'audio_url', 'session', 'duration', 'caption', 'send_at', 'recording_indicator', 'cancel_on_reply'] as const;
 
 export function registerSendRoute(app: FastifyInstance, services: Services): void {
   const credentials = new SealedMemo(services.secretBox);
@@ -57,7 +57,7 @@ export function registerSendRoute(app: FastifyInstance, services: Services): voi
       const session = platform.checkSession(body.session as Record<string, unknown>);
       if (isViolation(session)) throw fail(session);
       if (platform.sessionFields) rejectUnknownFields(body.session, platform.sessionFields, 'session.');
-      const ownSample = caller.env === 'test' && isOwnSampleUrl(body.audio_url, request.headers.host);
+      const ownSample = caller.env === 'test' && isOwnSampleUrl(body.audio_url, { localAddress: request.socket.localAddress, localPort: request.socket.localPort });
       const urlProblem = checkAudioUrl(body.audio_url, { allowPrivate: services.config.audioAllowPrivateUrls || ownSample });
       if (urlProblem) throw invalidParameter('audio_url', urlProblem);
       if (body.duration != null) {
@@ -70,6 +70,10 @@ export function registerSendRoute(app: FastifyInstance, services: Services): voi
       }
       if (body.recording_indicator === true && platform.recordingIndicator !== true) {
         throw invalidParameter('recording_indicator', `${platform.name} shows no "recording…" indicator; send without recording_indicator`);
+      }
+      // A reply can only stop a note that waits: one sent at once is gone before anyone could answer.
+      if (body.cancel_on_reply === true && (body.send_at === undefined || body.send_at === null)) {
+        throw invalidParameter('cancel_on_reply', 'cancel_on_reply needs send_at: only a scheduled note can be canceled by a reply before it is sent');
       }
       if (platform.checkAtAccept) {
         const problem = await platform.checkAtAccept(session, { accountId: caller.accountId, env: caller.env }, services);
@@ -106,6 +110,7 @@ export function registerSendRoute(app: FastifyInstance, services: Services): voi
         updated_at: now,
         delivered_at: null,
         send_at: sendAt,
+        cancel_on_reply: body.cancel_on_reply === true ? 1 : 0,
       };
       const answer = sentMessageView(row);
       const idempotency = idempotencyScope(request, caller);

@@ -17,16 +17,32 @@ const TRANSIENT_NETWORK_CODES = new Set([
 // The name does not exist (NXDOMAIN) or has no address: waiting does not make a mistyped host appear.
 const NO_SUCH_HOST_CODES = new Set(['ENOTFOUND', 'EAI_FAIL', 'ENODATA', 'EAI_NONAME']);
 
+/**
+ * What a refused host is told, whatever the reason: one sentence with no name and no address, the same
+ * for a name that resolves to a private address and for one that does not resolve at all. Saying which
+ * ("db-internal resolves to 10.1.2.3", "does not exist") would let a caller map internal names and
+ * addresses through the status lookup. The operator gets the detail in a log line (`onRefused`).
+ */
+export const NOT_PUBLIC = 'the audio host is not a public address';
+
 /** Thrown from inside the connector, so the check sits on the address the socket really uses. */
 class BlockedAddressError extends Error {
   readonly code = 'AUDIO_FETCH_BLOCKED';
+  constructor(readonly detail: string) {
+    super(NOT_PUBLIC);
+  }
 }
+
+/** The refusal's detail for the operator's log (never for the API): the host and why. */
+export type RefusalLog = (detail: { host: string; reason: string }) => void;
 
 export interface AudioAgentOptions {
   allowPrivate: boolean;
   /** Replaces DNS resolution (tests point made-up names at loopback servers). */
   lookup?: LookupFunction;
   addressPolicy?: AddressPolicy;
+  /** Told the detail of every refused host (the host, what it resolved to or that it did not). */
+  onRefused?: RefusalLog;
 }
 
 type ResolveAll = (hostname: string, family: number | undefined, cb: (err: Error | null, addrs: LookupAddress[]) => void) => void;
@@ -42,16 +58,24 @@ function resolverFrom(lookup: LookupFunction | undefined): ResolveAll {
   return (hostname, family, cb) => dnsLookup(hostname, { all: true, family }, (err, addrs) => cb(err, addrs ?? []));
 }
 
-function guardedLookup(resolveAll: ResolveAll, policy: AddressPolicy): LookupFunction {
+function guardedLookup(resolveAll: ResolveAll, policy: AddressPolicy, onRefused: RefusalLog | undefined): LookupFunction {
+  const refuse = (host: string, reason: string): BlockedAddressError => {
+    onRefused?.({ host, reason });
+    return new BlockedAddressError(`${host}: ${reason}`);
+  };
   return (hostname, options, callback) => {
     const family = typeof options.family === 'number' ? options.family : undefined;
     resolveAll(hostname, family, (err, addrs) => {
+      // A name that does not exist gets the same answer as one that resolves to a private address:
+      // told apart, they map which names an internal resolver knows.
+      const code = err ? errCode(err) : undefined;
+      if (err && code !== undefined && NO_SUCH_HOST_CODES.has(code)) return callback(refuse(hostname, `does not resolve (${code})`), '', 0);
       if (err) return callback(err, '', 0);
-      if (addrs.length === 0) return callback(Object.assign(new Error(`no address for ${hostname}`), { code: 'ENOTFOUND' }), '', 0);
+      if (addrs.length === 0) return callback(refuse(hostname, 'has no address'), '', 0);
       // Refuse the name if any answer is forbidden: happy-eyeballs may pick any of them.
       for (const a of addrs) {
         const reason = policy(a.address);
-        if (reason !== null) return callback(new BlockedAddressError(`${hostname} resolves to ${reason}`), '', 0);
+        if (reason !== null) return callback(refuse(hostname, `resolves to ${reason}`), '', 0);
       }
       if (options.all) return callback(null, addrs);
       const first = addrs[0] as LookupAddress;
@@ -70,7 +94,7 @@ export function createAudioAgent(opts: AudioAgentOptions): Agent {
     return new Agent({ ...common, connect: opts.lookup ? { lookup: opts.lookup } : {} });
   }
   const policy = opts.addressPolicy ?? forbiddenAddressReason;
-  const connector = buildConnector({ lookup: guardedLookup(resolverFrom(opts.lookup), policy) });
+  const connector = buildConnector({ lookup: guardedLookup(resolverFrom(opts.lookup), policy, opts.onRefused) });
   return new Agent({
     ...common,
     connect: (options, callback) => {
@@ -80,6 +104,7 @@ export function createAudioAgent(opts: AudioAgentOptions): Agent {
         const reason = peer === undefined ? 'an unknown peer address' : policy(peer);
         if (reason !== null) {
           socket.destroy();
+          opts.onRefused?.({ host: options.hostname, reason: `connected to ${reason}` });
           return callback(new BlockedAddressError(`connected to ${reason}`), null);
         }
         callback(null, socket);
@@ -97,6 +122,8 @@ export interface FetchAudioOptions {
   dispatcher: Dispatcher;
   addressPolicy?: AddressPolicy;
   signal?: AbortSignal;
+  /** Told the detail of a URL or redirect refused for its address (the agent tells the DNS and socket ones). */
+  onRefused?: RefusalLog;
 }
 
 export interface FetchedSource {
@@ -114,6 +141,14 @@ function errorChain(err: unknown): unknown[] {
     cur = cur instanceof Error ? cur.cause : undefined;
   }
   return chain;
+}
+
+function hostOf(url: string): string {
+  try {
+    return new URL(url).host;
+  } catch {
+    return url.slice(0, 100);
+  }
 }
 
 function errCode(e: unknown): string | undefined {
@@ -143,7 +178,11 @@ function discard(body: Dispatcher.ResponseData['body']): void {
  */
 export async function fetchAudio(opts: FetchAudioOptions): Promise<FetchedSource> {
   const first = vetAudioUrl(opts.url, { allowPrivate: opts.allowPrivate, addressPolicy: opts.addressPolicy });
-  if (!first.ok) throw new AudioError(first.blocked ? 'audio_fetch_blocked' : 'audio_fetch_failed', first.message);
+  if (!first.ok) {
+    if (!first.blocked) throw new AudioError('audio_fetch_failed', first.message);
+    opts.onRefused?.({ host: hostOf(opts.url), reason: first.message });
+    throw new AudioError('audio_fetch_blocked', NOT_PUBLIC);
+  }
 
   const timeout = new AbortController();
   const timer = setTimeout(() => timeout.abort(new TimeoutReason('timeout')), opts.timeoutMs);
@@ -174,7 +213,9 @@ export async function fetchAudio(opts: FetchAudioOptions): Promise<FetchedSource
         }
         const hop = vetAudioUrl(next, { allowPrivate: opts.allowPrivate, addressPolicy: opts.addressPolicy });
         if (!hop.ok) {
-          throw new AudioError(hop.blocked ? 'audio_fetch_blocked' : 'audio_fetch_failed', `redirect refused: ${hop.message}`);
+          if (!hop.blocked) throw new AudioError('audio_fetch_failed', `redirect refused: ${hop.message}`);
+          opts.onRefused?.({ host: next.host, reason: `redirected to: ${hop.message}` });
+          throw new AudioError('audio_fetch_blocked', `redirect refused: ${NOT_PUBLIC}`);
         }
         current = hop.url;
         continue;
@@ -219,7 +260,7 @@ function classifyFetchError(err: unknown, url: URL, opts: FetchAudioOptions, tim
   if (err instanceof AudioError) return err;
   const chain = errorChain(err);
   const blocked = chain.find((e): e is BlockedAddressError => e instanceof BlockedAddressError);
-  if (blocked) return new AudioError('audio_fetch_blocked', `audio host refused: ${blocked.message}`, { cause: err });
+  if (blocked) return new AudioError('audio_fetch_blocked', NOT_PUBLIC, { cause: err });
   const host = url.host;
   if (timeoutSignal.aborted) {
     return new AudioError('audio_fetch_failed', `audio fetch from ${host} timed out after ${opts.timeoutMs} ms`, { transient: true, cause: err });

@@ -117,7 +117,9 @@ export function createAudioPipeline(opts: AudioPipelineOptions, internals: Audio
   const tmpDir = join(opts.dataDir, 'tmp', 'audio');
   const cache = new AudioCache(join(opts.dataDir, AUDIO_CACHE_DIR), opts.cacheMaxBytes ?? GiB, log);
   const runner = new FfmpegRunner(opts.ffmpegPath, opts.maxConcurrentTranscodes ?? availableParallelism());
-  const agent = createAudioAgent({ allowPrivate: opts.allowPrivateUrls, lookup: internals.lookup, addressPolicy: internals.addressPolicy });
+  // The caller is told only that the host is not public; the operator's log says which and why.
+  const onRefused = (detail: { host: string; reason: string }): void => opts.logger?.warn({ audio_host: detail.host, reason: detail.reason }, 'audio fetch refused: the host is not a public address');
+  const agent = createAudioAgent({ allowPrivate: opts.allowPrivateUrls, lookup: internals.lookup, addressPolicy: internals.addressPolicy, onRefused });
   const fetchTimeoutMs = opts.fetchTimeoutMs ?? DEFAULT_FETCH_TIMEOUT_MS;
   const maxSourceBytes = opts.maxSourceBytes ?? DEFAULT_MAX_SOURCE_BYTES;
   const ffmpegTimeoutMs = internals.ffmpegTimeoutMs ?? DEFAULT_FFMPEG_TIMEOUT_MS;
@@ -294,6 +296,7 @@ export function createAudioPipeline(opts: AudioPipelineOptions, internals: Audio
         timeoutMs: fetchTimeoutMs,
         allowPrivate: opts.allowPrivateUrls,
         addressPolicy: internals.addressPolicy,
+        onRefused,
         dispatcher: agent,
         signal: input.signal ? AbortSignal.any([closing.signal, input.signal]) : closing.signal,
       });

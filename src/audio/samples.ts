@@ -1,4 +1,5 @@
 import { existsSync } from 'node:fs';
+import { isIP } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { vetAudioUrl } from './url-check.js';
 
@@ -35,30 +36,48 @@ function sampleNamedBy(url: URL): string | null {
   return sampleFile(url.pathname.slice(SAMPLE_PATH_PREFIX.length));
 }
 
-/**
- * POST /send with a sandbox key: the service's own sample, on the very origin the request came to
- * (its Host header), may be named even when private addresses are refused — that is how the
- * quick start's `http://localhost:3000/samples/hello.ogg` works out of the box. Live keys never get
- * this exception: for them a private address stays refused.
- */
-export function isOwnSampleUrl(audioUrl: string, requestHost: string | undefined): boolean {
-  const url = parse(audioUrl);
-  if (!url || requestHost === undefined || sampleNamedBy(url) === null) return false;
-  const asked = parse(`${url.protocol}//${requestHost}`);
-  if (!asked) return false;
-  return sameMachineName(url.hostname, asked.hostname) && url.port === asked.port;
+/** Where a request arrived: the local end of its socket (never what its Host header claims). */
+export interface ArrivedAt {
+  localAddress: string | undefined;
+  localPort: number | undefined;
 }
 
-const LOOPBACK = /^(localhost|.+\.localhost|127\.\d+\.\d+\.\d+|\[::1\])$/i;
+/**
+ * POST /send with a sandbox key: the service's own sample, on the very address and port the request
+ * came to (the local end of its socket), may be named even when private addresses are refused — that
+ * is how the quick start's `http://localhost:3000/samples/hello.ogg` works out of the box. The Host
+ * header is not trusted: any client can write any name there. Live keys never get this exception:
+ * for them a private address stays refused.
+ */
+export function isOwnSampleUrl(audioUrl: string, arrivedAt: ArrivedAt): boolean {
+  const url = parse(audioUrl);
+  if (!url || arrivedAt.localAddress === undefined || arrivedAt.localPort === undefined || sampleNamedBy(url) === null) return false;
+  const port = url.port === '' ? (url.protocol === 'https:' ? 443 : 80) : Number(url.port);
+  return port === arrivedAt.localPort && sameAddress(url.hostname, arrivedAt.localAddress);
+}
+
+const LOOPBACK_NAME = /^(localhost|.+\.localhost)$/i;
+
+/** An IPv4 address as Node reports it on a dual-stack socket (`::ffff:127.0.0.1`), without the wrapper. */
+function plainAddress(address: string): string {
+  const bare = address.replace(/^\[|\]$/g, '').toLowerCase();
+  return bare.startsWith('::ffff:') && isIP(bare.slice(7)) === 4 ? bare.slice(7) : bare;
+}
+
+function isLoopback(address: string): boolean {
+  return address === '::1' || /^127\.\d+\.\d+\.\d+$/.test(address);
+}
 
 /**
- * The same host, or two loopback names for this machine: the README's `http://localhost:3000/…`
- * reaches the service that `voicenote send` calls at `http://127.0.0.1:3000`.
+ * The URL's host names the socket's local address: the same IP literal, or, for a request that came
+ * in on loopback, any loopback name or address (the README's `http://localhost:3000/…` reaches the
+ * service that `voicenote send` calls at `http://127.0.0.1:3000`). Other names are not looked up.
  */
-function sameMachineName(a: string, b: string): boolean {
-  const x = a.toLowerCase().replace(/\.$/, '');
-  const y = b.toLowerCase().replace(/\.$/, '');
-  return x === y || (LOOPBACK.test(x) && LOOPBACK.test(y));
+function sameAddress(hostname: string, localAddress: string): boolean {
+  const local = plainAddress(localAddress);
+  const host = hostname.toLowerCase().replace(/\.$/, '');
+  if (isLoopback(local) && (LOOPBACK_NAME.test(host) || isLoopback(plainAddress(host)))) return true;
+  return isIP(plainAddress(host)) !== 0 && plainAddress(host) === local;
 }
 
 /**

@@ -50,10 +50,13 @@ export function vetAudioUrl(
   return { ok: true, url };
 }
 
+/** Appended to a refusal of a private address (audio and webhook URLs alike): the one switch that allows it. */
+export const PRIVATE_URLS_HINT = '; to allow private addresses in development, set ALLOW_PRIVATE_URLS=true';
+
 /** Synchronous check for POST /send: null when acceptable, else a message for a 422. */
 export function checkAudioUrl(url: string, opts: { allowPrivate: boolean }): string | null {
   const verdict = vetAudioUrl(url, { allowPrivate: opts.allowPrivate });
   if (verdict.ok) return null;
   // The usual cause is a developer serving audio from their own machine: say how to allow that.
-  return verdict.blocked ? `${verdict.message}; to allow private addresses in development, set ALLOW_PRIVATE_URLS=true` : verdict.message;
+  return verdict.blocked ? `${verdict.message}${PRIVATE_URLS_HINT}` : verdict.message;
 }

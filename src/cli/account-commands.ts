@@ -1,11 +1,12 @@
 import { Command, Option } from 'commander';
 import { createAccountWithKeys } from '../admin/accounts.js';
+import { NoEmailError, setLogin } from '../admin/set-login.js';
 import { type PlanName } from '../core/plans.js';
 import { findAccount, listAccounts, updatePlan } from '../store/accounts.js';
 import { listKeys } from '../store/keys.js';
 import { CliError, out, json, withDb, parsePlan, parsePositiveInt, parseName, parseEmail, parsePassword, printCreatedAccount, keyView, accountView, config } from './common.js';
 
-/** `accounts create|list|show|set-plan`. */
+/** `accounts create|list|show|set-plan|set-login`. */
 export function registerAccountCommands(program: Command): void {
   const accounts = program.command('accounts').description('manage accounts');
   accounts
@@ -77,5 +78,24 @@ export function registerAccountCommands(program: Command): void {
       if (!account) throw new CliError(`no account ${accountId}`);
       if (options.json) json({ account_id: account.id, plan: account.plan, rate_limit: account.rate_limit, quota: account.quota });
       else out(`account ${account.id} is on plan ${account.plan}`);
+    });
+  accounts
+    .command('set-login <account_id>')
+    .description("set an account's dashboard login: --email, and --password or a generated one printed once; its sign-ins end")
+    .addOption(new Option('--email <email>', 'new dashboard email').argParser(parseEmail))
+    .addOption(new Option('--password <password>', 'new dashboard password, at least 8 characters (default: generated)').argParser(parsePassword))
+    .option('--json', 'print one JSON object')
+    .action(async (accountId: string, options: { email?: string; password?: string; json?: boolean }) => {
+      const changed = await withDb(config(), (db) => setLogin(db.kysely, accountId, options)).catch((error: unknown) => {
+        throw error instanceof NoEmailError ? new CliError(error.message) : error;
+      });
+      if (!changed) throw new CliError(`no account ${accountId}`);
+      if (options.json) {
+        json({ account_id: changed.accountId, email: changed.email, password: changed.generatedPassword ?? null });
+        return;
+      }
+      out(`account ${changed.accountId} signs in to the dashboard as ${changed.email}`);
+      if (changed.generatedPassword) out(`password ${changed.generatedPassword}  (shown once, keep it)`);
+      out('every dashboard sign-in of this account has ended');
     });
 }

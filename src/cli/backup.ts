@@ -29,7 +29,40 @@ export async function backupSqlite(config: Config, target: string): Promise<Back
   const source = sqlitePath(config);
   if (!fs.existsSync(source)) throw new BackupFailure(`no database at ${source} (DATA_DIR=${config.dataDir})`);
   const file = path.resolve(target);
-  if (fs.existsSync(file)) throw new BackupFailure(`${file} exists already; choose a new file name`);
+  const reserved = reserveName(file);
+  try {
+    return await copyInto(config, source, file, reserved);
+  } catch (error) {
+    // The name was only ours while empty: anything written into it since is someone else's, and stays.
+    if (stillOurs(file, reserved)) fs.rmSync(file, { force: true });
+    throw error;
+  } finally {
+    fs.closeSync(reserved);
+  }
+}
+
+/**
+ * Holds the backup's name from the start with an exclusive create (O_EXCL): a file that exists, or
+ * appears while the copy runs, is never replaced. A check of existence followed by a rename would
+ * replace a file created between the two.
+ */
+function reserveName(file: string): number {
+  try {
+    return fs.openSync(file, 'wx', 0o600);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'EEXIST') throw new BackupFailure(`${file} exists already; choose a new file name`);
+    throw new BackupFailure(`cannot create ${file}: ${(error as Error).message}`);
+  }
+}
+
+/** The name still holds the empty file this run created (nobody wrote into it, nothing replaced it). */
+function stillOurs(file: string, reserved: number): boolean {
+  const mine = fs.fstatSync(reserved);
+  const now = fs.statSync(file, { throwIfNoEntry: false });
+  return now !== undefined && now.dev === mine.dev && now.ino === mine.ino && mine.size === 0;
+}
+
+async function copyInto(config: Config, source: string, file: string, reserved: number): Promise<BackupReport> {
   const tmp = `${file}.partial`;
   fs.rmSync(tmp, { force: true });
   const db = new SqliteDatabase(source, { readonly: true, fileMustExist: true });
@@ -61,6 +94,10 @@ export async function backupSqlite(config: Config, target: string): Promise<Back
   copy.close();
   // Hashed keys and sealed credentials: readable by its owner only, like the database itself should be.
   fs.chmodSync(tmp, 0o600);
+  if (!stillOurs(file, reserved)) {
+    fs.rmSync(tmp, { force: true });
+    throw new BackupFailure(`${file} was written or replaced by something else while the copy ran; it is left as it is, and no backup was made`);
+  }
   fs.renameSync(tmp, file);
   return {
     file,

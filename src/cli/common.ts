@@ -120,8 +120,11 @@ export function parseSeconds(value: string): number {
   return Number(value);
 }
 
-/** The API of the service on this machine unless --url says otherwise. */
-export const defaultApiUrl = (): string => `http://127.0.0.1:${loadConfig().port}/api/v1`;
+/** `--url`, else VOICENOTE_URL, else the API of the service on this machine at `PORT` (3000). */
+export const defaultApiUrl = (): string => {
+  const fromEnv = process.env.VOICENOTE_URL?.trim();
+  return fromEnv ? fromEnv : `http://127.0.0.1:${loadConfig().port}/api/v1`;
+};
 
 export const messageOf = (error: unknown): string => (error instanceof Error ? error.message : String(error));
 

@@ -34,6 +34,7 @@ export interface SendBody {
   caption?: string;
   duration?: number | string;
   send_at?: string;
+  cancel_on_reply?: boolean | string;
 }
 
 export class ApiClient {
@@ -57,7 +58,11 @@ export class ApiClient {
       });
     } catch (error) {
       const cause = (error as { cause?: { code?: string; message?: string } }).cause;
-      throw new Unreachable(`cannot reach ${this.baseUrl}: ${cause?.code ?? cause?.message ?? (error as Error).message}`);
+      throw new Unreachable(
+        `cannot reach ${this.baseUrl}: ${cause?.code ?? cause?.message ?? (error as Error).message}` +
+          ' (is the service running there? For another port export PORT=<its port>, or' +
+          ' VOICENOTE_URL=http://HOST:PORT/api/v1, in this terminal, or pass --url)',
+      );
     }
     const text = await response.text();
     let parsed: unknown;

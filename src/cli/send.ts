@@ -10,7 +10,7 @@ const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout
 
 const SESSION_FIELDS = ['bot_token', 'li_at', 'csrf_token', 'user_agent', 'cookies', 'session_id'] as const;
 const REQUIRED_COLUMNS = ['platform', 'recipient', 'audio_url'] as const;
-const OPTIONAL_COLUMNS = ['caption', 'duration', 'send_at', ...SESSION_FIELDS] as const;
+const OPTIONAL_COLUMNS = ['caption', 'duration', 'send_at', 'cancel_on_reply', ...SESSION_FIELDS] as const;
 const FINAL = new Set(['delivered', 'failed', 'canceled']);
 /** Answers worth trying again with the same Idempotency-Key: nothing can be sent twice. */
 const TRANSIENT_STATUSES = new Set([500, 502, 503, 504]);
@@ -29,12 +29,21 @@ export interface SendFields {
   duration?: string;
   /** ISO 8601 with Z or an offset: a scheduled send. */
   send_at?: string;
+  /** true / 1 / yes: a reply from the recipient before the scheduled send cancels it; empty, false / 0 / no: not. */
+  cancel_on_reply?: string;
   bot_token?: string;
   li_at?: string;
   csrf_token?: string;
   user_agent?: string;
   cookies?: string;
   session_id?: string;
+}
+
+/** `cancel_on_reply` as given: a boolean when it reads as one, else the text (the API then says what is wrong); undefined when off. */
+function cancelOnReplyValue(raw: string | undefined): boolean | string | undefined {
+  const value = raw?.trim().toLowerCase() ?? '';
+  if (value === '' || value === 'false' || value === '0' || value === 'no') return undefined;
+  return value === 'true' || value === '1' || value === 'yes' ? true : raw;
 }
 
 /** The request body of one send: empty optional fields are "not given". */
@@ -52,6 +61,7 @@ export function sendBody(fields: SendFields): SendBody {
     ...(fields.caption !== undefined && fields.caption !== '' ? { caption: fields.caption } : {}),
     ...(fields.duration !== undefined && fields.duration !== '' ? { duration: durationValue(fields.duration) } : {}),
     ...(fields.send_at !== undefined && fields.send_at !== '' ? { send_at: fields.send_at } : {}),
+    ...(cancelOnReplyValue(fields.cancel_on_reply) !== undefined ? { cancel_on_reply: cancelOnReplyValue(fields.cancel_on_reply)! } : {}),
   };
 }
 

@@ -33,6 +33,7 @@ function timeSortable(now = Date.now()): string {
 }
 
 export const newMessageId = (now?: number): string => `msg_${timeSortable(now)}`;
+export const newReplyId = (now?: number): string => `rpl_${timeSortable(now)}`;
 export const newWhatsappSessionId = (now?: number): string => `ws_${timeSortable(now)}`;
 export const newSenderId = (now?: number): string => `snd_${timeSortable(now)}`;
 export const newAccountId = (): string => `acct_${timeSortable()}`;

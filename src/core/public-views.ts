@@ -60,3 +60,18 @@ export const whatsappSessionListItemView = (row: WhatsappSessionFields) => ({
   created_at: iso(row.created_at),
   last_connected_at: isoOrNull(row.last_connected_at),
 });
+
+/** What kind of message a reply was (media content is never downloaded or kept). */
+export const REPLY_TYPES = ['text', 'voice', 'audio', 'image', 'video', 'document', 'sticker', 'other'] as const;
+export type ReplyType = (typeof REPLY_TYPES)[number];
+
+/** The columns of a reply that its view shows. */
+export interface ReplyFields {
+  id: string;
+  type: string;
+  text: string | null;
+  received_at: number;
+}
+
+/** A reply as the API and voice_note.replied show it. */
+export const replyView = (row: ReplyFields) => ({ id: row.id, type: row.type, text: row.text, received_at: iso(row.received_at) });

@@ -20,7 +20,7 @@ export const AUDIO_CODES = new Set<FailureCode>(['audio_fetch_failed', 'audio_fe
 /** An outcome to write, with the record of the attempt that led to it; kept in memory while storage cannot take it. */
 export type Outcome = (
   | { kind: 'settle'; settlement: Settlement }
-  | { kind: 'retry'; delayMs: number; errorCode: FailureCode; errorMessage: string; notAttempted: boolean; waitReason?: WaitReason }
+  | { kind: 'retry'; delayMs: number; errorCode: FailureCode; errorMessage: string; notAttempted: boolean; waitReason?: WaitReason; reachedPlatform?: boolean }
 ) & { record?: RecordWrite | undefined; sender?: SenderChange | undefined; senderLabel?: string };
 
 /** What a failed attempt means for its message, at database time `now`: a retry, or the end. */
@@ -67,7 +67,14 @@ export class OutcomeWriter {
   readonly #pending = new Map<string, { message: MessageRow; outcome: Outcome }>();
 
   constructor(
-    private readonly deps: { db: Db; workerId: string; logger: Logger; storage: StorageWatch; senderKind?: ((platform: string, senderKey: string) => string) | undefined },
+    private readonly deps: {
+      db: Db;
+      workerId: string;
+      logger: Logger;
+      storage: StorageWatch;
+      senderKind?: ((platform: string, senderKey: string) => string) | undefined;
+      onDelivered?: (message: MessageRow) => void;
+    },
   ) {}
 
   /** Outcomes waiting for storage to come back. */
@@ -84,7 +91,10 @@ export class OutcomeWriter {
       const written = await this.#store(message, outcome);
       this.deps.storage.back();
       if (!written) log.warn('the message is no longer held by this worker; outcome not written');
-      else if (outcome.kind === 'settle' && outcome.settlement.status === 'delivered') log.info('delivered');
+      else if (outcome.kind === 'settle' && outcome.settlement.status === 'delivered') {
+        log.info('delivered');
+        this.deps.onDelivered?.(message);
+      }
     } catch (err) {
       this.deps.storage.away(err, 'outcome');
       log.warn({ outcome: outcome.kind === 'settle' ? outcome.settlement.status : 'retry' }, 'outcome kept in memory until storage returns');
@@ -107,7 +117,10 @@ export class OutcomeWriter {
       this.#pending.delete(id);
       const log = logger.child({ message_id: id, attempt: message.attempts, request_id: message.request_id ?? undefined });
       if (!written) log.warn('kept outcome not written: another worker has taken the message since');
-      else log.info({ outcome: outcome.kind === 'settle' ? outcome.settlement.status : 'retry' }, 'kept outcome written');
+      else {
+        log.info({ outcome: outcome.kind === 'settle' ? outcome.settlement.status : 'retry' }, 'kept outcome written');
+        if (outcome.kind === 'settle' && outcome.settlement.status === 'delivered') this.deps.onDelivered?.(message);
+      }
     }
     return true;
   }
@@ -128,6 +141,7 @@ export class OutcomeWriter {
               errorCode: outcome.errorCode,
               errorMessage: outcome.errorMessage,
               notAttempted: outcome.notAttempted,
+              reachedPlatform: outcome.reachedPlatform === true,
               ...(outcome.waitReason ? { waitReason: outcome.waitReason } : {}),
             });
       // The attempt happened whoever holds the message now: its record is written either way.

@@ -62,6 +62,8 @@ export interface WorkerOptions {
   gate?: DeliveryGate;
   /** The kind of a sender (`whatsapp_session`, `telegram_bot`, …) by its platform and key, for its record (README, "Senders"). */
   senderKind?(platform: string, senderKey: string): string;
+  /** Told of each message this worker settled as delivered, once its outcome is written (the sandbox's answering recipients). */
+  onDelivered?: (message: MessageRow) => void;
 }
 
 /** What the message log keeps of an attempt; `error` null when the platform accepted the voice note. */

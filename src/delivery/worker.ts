@@ -38,7 +38,14 @@ export class DeliveryWorker {
     const { db, logger, concurrency, accountSharePercent, leaseMs, pollMs, affinityHolder, clock } = this.#options;
     this.#storage = new StorageWatch(logger);
     this.#claims = new MessageClaims({ db, workerId: this.id, concurrency, accountSharePercent, leaseMs, pollMs, clock, ...(affinityHolder !== undefined ? { affinityHolder } : {}) });
-    this.#outcomes = new OutcomeWriter({ db, workerId: this.id, logger, storage: this.#storage, senderKind: this.#options.senderKind?.bind(this.#options) });
+    this.#outcomes = new OutcomeWriter({
+      db,
+      workerId: this.id,
+      logger,
+      storage: this.#storage,
+      senderKind: this.#options.senderKind?.bind(this.#options),
+      ...(options.onDelivered ? { onDelivered: options.onDelivered } : {}),
+    });
     this.#loop = new DueLoop({
       pollMs,
       turn: () => this.#turn(),

@@ -17,7 +17,7 @@ const RUN_EVERY_MS = 60 * 60_000;
 const SETTLED = ['delivered', 'failed', 'canceled'] as const;
 
 /** Rows that describe one message and go with it (the message log's attempts, audio facts and receipts). */
-const MESSAGE_DETAIL_TABLES = ['message_attempts', 'message_audio', 'message_receipts'] as const;
+const MESSAGE_DETAIL_TABLES = ['message_attempts', 'message_audio', 'message_receipts', 'message_replies'] as const;
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 

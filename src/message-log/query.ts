@@ -25,6 +25,7 @@ export interface LogQueryInput {
   recipient?: string;
   created_gte?: string;
   created_lte?: string;
+  replied?: string;
 }
 
 const MESSAGE_ID = /^msg_[0-9A-Za-z]{24}$/;
@@ -65,5 +66,9 @@ export function parseLogQuery(query: LogQueryInput): { filters: MessageFilters; 
   if (query.recipient) filters.recipient = query.recipient;
   if (query.created_gte) filters.createdGte = parseTime('created_gte', query.created_gte);
   if (query.created_lte) filters.createdLte = parseTime('created_lte', query.created_lte);
+  if (query.replied !== undefined && query.replied !== '') {
+    if (query.replied !== 'true' && query.replied !== 'false') throw new LogQueryError('replied', 'replied must be true or false');
+    filters.replied = query.replied === 'true';
+  }
   return { filters, page };
 }

@@ -2,10 +2,11 @@ import { stat } from 'node:fs/promises';
 import type { Kysely } from 'kysely';
 import { cachedAudioFile } from '../audio/cache.js';
 import { profileOfSent, type AudioFormat } from '../audio/targets.js';
-import { messageStatusView } from '../core/public-views.js';
+import { messageStatusView, replyView } from '../core/public-views.js';
 import { findAttempts, findAudio, findReceipts, listMessages, type MessageAudioRow, type Owner } from '../store/message-log.js';
 import { parseLogQuery, type LogQueryInput } from './query.js';
 import { findMessage, type MessageRow } from '../store/messages.js';
+import { findReplies } from '../store/replies.js';
 import type { Database } from '../store/schema.js';
 
 const iso = (ms: number | null): string | null => (ms === null ? null : new Date(Number(ms)).toISOString());
@@ -104,13 +105,13 @@ export function rhythmView(row: MessageRow) {
 
 /**
  * Everything the log knows of one message: the status lookup's fields, the request, every attempt
- * with its outcome, the audio as detected and as converted, and the receipts (or why a platform has
- * none). Undefined when the message is not the owner's.
+ * with its outcome, the audio as detected and as converted, the receipts (or why a platform has
+ * none), and what the recipient answered (oldest first, at most 20; first_replied_at: the first answer). Undefined when the message is not the owner's.
  */
 export async function messageDetail(db: Kysely<Database>, dataDir: string, owner: Owner, id: string, now = Date.now()) {
   const row = await findMessage(db, owner, id);
   if (!row) return undefined;
-  const [attempts, audio, receipts] = await Promise.all([findAttempts(db, id), findAudio(db, id), findReceipts(db, id, now)]);
+  const [attempts, audio, receipts, replies] = await Promise.all([findAttempts(db, id), findAudio(db, id), findReceipts(db, id, now), findReplies(db, id)]);
   const receiptAt = (kind: string): string | null => iso(receipts.find((r) => r.kind === kind)?.at ?? null);
   const reason = NO_RECEIPTS[row.platform] ?? null;
   const receiptsView: ReceiptsView = {
@@ -138,6 +139,8 @@ export async function messageDetail(db: Kysely<Database>, dataDir: string, owner
     })),
     audio: await audioView(dataDir, row.platform, audio),
     receipts: receiptsView,
+    replies: replies.map(replyView),
+    first_replied_at: iso(row.first_replied_at ?? null),
   };
 }
 export type MessageDetail = NonNullable<Awaited<ReturnType<typeof messageDetail>>>;

@@ -27,7 +27,10 @@ import * as whatsappSentMessages from './migrations/012_whatsapp_sent_messages.j
 import * as sendAtCancel from './migrations/013_send_at_cancel.js';
 import * as sendingRhythm from './migrations/014_sending_rhythm.js';
 import * as messageSender from './migrations/015_message_sender.js';
+import * as platformReached from './migrations/019_platform_reached.js';
 import * as senderRecords from './migrations/016_sender_records.js';
+import * as recipientChecks from './migrations/016b_recipient_checks.js';
+import * as replies from './migrations/017_replies.js';
 
 // The dialect and the database's clock live in dialect.ts (queries import it without importing this).
 export { dbNow, type Dialect } from './dialect.js';
@@ -185,7 +188,10 @@ const MIGRATIONS: Record<string, Migration> = {
   '013_send_at_cancel': sendAtCancel,
   '014_sending_rhythm': sendingRhythm,
   '015_message_sender': messageSender,
+  '019_platform_reached': platformReached,
   '016_sender_records': senderRecords,
+  '016b_recipient_checks': recipientChecks,
+  '017_replies': replies,
 };
 
 const provider: MigrationProvider = { getMigrations: async () => MIGRATIONS };

@@ -39,6 +39,7 @@ const MESSAGE_COLUMN_TYPES: Record<(typeof MESSAGE_INSERT_COLUMNS)[number], stri
   delivered_at: 'bigint',
   send_at: 'bigint',
   sender_key: 'text',
+  cancel_on_reply: 'integer',
 };
 
 // $1–$3 name the usage row (account, env, period), $4 is how many sends, $5 the quota; then one array

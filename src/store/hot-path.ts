@@ -66,6 +66,7 @@ export const MESSAGE_INSERT_COLUMNS = [
   'delivered_at',
   'send_at',
   'sender_key',
+  'cancel_on_reply',
 ] as const satisfies ReadonlyArray<keyof MessageRow>;
 
 export const messageInsertValues = (row: MessageRow): unknown[] => MESSAGE_INSERT_COLUMNS.map((column) => row[column] ?? null);

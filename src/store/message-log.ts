@@ -54,6 +54,8 @@ export interface MessageFilters {
   recipient?: string;
   createdGte?: number;
   createdLte?: number;
+  /** true: only notes their recipient answered; false: only notes not answered (yet). */
+  replied?: boolean;
 }
 
 export interface Page {
@@ -80,6 +82,8 @@ export async function listMessages(db: Kysely<Database>, owner: Owner, filters: 
     .$if(filters.recipient !== undefined, (qb) => qb.where('recipient', '=', filters.recipient!))
     .$if(filters.createdGte !== undefined, (qb) => qb.where('created_at', '>=', filters.createdGte!))
     .$if(filters.createdLte !== undefined, (qb) => qb.where('created_at', '<=', filters.createdLte!))
+    .$if(filters.replied === true, (qb) => qb.where('first_replied_at', 'is not', null))
+    .$if(filters.replied === false, (qb) => qb.where('first_replied_at', 'is', null))
     .$if(page.startingAfter !== undefined, (qb) => qb.where('id', '<', page.startingAfter!))
     .$if(backwards, (qb) => qb.where('id', '>', page.endingBefore!))
     .orderBy('id', backwards ? 'asc' : 'desc')

@@ -192,6 +192,8 @@ function claimedBy(workerId: string, leaseMs: number, now: RawBuilder<number>) {
     attempts: eb('attempts', '+', 1),
     // The previous claim left no outcome behind (its lease ran out): count it.
     orphaned_claims: eb('orphaned_claims', '+', eb.case().when('lease_owner', 'is not', null).then(1).else(0).end()),
+    // …and it may have called the platform before its worker died.
+    platform_reached: eb.case().when('lease_owner', 'is not', null).then(1).else(eb.ref('platform_reached')).end(),
     updated_at: now,
   });
 }
@@ -199,20 +201,22 @@ function claimedBy(workerId: string, leaseMs: number, now: RawBuilder<number>) {
 /**
  * Puts a leased message back to wait for its next attempt (`queued` again), keeping the last error for
  * the record. `notAttempted`: the claim that counted this attempt reached no platform, so it is taken
- * back. The next attempt is `delayMs` from now on the database's clock. False when this worker no longer
+ * back. `reachedPlatform`: the attempt called the platform (marked on the message for good). The next attempt is `delayMs` from now on the database's clock. False when this worker no longer
  * holds the claim (nothing is written over another worker's).
  */
 export async function scheduleRetry(
   db: Kysely<Database>,
   message: MessageRow,
   workerId: string,
-  retry: { delayMs: number; errorCode: string; errorMessage: string; notAttempted?: boolean; waitReason?: string },
+  retry: { delayMs: number; errorCode: string; errorMessage: string; notAttempted?: boolean; waitReason?: string; reachedPlatform?: boolean },
 ): Promise<boolean> {
   const now = dbNow(db);
   const result = await db
     .updateTable('messages')
     .set((eb) => ({
       ...(retry.notAttempted ? { attempts: eb('attempts', '-', 1) } : {}),
+      // The attempt called the platform: the note may be out, so a cancel no longer gives it back.
+      ...(retry.reachedPlatform ? { platform_reached: 1 } : {}),
       status: 'queued',
       next_attempt_at: eb(now, '+', Math.max(0, Math.round(retry.delayMs))),
       // What the message waits for when not a retry (a sender's cap, the "recording…" indicator), and until when.

@@ -46,8 +46,31 @@ function parse(stored: string | null): Parsed | null {
   return { params, salt: Buffer.from(parts[2], 'base64url'), hash: Buffer.from(parts[3], 'base64url') };
 }
 
+/**
+ * Password hashes running at once in this process, at most; the rest wait their turn in order. Each
+ * takes one of libuv's four threads (UV_THREADPOOL_SIZE) for about half a second and 128 MiB: ten at
+ * once (a burst of sign-ins) held all four for seconds, and audio downloads' DNS look-ups and file
+ * writes, which need those threads too, waited behind them. Two leave two threads for everything else.
+ */
+export const MAX_CONCURRENT_HASHES = 2;
+let hashing = 0;
+const waitingForHash: Array<() => void> = [];
+
+async function inHashTurn<T>(work: () => Promise<T>): Promise<T> {
+  if (hashing >= MAX_CONCURRENT_HASHES) await new Promise<void>((resolve) => waitingForHash.push(resolve));
+  else hashing++;
+  try {
+    return await work();
+  } finally {
+    // The turn passes straight to the next in line (the count stays), or is given back.
+    const next = waitingForHash.shift();
+    if (next) next();
+    else hashing--;
+  }
+}
+
 const derive = (password: string, salt: Buffer, length: number, params: ScryptParameters): Promise<Buffer> =>
-  new Promise((resolve, reject) => scrypt(password, salt, length, options(params), (err, key) => (err ? reject(err) : resolve(key))));
+  inHashTurn(() => new Promise((resolve, reject) => scrypt(password, salt, length, options(params), (err, key) => (err ? reject(err) : resolve(key)))));
 
 const encode = (params: ScryptParameters, salt: Buffer, hash: Buffer): string => `scrypt$${format(params)}$${salt.toString('base64url')}$${hash.toString('base64url')}`;
 

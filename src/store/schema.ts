@@ -56,6 +56,11 @@ export interface MessagesTable {
    * because inserts leave it to its default, 0.
    */
   orphaned_claims?: number;
+  /**
+   * 1 once an attempt may have reached the platform (it called it, or its claim ended without an
+   * outcome); 0 while none did. Optional because inserts leave it to its default, 0.
+   */
+  platform_reached?: number;
   period_start: number;
   created_at: number;
   updated_at: number;
@@ -82,6 +87,10 @@ export interface MessagesTable {
    * and on rows from before it.
    */
   sender_key?: string | null;
+  /** When its recipient first answered it (message_replies); null until then and on rows from before it. */
+  first_replied_at?: number | null;
+  /** 1: a reply from its recipient to its sender, before a worker takes it, cancels it (`cancel_on_reply`); 0 or null: not. */
+  cancel_on_reply?: number | null;
 }
 
 /** An account's sending rhythm on one platform (no row: the platform's defaults; daily_cap null: no cap). */
@@ -329,6 +338,27 @@ export interface SchemaMigrationsTable {
   id: Generated<number>;
 }
 
+/** What a recipient answered to a delivered voice note: its kind and text, never media content. */
+export interface MessageRepliesTable {
+  /** rpl_… */
+  id: string;
+  message_id: string;
+  account_id: string;
+  env: string;
+  platform: string;
+  sender_key: string;
+  /** The recipient as the note named it. */
+  recipient: string;
+  /** The platform's id of the incoming message (unique within the sender's chat with the recipient). */
+  platform_reply_id: string;
+  /** text | voice | audio | image | video | document | sticker | other */
+  type: string;
+  /** The text or the caption, at most 4,096 characters; null for media without one. */
+  text: string | null;
+  received_at: number;
+  created_at: number;
+}
+
 export interface Database {
   accounts: AccountsTable;
   api_keys: ApiKeysTable;
@@ -347,6 +377,7 @@ export interface Database {
   message_attempts: MessageAttemptsTable;
   message_audio: MessageAudioTable;
   message_receipts: MessageReceiptsTable;
+  message_replies: MessageRepliesTable;
   dashboard_sessions: DashboardSessionsTable;
   instance_settings: InstanceSettingsTable;
   rhythm_settings: RhythmSettingsTable;

@@ -12,6 +12,7 @@ export const WEBHOOK_EVENT_TYPES = [
   'voice_note.canceled',
   'voice_note.read',
   'voice_note.played',
+  'voice_note.replied',
   'whatsapp_session.updated',
   'sender.updated',
 ] as const;

@@ -151,9 +151,11 @@ export async function endLiveSession(
   await db.transaction().execute(async (trx) => {
     await dropAffinity(trx, id);
     await trx.deleteFrom('whatsapp_keys').where('session_id', '=', id).execute();
+    // The session's row before what it sent: a copy being kept holds that row (FOR SHARE) until it is
+    // committed, so the delete below, which waits behind it, sees the copy (whatsapp-sent-messages.ts).
+    await trx.updateTable('whatsapp_sessions').set({ auth_state: null }).where('id', '=', id).execute();
     // Nothing can resend for a device that is gone: what it sent goes with its credentials.
     await forgetSentMessages(trx, id);
-    await trx.updateTable('whatsapp_sessions').set({ auth_state: null }).where('id', '=', id).execute();
     const ended = await trx.updateTable('whatsapp_sessions').set({ status, updated_at: now }).where('id', '=', id).where('status', 'in', from).executeTakeFirst();
     // Webhooks: whatsapp_session.updated, committed with the status it reports.
     if (Number(ended.numUpdatedRows) > 0) await recordSessionStatusChange(trx, id, now);

@@ -1,4 +1,4 @@
-import type { Kysely, Transaction } from 'kysely';
+import { PostgresAdapter, type Kysely, type Transaction } from 'kysely';
 import type { Database } from './schema.js';
 
 /**
@@ -20,16 +20,18 @@ export interface SentMessageRow {
  * Keeps a sent message while its session exists with credentials (one deleted or ended meanwhile keeps nothing). The same
  * id sent again (a retry after a lost acknowledgement) replaces the content: the latest upload wins.
  * Returns false when the session is gone.
+ *
+ * On PostgreSQL the session's row is read FOR SHARE: a logout (endLiveSession) updates that row before
+ * it deletes what the session sent, so it either waits for this insert to commit and then deletes it,
+ * or commits first and this sees no credentials. A plain read let a logout commit between the read and
+ * the insert, and the copy outlived it. SQLite runs one writer at a time, which orders the two anyway.
  */
 export async function keepSentMessage(db: Kysely<Database>, row: SentMessageRow): Promise<boolean> {
+  const postgres = db.getExecutor().adapter instanceof PostgresAdapter;
   return db.transaction().execute(async (trx) => {
-    const session = await trx
-      .selectFrom('whatsapp_sessions')
-      .select('id')
-      .where('id', '=', row.sessionId)
-      .where('auth_state', 'is not', null)
-      .executeTakeFirst();
-    if (!session) return false;
+    let live = trx.selectFrom('whatsapp_sessions').select('id').where('id', '=', row.sessionId).where('auth_state', 'is not', null);
+    if (postgres) live = live.forShare();
+    if (!(await live.executeTakeFirst())) return false;
     await trx
       .insertInto('whatsapp_sent_messages')
       .values({ session_id: row.sessionId, remote_jid: row.remoteJid, message_id: row.messageId, content: row.content, created_at: row.createdAt })

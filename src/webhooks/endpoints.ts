@@ -1,5 +1,5 @@
 import type { SecretBox } from '../core/secret-box.js';
-import { vetAudioUrl } from '../audio/url-check.js';
+import { PRIVATE_URLS_HINT, vetAudioUrl } from '../audio/url-check.js';
 import type { Db } from '../store/db.js';
 import {
   attemptsOf,
@@ -123,7 +123,11 @@ export function checkWebhookUrl(url: unknown, allowPrivate: boolean): string {
   if (typeof url !== 'string' || url.trim() === '') throw new WebhookInputError('url', 'url is required');
   if (url.length > MAX_URL_LENGTH) throw new WebhookInputError('url', `url is longer than ${MAX_URL_LENGTH} characters`);
   const verdict = vetAudioUrl(url, { allowPrivate });
-  if (!verdict.ok) throw new WebhookInputError('url', verdict.message.replace(/^audio_url/, 'url'));
+  if (!verdict.ok) {
+    // Named as for audio URLs: a developer's own receiver on this machine is the usual cause.
+    const message = verdict.message.replace(/^audio_url/, 'url');
+    throw new WebhookInputError('url', verdict.blocked ? `${message}${PRIVATE_URLS_HINT}` : message);
+  }
   if (verdict.url.username !== '' || verdict.url.password !== '') throw new WebhookInputError('url', 'url must not carry a user name or password');
   return verdict.url.href;
 }
@@ -241,7 +245,7 @@ function sampleData(type: WebhookEventType, at: number): unknown {
   }
   const failed = type === 'voice_note.failed';
   const canceled = type === 'voice_note.canceled';
-  return {
+  const message = {
     id: 'msg_test_event',
     status: failed ? 'failed' : canceled ? 'canceled' : 'delivered',
     platform: 'whatsapp',
@@ -250,6 +254,9 @@ function sampleData(type: WebhookEventType, at: number): unknown {
     delivered_at: failed || canceled ? null : when,
     error: failed ? { code: 'recipient_not_found', message: 'test event: the recipient does not exist on the platform' } : null,
   };
+  if (canceled) return { ...message, cancel_reason: 'requested' };
+  if (type === 'voice_note.replied') return { ...message, reply: { id: 'rpl_test_event', type: 'text', text: 'Thanks, got it!', received_at: when } };
+  return message;
 }
 
 /** Sends one event of `type` (default voice_note.delivered) to this endpoint only, through the outbox like any other. */

@@ -26,6 +26,9 @@ import { signingSecrets } from './endpoints.js';
 import { newRowId, newWebhookDeliveryId } from './ids.js';
 import { webhookHeaders } from './signing.js';
 
+/** What a delivery refused for its address records (no name, no address: the account reads it; the log has the detail). */
+export const WEBHOOK_NOT_PUBLIC = 'the webhook host is not a public address';
+
 /** Waits before the 2nd … 6th try of a delivery: 1 s, 5 s, 30 s, 2 min, 10 min. Then it has failed. */
 export const RETRY_DELAYS_MS: readonly number[] = [1_000, 5_000, 30_000, 120_000, 600_000];
 /** A receiver that has not answered in this long counts as a failure (and is retried). */
@@ -118,7 +121,13 @@ export class WebhookSender {
     this.#accountSlots = new AccountSlots(this.#opts.concurrency, this.#opts.accountSharePercent);
     this.#breakers = new EndpointBreakers(options.breaker);
     // The audio fetcher's agent: every resolved and connected address is checked the same way.
-    this.#agent = createAudioAgent({ allowPrivate: options.allowPrivateUrls, addressPolicy: options.addressPolicy, lookup: options.lookup });
+    this.#agent = createAudioAgent({
+      allowPrivate: options.allowPrivateUrls,
+      addressPolicy: options.addressPolicy,
+      lookup: options.lookup,
+      // The delivery log (which the account sees) says only "not a public address"; the operator's log says which and why.
+      onRefused: (detail) => options.logger.warn({ webhook_host: detail.host, reason: detail.reason }, 'webhook delivery refused: the host is not a public address'),
+    });
     this.#loop = new DueLoop({
       pollMs: this.#opts.pollMs,
       turn: (context) => this.#turn(context),
@@ -259,7 +268,11 @@ export class WebhookSender {
   async #post(url: string, secrets: string[], eventId: string, body: string): Promise<Answer> {
     const { allowPrivateUrls, addressPolicy, timeoutMs } = this.#opts;
     const verdict = vetAudioUrl(url, { allowPrivate: allowPrivateUrls, addressPolicy });
-    if (!verdict.ok) return { statusCode: null, excerpt: null, error: `refused: ${verdict.message.replace(/^audio_url/, 'url')}` };
+    if (!verdict.ok) {
+      if (!verdict.blocked) return { statusCode: null, excerpt: null, error: `refused: ${verdict.message.replace(/^audio_url/, 'url')}` };
+      this.#opts.logger.warn({ webhook_host: hostOf(url), reason: verdict.message }, 'webhook delivery refused: the host is not a public address');
+      return { statusCode: null, excerpt: null, error: `refused: ${WEBHOOK_NOT_PUBLIC}` };
+    }
     const timeout = AbortSignal.timeout(timeoutMs);
     try {
       const res = await request(verdict.url, {
@@ -277,6 +290,15 @@ export class WebhookSender {
       if (timeout.aborted) return { statusCode: null, excerpt: null, error: `no answer within ${Math.round(timeoutMs / 100) / 10} s` };
       return { statusCode: null, excerpt: null, error: describe(err) };
     }
+  }
+}
+
+/** The host of a URL for the log (its path and query may carry a receiver's secret). */
+function hostOf(url: string): string {
+  try {
+    return new URL(url).host;
+  } catch {
+    return '(not a URL)';
   }
 }
 
@@ -309,7 +331,7 @@ function describe(err: unknown): string {
   let cur: unknown = err;
   for (let i = 0; i < 5 && cur instanceof Error; i++) {
     const code = (cur as Error & { code?: unknown }).code;
-    if (code === 'AUDIO_FETCH_BLOCKED') return `refused: ${cur.message}`;
+    if (code === 'AUDIO_FETCH_BLOCKED') return `refused: ${WEBHOOK_NOT_PUBLIC}`;
     if (typeof code === 'string' && code.startsWith('E') && !code.startsWith('ERR_')) return `could not connect (${code})`;
     if (!(cur.cause instanceof Error)) break;
     cur = cur.cause;

@@ -124,6 +124,39 @@ export class FakeSocket implements WhatsappSocket {
     this.emitter.emit(event, update);
   }
 
+  /**
+   * Baileys 7's LID mapping store: what the key store holds under `lid-mapping` (`<lid>_reverse` → the
+   * phone number's user), as a phone-number JID.
+   */
+  readonly signalRepository = {
+    lidMapping: {
+      getPNForLID: async (lid: string): Promise<string | null> => {
+        const user = lid.split('@')[0]!.split(':')[0]!;
+        const found = await this.auth.keys.get('lid-mapping', [`${user}_reverse`]);
+        const phone = found[`${user}_reverse`];
+        return typeof phone === 'string' ? `${phone}@s.whatsapp.net` : null;
+      },
+    },
+  };
+
+  /**
+   * Someone writes to this device: `messages.upsert` as Baileys emits it (`notify` for a new message).
+   * `chat` is the JID the message comes from (`<phone>@s.whatsapp.net`, `<lid>@lid`, a group's
+   * `…@g.us`); `key` adds what Baileys puts beside it (`remoteJidAlt`, `senderPn`, `participant`).
+   */
+  receive(input: { chat: string; id: string; message: unknown; at?: number; key?: Record<string, unknown>; type?: 'notify' | 'append'; fromMe?: boolean }): void {
+    this.emit('messages.upsert', {
+      type: input.type ?? 'notify',
+      messages: [
+        {
+          key: { remoteJid: input.chat, fromMe: input.fromMe ?? false, id: input.id, ...input.key },
+          message: input.message,
+          messageTimestamp: Math.floor((input.at ?? Date.now()) / 1000),
+        },
+      ],
+    });
+  }
+
   /** The server closes the connection with a disconnect reason (401 logged out, 515 restart, 428…). */
   closeWith(code: number, message = `closed with ${code}`): void {
     if (this.ended) return;

@@ -11,8 +11,11 @@ import { rhythmView } from '../../message-log/views.js';
 import type { DashboardContext } from '../context.js';
 import { ctxOf, redirectTo, type DashboardDeps } from '../deps.js';
 import { html, timeCell, type Html } from '../html.js';
+import { platformLabel } from '../labels.js';
 import { page, sendPage, type Notice } from '../layout.js';
 import { parseWaveform, waveformSvg } from '../waveform.js';
+import { findReplies } from '../../store/replies.js';
+import { answeredMark, repliesSection } from './message-replies.js';
 
 const PAGE_SIZE = 50;
 const STATUSES = ['queued', 'processing', 'delivered', 'failed', 'canceled'];
@@ -21,6 +24,10 @@ const AUDIO_FORMATS: readonly string[] = ['ogg_opus', 'm4a_aac'];
 
 const NOTICES: Record<string, Notice> = {
   canceled: { kind: 'ok', text: 'Canceled: this voice note will not be sent, and it no longer counts against the monthly quota.' },
+  canceled_counted: {
+    kind: 'ok',
+    text: 'Canceled: this voice note will not be sent again. An earlier attempt reached the platform, which may have delivered it, so it still counts against the monthly quota.',
+  },
   not_cancelable: { kind: 'error', text: 'Too late to cancel: a worker had already taken this voice note.' },
 };
 
@@ -53,9 +60,9 @@ function readFilters(ctx: DashboardContext, query: Query): ListView {
   return { env, filters, form: { env, status, platform, recipient, from, to } };
 }
 
-const select = (name: string, label: string, current: string, options: readonly string[], any: string): Html =>
+const select = (name: string, label: string, current: string, options: readonly string[], any: string, text: (o: string) => string = (o) => o): Html =>
   html`<label>${label}<select name="${name}"><option value="">${any}</option>${options.map(
-    (o) => html`<option value="${o}"${o === current ? html` selected` : ''}>${o}</option>`,
+    (o) => html`<option value="${o}"${o === current ? html` selected` : ''}>${text(o)}</option>`,
   )}</select></label>`;
 
 function pagingLink(form: ListView['form'], cursor: { starting_after?: string; ending_before?: string }): string {
@@ -74,12 +81,20 @@ const WAITING_TEXT: Record<string, string> = {
   recording_indicator: 'showing “recording…”',
 };
 
+/** An indicator asked for and not shown: "yet" only while the note can still go (never a state that will not change). */
+function notShownText(status: string): string {
+  if (status === 'failed') return 'asked for, not shown: the note failed first';
+  if (status === 'canceled') return 'asked for, not shown: the note was canceled first';
+  if (status === 'delivered') return 'asked for, not shown: the note went without it';
+  return 'asked for, not shown yet';
+}
+
 /** The "recording…" indicator and a wait for the sender's cap, on the message's page. */
 function rhythmFacts(row: MessageRow): Html {
   const view = rhythmView(row);
   const indicator = view.recording_indicator;
   return html`<dt>Recording indicator</dt><dd data-field="recording_indicator">${
-    indicator === null ? 'not asked for' : indicator.shown_at === null ? 'asked for, not shown yet' : html`shown at ${timeCell(row.indicator_started_at ?? null)} for ${indicator.seconds} s`
+    indicator === null ? 'not asked for' : indicator.shown_at === null ? notShownText(row.status) : html`shown at ${timeCell(row.indicator_started_at ?? null)} for ${indicator.seconds} s`
   }</dd>
 ${view.waiting_for === 'daily_cap' ? html`<dt>Waiting</dt><dd data-field="waiting_for">for the next day: the sender's daily cap is reached; next try ${timeCell(row.next_attempt_at)}</dd>` : ''}
 ${view.waiting_for === 'recording_indicator' ? html`<dt>Waiting</dt><dd data-field="waiting_for">showing “recording…” until ${timeCell(row.next_attempt_at)}</dd>` : ''}
@@ -132,7 +147,7 @@ export function registerMessagePages(app: FastifyInstance, deps: DashboardDeps):
         html`<form method="get" action="/dashboard/messages" class="filters" role="search" aria-label="Filter messages">
 ${select('env', 'Environment', f.env, ['test', 'live'], 'current')}
 ${select('status', 'Status', f.status, STATUSES, 'any')}
-${select('platform', 'Platform', f.platform, PLATFORMS, 'any')}
+${select('platform', 'Platform', f.platform, PLATFORMS, 'any', platformLabel)}
 <label>Recipient<input name="recipient" value="${f.recipient}" autocomplete="off"></label>
 <label>From (UTC)<input type="date" name="from" value="${f.from}"></label>
 <label>To (UTC)<input type="date" name="to" value="${f.to}"></label>
@@ -144,14 +159,15 @@ ${
   rows.length === 0
     ? html`<p>No messages match.</p>`
     : html`<div class="table-wrap" tabindex="0" role="region" aria-label="Messages"><table>
-<thead><tr><th scope="col">Message</th><th scope="col">Created</th><th scope="col">Platform</th><th scope="col">Recipient</th><th scope="col">Status</th><th scope="col">Error</th></tr></thead>
+<thead><tr><th scope="col">Message</th><th scope="col">Created</th><th scope="col">Scheduled for</th><th scope="col">Platform</th><th scope="col">Recipient</th><th scope="col">Status</th><th scope="col">Error</th></tr></thead>
 <tbody>${rows.map(
         (row) => html`<tr data-message-id="${row.id}">
 <td><a href="/dashboard/messages/${row.id}"><code>${row.id}</code></a></td>
 <td>${timeCell(row.created_at)}</td>
-<td>${row.platform}</td>
+<td data-field="send_at">${row.send_at == null ? 'at once' : timeCell(row.send_at)}</td>
+<td data-field="platform">${platformLabel(row.platform)}</td>
 <td>${row.recipient}</td>
-<td>${statusCell(row)}</td>
+<td>${statusCell(row)}${answeredMark(row)}</td>
 <td>${row.status === 'failed' ? html`<code>${row.error_code ?? 'platform_error'}</code>` : ''}</td>
 </tr>`,
       )}</tbody></table></div>`
@@ -171,7 +187,7 @@ ${
         404,
       );
     }
-    const [attempts, audio, receipts] = await Promise.all([findAttempts(db, row.id), findAudio(db, row.id), findReceipts(db, row.id)]);
+    const [attempts, audio, receipts, replies] = await Promise.all([findAttempts(db, row.id), findAudio(db, row.id), findReceipts(db, row.id), findReplies(db, row.id)]);
     const waveform = audio ? parseWaveform(audio.waveform) : null;
     const playable = audio ? (await convertedFile(deps, row.platform, audio)) !== undefined : false;
     const failed = row.status === 'failed';
@@ -190,7 +206,7 @@ ${
 <dl class="facts">
 <dt>Status</dt><dd data-field="status">${statusCell(row)}</dd>
 <dt>Environment</dt><dd>${row.env}</dd>
-<dt>Platform</dt><dd>${row.platform}</dd>
+<dt>Platform</dt><dd>${platformLabel(row.platform)}</dd>
 <dt>Recipient</dt><dd>${row.recipient}</dd>
 <dt>Audio URL</dt><dd><code>${row.audio_url}</code></dd>
 ${row.caption !== null || row.platform === 'telegram' ? html`<dt>Caption</dt><dd data-field="caption">${row.caption ?? '—'}</dd>` : ''}
@@ -264,7 +280,8 @@ ${
   receipts.length === 0
     ? html`<p data-receipts="none">${noReceiptsText(row)}</p>`
     : html`<ul data-receipts="some">${receipts.map((r) => html`<li>${RECEIPT_TEXT[r.kind] ?? r.kind}: ${timeCell(r.at)}${r.source === 'sandbox' ? ' (sandbox)' : ''}</li>`)}</ul>`
-}`,
+}
+${repliesSection(row, replies)}`,
       ),
     );
   });
@@ -275,7 +292,7 @@ ${
     const row = await findOwnMessage(deps, ctx, request.params.id);
     if (!row) return redirectTo(reply, '/dashboard/messages');
     const outcome = await cancelNote(deps.services, { accountId: row.account_id, env: row.env }, row.id);
-    return redirectTo(reply, `/dashboard/messages/${row.id}?notice=${outcome.kind === 'canceled' ? 'canceled' : 'not_cancelable'}`);
+    return redirectTo(reply, `/dashboard/messages/${row.id}?notice=${outcome.kind !== 'canceled' ? 'not_cancelable' : Number(outcome.message.platform_reached ?? 0) !== 0 ? 'canceled_counted' : 'canceled'}`);
   });
 
   // The converted file, for the page's <audio>: only a signed-in user of the message's account gets it.

@@ -63,15 +63,21 @@ export function registerSignInPages(app: FastifyInstance, deps: DashboardDeps): 
       return showForm(request, reply, 429, email, { kind: 'error', text: `Too many sign-in attempts. Try again in ${waitText(decision.retryAfter)}.` });
     }
     let account;
-    if (email !== '' && password !== '' && password.length <= MAX_PASSWORD_LENGTH) {
-      const candidates = await accountsByEmail(db, email);
-      if (candidates.length === 0) await verifyPasswordAsync(password, null);
-      for (const candidate of candidates) {
-        if (await verifyPasswordAsync(password, candidate.password_hash)) {
-          account = candidate;
-          break;
+    try {
+      if (email !== '' && password !== '' && password.length <= MAX_PASSWORD_LENGTH) {
+        const candidates = await accountsByEmail(db, email);
+        if (candidates.length === 0) await verifyPasswordAsync(password, null);
+        for (const candidate of candidates) {
+          if (await verifyPasswordAsync(password, candidate.password_hash)) {
+            account = candidate;
+            break;
+          }
         }
       }
+    } catch (error) {
+      // This address's turn for this email is given back, whatever went wrong (failed() and succeeded() give it back too).
+      await limiter.release(request.ip, email);
+      throw error;
     }
     if (!account) {
       await limiter.failed(request.ip, email);

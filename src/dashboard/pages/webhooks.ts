@@ -14,6 +14,7 @@ import {
   type WebhookDeps,
   type WebhookEndpointView,
 } from '../../webhooks/endpoints.js';
+import { eventSubjects, type EventSubject } from '../../store/webhook-subjects.js';
 import type { DashboardContext } from '../context.js';
 import { ctxOf, field, fields, redirectTo, type DashboardDeps } from '../deps.js';
 import { html, type Html } from '../html.js';
@@ -63,15 +64,24 @@ function endpointActions(ctx: DashboardContext, endpoint: WebhookEndpointView): 
 </form>`;
 }
 
-function deliveriesTable(ctx: DashboardContext, endpointId: string, deliveries: WebhookDeliveryView[]): Html {
+/** Which voice note or session a delivery was about, linked to its page (a test event's sample is not). */
+function subjectCell(subject: EventSubject | undefined): Html | string {
+  if (!subject) return '—';
+  if (subject.test) return html`<code>${subject.id}</code> (test event)`;
+  const href = subject.kind === 'message' ? `/dashboard/messages/${subject.id}` : '/dashboard/whatsapp';
+  return html`<a href="${href}"><code>${subject.id}</code></a>`;
+}
+
+function deliveriesTable(ctx: DashboardContext, endpointId: string, deliveries: WebhookDeliveryView[], subjects: Map<string, EventSubject>): Html {
   if (deliveries.length === 0) return html`<p>No deliveries yet.</p>`;
   return html`<div class="table-wrap" tabindex="0" role="region" aria-label="Deliveries"><table>
-<thead><tr><th scope="col">Created</th><th scope="col">Event</th><th scope="col">Status</th><th scope="col">Answers</th><th scope="col">Actions</th></tr></thead>
+<thead><tr><th scope="col">Created</th><th scope="col">Event</th><th scope="col">About</th><th scope="col">Status</th><th scope="col">Answers</th><th scope="col">Actions</th></tr></thead>
 <tbody>${deliveries.map((d) => {
     const last = d.answers[d.answers.length - 1];
     return html`<tr data-delivery-id="${d.id}" data-event-id="${d.event_id}" data-status="${d.status}">
 <td>${isoCell(d.created_at)}</td>
 <td>${d.event_type ?? '—'}<br><code>${d.event_id}</code></td>
+<td data-field="about">${subjectCell(subjects.get(d.event_id))}</td>
 <td>${d.status}${d.next_attempt_at ? html`<br>next try ${isoCell(d.next_attempt_at)}` : ''}</td>
 <td>${
       d.answers.length === 0
@@ -143,6 +153,7 @@ ${
 
   const endpointPage = async (ctx: DashboardContext, endpoint: WebhookEndpointView, notice?: Notice, shown?: { secret: string; previousUntil: string | null }) => {
     const deliveries = (await listWebhookDeliveries(hooks, ownerOf(ctx), endpoint.id, 50)) ?? [];
+    const subjects = await eventSubjects(services.db.kysely, ownerOf(ctx), deliveries.map((d) => d.event_id));
     return page(
       ctx,
       { sections: deps.sections, section: 'webhooks', title: 'Webhook endpoint', path: '/dashboard/webhooks', notice },
@@ -158,7 +169,7 @@ ${shown ? secretPanel(shown.secret, 'The new signing secret', shown.previousUnti
 <p>${endpointActions(ctx, endpoint)}</p>
 <h2>Recent deliveries</h2>
 <p><a href="/dashboard/webhooks/${endpoint.id}">Refresh</a></p>
-${deliveriesTable(ctx, endpoint.id, deliveries)}`,
+${deliveriesTable(ctx, endpoint.id, deliveries, subjects)}`,
     );
   };
 

@@ -27,6 +27,12 @@ export interface SandboxOptions {
 
 export function createSandboxAdapter(options: SandboxOptions): PlatformAdapter {
   return {
+    /**
+     * Nothing reaches a recipient, but the rest is as live: the worker writes on the message when the
+     * indicator showed and for how long, and the note waits in the queue for that time before it goes.
+     */
+    async showRecording(): Promise<void> {},
+
     async deliver(job: DeliveryJob): Promise<void> {
       if (options.latencyMs > 0) await sleep(options.latencyMs, undefined, { signal: job.signal });
       job.signal.throwIfAborted();

@@ -39,6 +39,7 @@ export function createLiveWhatsapp(options: LiveWhatsappOptions): LiveWhatsapp {
     logger,
     now: options.now ?? Date.now,
     holderId: `wa_${randomUUID()}`,
+    onHeard: options.onHeard,
     links: new Map<string, Link>(),
     state: { serving: false, stopped: false },
     log: (id) => logger.child({ session_id: id }),

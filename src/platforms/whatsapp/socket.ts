@@ -57,10 +57,40 @@ export interface MessageStatusUpdate {
   update: { status?: number | null };
 }
 
+/** One message of Baileys' `messages.upsert` (a `WAMessage`): the parts the service reads. */
+export interface IncomingWhatsappMessage {
+  key: {
+    id?: string | null;
+    /** The chat: `<phone>@s.whatsapp.net`, `<lid>@lid`, `<id>@g.us` (a group), `status@broadcast`, … */
+    remoteJid?: string | null;
+    fromMe?: boolean | null;
+    participant?: string | null;
+    /** Baileys 7: the chat's other address (the phone-number JID of a `@lid` chat). */
+    remoteJidAlt?: string | null;
+    participantAlt?: string | null;
+    /** Older Baileys releases: the sender's phone-number JID of a `@lid` message. */
+    senderPn?: string | null;
+    participantPn?: string | null;
+  };
+  /** A `proto.IMessage`. */
+  message?: unknown;
+  /** Seconds, a number or a Long. */
+  messageTimestamp?: unknown;
+}
+
+/** Baileys' `messages.upsert`: `notify` for new messages, `append` for history and echoes. */
+export interface MessagesUpsert {
+  messages: IncomingWhatsappMessage[];
+  type: 'notify' | 'append' | string;
+}
+
 export interface SocketEvents {
   'connection.update': ConnectionUpdate;
   'creds.update': Partial<AuthCreds>;
   'messages.update': MessageStatusUpdate[];
+  'messages.upsert': MessagesUpsert;
+  /** A LID's phone number, learned (Baileys 7). */
+  'lid-mapping.update': { lid: string; pn: string };
 }
 
 /** What `sendMessage` receives for a voice note. */
@@ -103,6 +133,8 @@ export interface WhatsappSocket {
   requestPairingCode(phoneNumber: string): Promise<string>;
   /** Baileys 7 (`fetchAccountReachoutTimelock`): whether the account is locked out of new chats, and until when. */
   fetchAccountReachoutTimelock?(): Promise<ReachoutLock>;
+  /** Baileys' signal repository: its LID mapping store knows the phone numbers of LIDs it has seen. */
+  readonly signalRepository?: { lidMapping?: { getPNForLID(lid: string): Promise<string | null> } };
   /** Unlinks this device from the phone, then closes. */
   logout(message?: string): Promise<void>;
   /** Closes the connection; the device stays linked. */

@@ -4,6 +4,7 @@ import { endLiveSession, releaseLease } from '../../../store/whatsapp-live.js';
 import { transitionWhatsappSession } from '../../../store/whatsapp-sessions.js';
 import { applyReachoutLock, readReachoutLock } from '../reachout-lock.js';
 import { DISCONNECT, disconnectCode, phoneOfJid, type AuthCreds, type ConnectionUpdate, type WhatsappSocket } from '../socket.js';
+import { heardFromUpsert, type LidResolver } from '../incoming.js';
 import { resendAnswers } from './resend.js';
 import { endQuietly, FINAL_CLOSES, type LiveContext, type Link, type Phase, WhatsappUnavailableError, withTimeout } from './context.js';
 
@@ -81,6 +82,25 @@ export function createConnections(ctx: LiveContext, hooks: LeaseHooks) {
     // Listen receipts: the recipient's device reports delivery, read and played for what we sent.
     socket.ev.on('messages.update', (updates) => {
       void recordWhatsappStatusUpdates(db, updates, now()).catch((err: unknown) => log(link.id).warn({ err }, 'could not record WhatsApp receipts'));
+    });
+    listenForReplies(link, socket);
+  }
+
+  /** Replies: new messages to this session, from the people its notes went to (incoming.ts; the recorder decides who counts). */
+  function listenForReplies(link: Link, socket: WhatsappSocket): void {
+    const onHeard = ctx.onHeard;
+    if (!onHeard) return;
+    const lids: LidResolver = { learned: new Map(), lookup: (lid) => socket.signalRepository?.lidMapping?.getPNForLID(lid) ?? Promise.resolve(null) };
+    socket.ev.on('lid-mapping.update', (mapping) => {
+      const phone = phoneOfJid(mapping.pn);
+      if (phone) lids.learned.set(mapping.lid.split('@')[0]!.split(':')[0]!, phone);
+    });
+    socket.ev.on('messages.upsert', (upsert) => {
+      void heardFromUpsert(upsert, link.id, lids, Date.now())
+        .then(async (heard) => {
+          for (const reply of heard) await onHeard(reply);
+        })
+        .catch((err: unknown) => log(link.id).warn({ err }, 'could not read incoming WhatsApp messages'));
     });
   }
 

@@ -6,6 +6,7 @@ import type { Database } from '../../../store/schema.js';
 import type { Owner, WhatsappSessionRow } from '../../../store/whatsapp-sessions.js';
 import type { StoredAuthState } from '../auth-state.js';
 import { DISCONNECT, type SentWhatsappMessage, type WhatsappSocket, type WhatsappSocketFactory } from '../socket.js';
+import type { OnHeard } from '../../../inbound/recorder.js';
 
 /**
  * What the parts of live WhatsApp (ownership lease, socket lifecycle, linking, sending) share: the
@@ -50,6 +51,8 @@ export interface LiveWhatsappOptions extends LiveTuning {
   socketFactory: WhatsappSocketFactory;
   /** Clock for the timestamps users see (created_at, last_connected_at). Leases always use real time. */
   now?: () => number;
+  /** The recorder of what a held session hears (replies from the people it wrote to). */
+  onHeard?: OnHeard;
 }
 
 /** An open socket of a session held by this process, for one delivery at a time. */
@@ -148,6 +151,8 @@ export interface LiveContext {
   readonly now: () => number;
   /** The id this process holds sessions (their affinity leases) under. */
   readonly holderId: string;
+  /** Where replies heard by a held session go; none: not listened to. */
+  readonly onHeard: OnHeard | undefined;
   /** The sessions this process holds, by id. */
   readonly links: Map<string, Link>;
   readonly state: { serving: boolean; stopped: boolean };

@@ -1,0 +1,95 @@
+import type { Kysely } from 'kysely';
+import type { Logger } from 'pino';
+import { newReplyId } from '../core/ids.js';
+import { messageStatusView, replyView } from '../core/public-views.js';
+import { giveBackCanceled } from '../store/cancel.js';
+import type { MessageRow } from '../store/messages.js';
+import { cancelAnsweredNotes, findRepliedNote, insertReply, markReplied, type Conversation, type ReplyRow } from '../store/replies.js';
+import type { Database } from '../store/schema.js';
+import { enqueueEvent } from '../store/webhook-outbox.js';
+import type { Heard, HeardReply } from './heard.js';
+
+/** The longest text or caption kept of a reply, in characters. */
+export const MAX_REPLY_TEXT = 4_096;
+
+/** What recording a heard message did. */
+export interface Recorded {
+  /** The reply as written, with the note it answers; undefined when nobody we wrote to sent it, or it was recorded before. */
+  reply?: { row: ReplyRow; note: MessageRow };
+  /** Notes canceled by it (cancel_on_reply), each with its usage row's count after it was given back. */
+  canceled: Array<{ message: MessageRow; sent: number | undefined }>;
+}
+
+/**
+ * Records what a listener heard, in one transaction with its effects:
+ *  - the reply, on the latest voice note delivered to that recipient from that sender in the last 30
+ *    days, once (a message heard again is recognized by its platform id), with voice_note.replied;
+ *  - notes to that recipient from that sender that asked for `cancel_on_reply`, accepted before the reply
+ *    and not yet taken by a worker: canceled (voice_note.canceled, cancel_reason "replied").
+ * A message from anyone never written to answers no note and is not recorded at all.
+ */
+export async function recordHeard(db: Kysely<Database>, heard: Heard): Promise<Recorded> {
+  return recordReply(db, heard);
+}
+
+async function recordReply(db: Kysely<Database>, heard: HeardReply): Promise<Recorded> {
+  const chat: Conversation = { platform: heard.platform, senderKey: heard.senderKey, recipient: heard.from, accountId: heard.accountId, env: heard.env };
+  const at = Math.floor(heard.reply.at);
+  return db.transaction().execute(async (trx) => {
+    const recorded: Recorded = { canceled: [] };
+    const note = await findRepliedNote(trx, chat, at);
+    if (note) {
+      const row: ReplyRow = {
+        id: newReplyId(at),
+        message_id: note.id,
+        account_id: note.account_id,
+        env: note.env,
+        platform: note.platform,
+        sender_key: heard.senderKey,
+        recipient: heard.from,
+        platform_reply_id: heard.reply.platformId,
+        type: heard.reply.type,
+        text: cut(heard.reply.text),
+        received_at: at,
+        created_at: Date.now(),
+      };
+      // Heard before (re-delivered at reconnect, or by two processes at once): nothing more to do.
+      if (!(await insertReply(trx, row))) return recorded;
+      await markReplied(trx, note.id, at);
+      const data = { ...messageStatusView(note), reply: replyView(row) };
+      await enqueueEvent(trx, { accountId: note.account_id, env: note.env, type: 'voice_note.replied', data, at });
+      recorded.reply = { row, note };
+    }
+    for (const message of await cancelAnsweredNotes(trx, chat, at)) {
+      recorded.canceled.push({ message, sent: await giveBackCanceled(trx, message, 'replied') });
+    }
+    return recorded;
+  });
+}
+
+/** The text kept: at most MAX_REPLY_TEXT characters (whole code points), null when there is none. */
+function cut(text: string | null): string | null {
+  if (text === null || text === '') return null;
+  const chars = Array.from(text);
+  return chars.length <= MAX_REPLY_TEXT ? text : chars.slice(0, MAX_REPLY_TEXT).join('');
+}
+
+/** What listeners are given: hand it what was heard; it never throws (a failure is logged). */
+export type OnHeard = (heard: Heard) => Promise<void>;
+
+/**
+ * The recorder listeners call. `onCanceled` tells this process's usage count that notes were given back
+ * (as a cancel by the API does).
+ */
+export function createRecorder(deps: { db: Kysely<Database>; logger: Logger; onCanceled?: (canceled: Recorded['canceled']) => void }): OnHeard {
+  return async (heard) => {
+    try {
+      const recorded = await recordHeard(deps.db, heard);
+      if (recorded.reply) deps.logger.info({ message_id: recorded.reply.note.id, reply_id: recorded.reply.row.id, platform: heard.platform }, 'reply recorded');
+      for (const { message } of recorded.canceled) deps.logger.info({ message_id: message.id }, 'canceled: its recipient replied (cancel_on_reply)');
+      if (recorded.canceled.length > 0) deps.onCanceled?.(recorded.canceled);
+    } catch (err) {
+      deps.logger.warn({ err, platform: heard.platform }, 'could not record what was heard');
+    }
+  };
+}

@@ -1,0 +1,95 @@
+import { sql, type Kysely } from 'kysely';
+import { dbNow } from './dialect.js';
+import type { MessageRow } from './messages.js';
+import type { Database, MessageRepliesTable } from './schema.js';
+
+export type ReplyRow = MessageRepliesTable;
+
+/** How long after its delivery a voice note can still be answered (older notes are not looked at). */
+export const REPLY_WINDOW_MS = 30 * 24 * 60 * 60 * 1000;
+/**
+ * A platform's clock and ours differ a little (Telegram's dates are whole seconds): a reply stamped up to
+ * this long before the note's delivery still answers it.
+ */
+export const REPLY_CLOCK_SLACK_MS = 5_000;
+/** Replies a message's detail shows, oldest first. */
+export const MAX_REPLIES_SHOWN = 20;
+
+/** Who wrote, to whom: a recipient answering one sender on one platform (optionally within one account and environment). */
+export interface Conversation {
+  platform: string;
+  senderKey: string;
+  recipient: string;
+  /** When the listener knows whose sender it is (a WhatsApp session belongs to one account); otherwise any. */
+  accountId?: string | undefined;
+  env?: string | undefined;
+}
+
+/**
+ * The voice note a reply heard at `at` answers: the latest one delivered to that recipient from that
+ * sender in the 30 days before; undefined when there is none (nobody we wrote to: nothing is recorded).
+ */
+export async function findRepliedNote(db: Kysely<Database>, chat: Conversation, at: number): Promise<MessageRow | undefined> {
+  return db
+    .selectFrom('messages')
+    .selectAll()
+    .where('sender_key', '=', chat.senderKey)
+    .where('recipient', '=', chat.recipient)
+    .where('platform', '=', chat.platform)
+    .$if(chat.accountId !== undefined, (qb) => qb.where('account_id', '=', chat.accountId!))
+    .$if(chat.env !== undefined, (qb) => qb.where('env', '=', chat.env!))
+    .where('status', '=', 'delivered')
+    .where('delivered_at', '>=', at - REPLY_WINDOW_MS)
+    .where('delivered_at', '<=', at + REPLY_CLOCK_SLACK_MS)
+    .orderBy('delivered_at', 'desc')
+    .orderBy('id', 'desc')
+    .limit(1)
+    .executeTakeFirst();
+}
+
+/** Writes a reply once (the platform's id is unique within the chat); true when it is new. */
+export async function insertReply(db: Kysely<Database>, row: ReplyRow): Promise<boolean> {
+  const result = await db
+    .insertInto('message_replies')
+    .values(row)
+    .onConflict((oc) => oc.columns(['platform', 'sender_key', 'recipient', 'platform_reply_id', 'account_id', 'env']).doNothing())
+    .executeTakeFirst();
+  return Number(result.numInsertedOrUpdatedRows ?? 0n) > 0;
+}
+
+/** The note was answered at `at`: kept as its first answer unless an earlier one is known. */
+export async function markReplied(db: Kysely<Database>, messageId: string, at: number): Promise<void> {
+  await db
+    .updateTable('messages')
+    .set({ first_replied_at: sql<number>`case when first_replied_at is null or first_replied_at > cast(${at} as bigint) then cast(${at} as bigint) else first_replied_at end` })
+    .where('id', '=', messageId)
+    .execute();
+}
+
+/**
+ * Cancels the notes waiting for a worker that asked for it (`cancel_on_reply`) and that the recipient
+ * answered after they were accepted: one statement whose `status = 'queued'` condition a worker's claim
+ * (which moves the note to `processing`) also changes, so exactly one of the two wins. Returns them as
+ * canceled; their quota and events are the caller's (cancel.ts giveBackCanceled).
+ */
+export async function cancelAnsweredNotes(db: Kysely<Database>, chat: Conversation, at: number): Promise<MessageRow[]> {
+  const now = dbNow(db);
+  return db
+    .updateTable('messages')
+    .set({ status: 'canceled', canceled_at: now, updated_at: now, credentials: null, lease_owner: null, lease_expires_at: null })
+    .where('sender_key', '=', chat.senderKey)
+    .where('recipient', '=', chat.recipient)
+    .where('platform', '=', chat.platform)
+    .$if(chat.accountId !== undefined, (qb) => qb.where('account_id', '=', chat.accountId!))
+    .$if(chat.env !== undefined, (qb) => qb.where('env', '=', chat.env!))
+    .where('status', '=', 'queued')
+    .where('cancel_on_reply', '=', 1)
+    .where('created_at', '<=', at)
+    .returningAll()
+    .execute();
+}
+
+/** A message's replies, oldest first, at most MAX_REPLIES_SHOWN. */
+export async function findReplies(db: Kysely<Database>, messageId: string): Promise<ReplyRow[]> {
+  return db.selectFrom('message_replies').selectAll().where('message_id', '=', messageId).orderBy('received_at').orderBy('id').limit(MAX_REPLIES_SHOWN).execute();
+}
