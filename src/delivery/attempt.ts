@@ -138,7 +138,8 @@ export async function attemptWithLease(deps: AttemptDeps, job: Job, log: Logger)
     const outcome: Outcome = { ...outcomeOf(message, error, now, log), sender: senderChangeOf(message, refused, job.reachedPlatform, now) };
     const endedAt = Date.now();
     // A wait (a sender's cap, the indicator) is not an attempt: the message shows what it waits for instead.
-    if (error instanceof Deferral) return outcome;
+    // (A note refused by a restriction did reach the platform: that is kept, as for a retry.)
+    if (error instanceof Deferral) return error === refused ? outcome : { ...outcome, ...(outcome.kind === 'retry' ? { reachedPlatform: job.reachedPlatform } : {}) };
     const record = recordOf(deps, job, { startedAt, endedAt, error, retryAt: outcome.kind === 'retry' ? endedAt + outcome.delayMs : null });
     return { ...outcome, ...(outcome.kind === 'retry' ? { reachedPlatform: job.reachedPlatform } : {}), record };
   } finally {

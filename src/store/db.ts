@@ -29,6 +29,7 @@ import * as sendingRhythm from './migrations/014_sending_rhythm.js';
 import * as messageSender from './migrations/015_message_sender.js';
 import * as platformReached from './migrations/019_platform_reached.js';
 import * as senderRecords from './migrations/016_sender_records.js';
+import * as recipientChecks from './migrations/016b_recipient_checks.js';
 import * as replies from './migrations/017_replies.js';
 import * as telegramSessions from './migrations/018_telegram_sessions.js';
 
@@ -190,6 +191,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '015_message_sender': messageSender,
   '019_platform_reached': platformReached,
   '016_sender_records': senderRecords,
+  '016b_recipient_checks': recipientChecks,
   '017_replies': replies,
   '018_telegram_sessions': telegramSessions,
 };

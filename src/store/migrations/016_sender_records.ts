@@ -29,21 +29,8 @@ export async function up(db: Kysely<unknown>): Promise<void> {
     .execute();
   await sql`create unique index sender_records_key_idx on sender_records (sender_key, platform, account_id, env)`.execute(db);
   await sql`create index sender_records_owner_idx on sender_records (account_id, env, id)`.execute(db);
-
-  // What a platform said of a recipient (POST /recipients/check, and a live WhatsApp send before its first
-  // note to a number): kept per sender for 30 days, with the address the platform gave (a WhatsApp JID).
-  await db.schema
-    .createTable('recipient_checks')
-    .addColumn('sender_key', 'text', (c) => c.notNull())
-    .addColumn('recipient', 'text', (c) => c.notNull())
-    .addColumn('exists', 'integer', (c) => c.notNull())
-    .addColumn('address', 'text')
-    .addColumn('checked_at', 'bigint', (c) => c.notNull())
-    .addPrimaryKeyConstraint('recipient_checks_pk', ['sender_key', 'recipient'])
-    .execute();
 }
 
 export async function down(db: Kysely<unknown>): Promise<void> {
-  await db.schema.dropTable('recipient_checks').execute();
   await db.schema.dropTable('sender_records').execute();
 }
