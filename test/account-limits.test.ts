@@ -6,7 +6,8 @@
  * dashboard. Rate limits stay per key: the cap on keys is what bounds an account's sends a minute.
  */
 import assert from 'node:assert/strict';
-import { after, describe, test } from 'node:test';
+import { after, describe } from 'node:test';
+import { test } from './fixtures/timed.js';
 import { createKey } from '../src/store/keys.js';
 import { updatePlan } from '../src/store/accounts.js';
 import { assertErrorEnvelope, closeSharedAudio, FAST_WHATSAPP, STORAGE_LABEL, startTestApp, TEST_DATABASE_URL, withRestartableStorage } from './fixtures/app-harness.js';

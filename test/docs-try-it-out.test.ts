@@ -85,7 +85,27 @@ describe(`the interactive docs (${STORAGE_LABEL})`, () => {
     const endpoint = await call('POST', '/api/v1/webhook_endpoints', '/api/v1/webhook_endpoints', 201);
     await call('POST', '/api/v1/webhook_endpoints/{endpoint_id}/roll_secret', `/api/v1/webhook_endpoints/${endpoint.id}/roll_secret`, 200);
     await call('POST', '/api/v1/webhook_endpoints/{endpoint_id}/test', `/api/v1/webhook_endpoints/${endpoint.id}/test`, 202);
-    const covered = ['/api/v1/send', '/api/v1/whatsapp/sessions', sessionPath, '/api/v1/webhook_endpoints', '/api/v1/webhook_endpoints/{endpoint_id}/roll_secret', '/api/v1/webhook_endpoints/{endpoint_id}/test'];
+    const checked = await call('POST', '/api/v1/recipients/check', '/api/v1/recipients/check', 200);
+    assert.equal(checked.exists, true);
+    // A Telegram account with a cloud password, linked through the sandbox's two steps.
+    const tgResponse = await app.request({ method: 'POST', url: '/api/v1/telegram/sessions', key: testKey, headers });
+    assert.equal(tgResponse.statusCode, 201, tgResponse.body);
+    const tg = tgResponse.json<Json>();
+    const tgSimulate = '/api/v1/telegram/sessions/{session_id}/simulate';
+    const tgPassword = '/api/v1/telegram/sessions/{session_id}/password';
+    assert.equal((await call('POST', tgSimulate, `/api/v1/telegram/sessions/${tg.session_id}/simulate`, 200)).status, 'password_needed');
+    assert.equal((await call('POST', tgPassword, `/api/v1/telegram/sessions/${tg.session_id}/password`, 200)).status, 'connected');
+    const covered = [
+      '/api/v1/send',
+      '/api/v1/whatsapp/sessions',
+      sessionPath,
+      '/api/v1/webhook_endpoints',
+      '/api/v1/webhook_endpoints/{endpoint_id}/roll_secret',
+      '/api/v1/webhook_endpoints/{endpoint_id}/test',
+      '/api/v1/recipients/check',
+      tgSimulate,
+      tgPassword,
+    ];
     const uncovered = withBody.filter(([, path, op]) => !covered.includes(path) && op.requestBody.content['application/json'].example !== undefined);
     assert.deepEqual(uncovered.map(([m, p]) => `${m} ${p}`), [], 'every example is tried here');
   });

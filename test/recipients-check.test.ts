@@ -4,7 +4,8 @@
  * WhatsApp fails without a message sent. Sandbox: recipients ending in 7 do not exist.
  */
 import assert from 'node:assert/strict';
-import { after, describe, it } from 'node:test';
+import { after, describe } from 'node:test';
+import { it } from './fixtures/timed.js';
 import { startTelegramApi } from './fakes/telegram-api.js';
 import { eventually, FakeWhatsapp } from './fakes/whatsapp-socket.js';
 import {

@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
-import { describe, it } from 'node:test';
+import { describe } from 'node:test';
+import { it } from './fixtures/timed.js';
 import fc from 'fast-check';
 import { packWaveform5bit, telegramBarsFrom64 } from '../src/audio/telegram-waveform.js';
 import { WaveformAccumulator } from '../src/audio/waveform.js';

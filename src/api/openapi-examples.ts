@@ -7,6 +7,8 @@
 
 /** The quick start's sandbox Telegram bot: any well-formed token works in the sandbox. */
 const SANDBOX_BOT_TOKEN = '123456789:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsawQ';
+/** The one cloud password the sandbox's two-step Telegram accounts accept (README, "Telegram accounts"). */
+const SANDBOX_TELEGRAM_PASSWORD = 'sandbox-password';
 
 function examples(origin: string): Record<string, Record<string, unknown>> {
   return {
@@ -25,6 +27,10 @@ function examples(origin: string): Record<string, Record<string, unknown>> {
     },
     'POST /api/v1/webhook_endpoints/{endpoint_id}/roll_secret': { previous_secret_expires_in: 3600 },
     'POST /api/v1/webhook_endpoints/{endpoint_id}/test': { type: 'voice_note.delivered' },
+    'POST /api/v1/recipients/check': { platform: 'telegram', recipient: '123456789', session: { bot_token: SANDBOX_BOT_TOKEN } },
+    // The sandbox's two-step account: scanned with a password, then given the one password it accepts.
+    'POST /api/v1/telegram/sessions/{session_id}/simulate': { event: 'scan_with_password' },
+    'POST /api/v1/telegram/sessions/{session_id}/password': { password: SANDBOX_TELEGRAM_PASSWORD },
   };
 }
 
