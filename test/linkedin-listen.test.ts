@@ -121,6 +121,9 @@ describe(`LinkedIn senders listened to (${STORAGE_LABEL})`, () => {
     const { fake, t } = await start();
     try {
       const a = await t.createAccount();
+      // A sandbox key never reaches LinkedIn: listen is accepted and nothing is kept.
+      assert.equal((await t.send(a.testKey, { ...defaultSendBody('linkedin', t.mp3Url), listen: true })).statusCode, 202);
+      assert.equal((await listenerRows(t)).length, 0);
       const resting = newSession(fake);
       await sendListened(t, a.liveKey, resting);
       fake.flagAutomated(resting.liAt);

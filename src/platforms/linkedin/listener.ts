@@ -118,7 +118,13 @@ export function startLinkedinListener(options: LinkedinListenerOptions): Linkedi
   async function readConversations(row: LinkedinListenerRow): Promise<'done' | 'rest' | 'ended'> {
     const conversations = await listenedConversations(db, row.sender_key);
     if (conversations.length === 0) return 'done';
-    const session = JSON.parse(options.secretBox.open(row.jar)) as KeptLinkedinSession;
+    let session: KeptLinkedinSession;
+    try {
+      session = JSON.parse(options.secretBox.open(row.jar)) as KeptLinkedinSession;
+    } catch {
+      // Sealed with another key (SECRET_KEY changed): it can never be read again, so it ends.
+      return 'ended';
+    }
     const cookies = await DeliveryCookies.of(apiRoot, session);
     const identity = async (referer: string) =>
       browserIdentity({ userAgent: session.user_agent, langCookie: await cookies.value('lang'), timezoneCookie: await cookies.value('timezone'), referer });
