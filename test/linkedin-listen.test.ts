@@ -4,6 +4,7 @@ import { after, describe, it } from 'node:test';
 import { assertErrorEnvelope, closeSharedAudio, defaultSendBody, STORAGE_LABEL, startTestApp, type TestApp } from './fixtures/app-harness.js';
 import { startLinkedinVoyagerFake, type LinkedinVoyagerFake, type VoyagerAccount } from './fakes/linkedin-voyager.js';
 import { startWebhookReceiver } from './fakes/webhook-receiver.js';
+import { createDashboardAccount, FormClient } from './fixtures/dashboard-harness.js';
 import { eventually } from './fakes/whatsapp-socket.js';
 
 /**
@@ -64,7 +65,7 @@ describe(`LinkedIn senders listened to (${STORAGE_LABEL})`, () => {
     const { fake, t } = await start();
     const receiver = await startWebhookReceiver();
     try {
-      const a = await t.createAccount();
+      const a = await createDashboardAccount(t);
       const hook = await t.request({ method: 'POST', url: '/api/v1/webhook_endpoints', key: a.liveKey, body: { url: receiver.url(), events: ['voice_note.replied'] } });
       assert.equal(hook.statusCode, 201, hook.body);
       const session = newSession(fake);
@@ -103,6 +104,12 @@ describe(`LinkedIn senders listened to (${STORAGE_LABEL})`, () => {
       await sleep(1_500);
       assert.equal(fake.callsOf('messages', session.liAt).length, 2);
       assert.deepEqual(fake.violations, []);
+
+      // The dashboard's message page says so.
+      const client = new FormClient(t, '10.9.0.9');
+      assert.equal((await client.signIn(a.email, a.password)).statusCode, 303);
+      const page = await client.get(`/dashboard/messages/${note}?env=live`);
+      assert.match(page.body, /data-listening="listening">This LinkedIn session's conversations are read for replies until/);
 
       // Deleting the listening erases the kept session.
       const stop = await t.request({ method: 'DELETE', url: `/api/v1/messages/${note}/listening`, key: a.liveKey });
