@@ -31,6 +31,7 @@ import { createRecorder } from './inbound/recorder.js';
 import type { MessageRow } from './store/messages.js';
 import { SandboxReplier } from './inbound/sandbox-replies.js';
 import { startTelegramListener } from './platforms/telegram/listener.js';
+import { listenTuningOf, startLinkedinListening } from './platforms/linkedin/listen-setup.js';
 import { WebhookSender, type WebhookSenderOptions } from './webhooks/sender.js';
 import { sweepDueSandboxSessions, sweepDueSandboxTelegramSessions } from './webhooks/session-sweep.js';
 import { createLiveTelegramAccounts } from './platforms/telegram/account/live.js';
@@ -282,6 +283,8 @@ export function startWorker(services: Services, tuning: WorkerTuning = {}): Runn
     ...(listenTuning.listenScanMs !== undefined ? { scanMs: listenTuning.listenScanMs } : {}),
     ...(listenTuning.listenPollSeconds !== undefined ? { pollSeconds: listenTuning.listenPollSeconds } : {}),
   });
+  // LinkedIn senders that asked to be listened to: their conversations read at growing intervals.
+  const linkedinListener = startLinkedinListening(services, listenTuningOf(tuning.platformTuning));
   const worker = createWorker(services, audio, { ...tuning, onDelivered: (message) => replier.delivered(message) });
   worker.start();
   // Housekeeping of the worker's process, beside the delivery loop rather than in it.
@@ -295,6 +298,7 @@ export function startWorker(services: Services, tuning: WorkerTuning = {}): Runn
       await worker.stop(config.shutdownGraceMs);
       replier.stop();
       await telegramListener.stop();
+      await linkedinListener.stop();
       await audio.close();
     },
   };

@@ -44,12 +44,12 @@ async function sendListened(t: TestApp, key: string, body: Record<string, unknow
 }
 
 describe(`Telegram bots listened to (${STORAGE_LABEL})`, () => {
-  it('listen is Telegram only: 422 naming listen elsewhere; a sandbox key keeps nothing', async () => {
+  it('listen is for Telegram and LinkedIn: 422 naming listen on WhatsApp; a sandbox key keeps nothing', async () => {
     const fake = await startTelegramApi({ knownTokens: [TELEGRAM_TOKEN] });
     const t = await startTestApp({ env: { TELEGRAM_API_ROOT: fake.apiRoot }, worker: false });
     try {
       const a = await t.createAccount();
-      const error = assertErrorEnvelope(await t.send(a.liveKey, { ...defaultSendBody('linkedin', t.voiceUrl), listen: true }), 422, 'invalid_parameter');
+      const error = assertErrorEnvelope(await t.send(a.liveKey, { ...defaultSendBody('whatsapp', t.voiceUrl, 'ws_000000000000000000000000'), listen: true }), 422, 'invalid_parameter');
       assert.equal(error.details.field, 'listen');
       // A sandbox key never reaches Telegram: nothing is kept or polled.
       assert.equal((await t.send(a.testKey, { ...defaultSendBody('telegram', t.voiceUrl), listen: true })).statusCode, 202);

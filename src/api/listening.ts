@@ -3,6 +3,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import { listeningView } from '../message-log/views.js';
 import { forgetListener } from '../store/listeners.js';
+import { forgetLinkedinListener } from '../store/linkedin-listeners.js';
 import { findMessage } from '../store/messages.js';
 import type { Services } from '../services.js';
 import { notFound } from './errors.js';
@@ -22,7 +23,7 @@ export const ListeningView = Type.Union(
     }),
     Type.Null(),
   ],
-  { description: "Whether this note's sender is listened to for replies (a Telegram bot sent with listen: true); null when not" },
+  { description: "Whether this note's sender is listened to for replies (a Telegram bot or a LinkedIn li_at sent with listen: true); null when not" },
 );
 
 /** Stops listening to the sender of one of the owner's notes and erases what was kept for it; false when nothing was listened to. */
@@ -30,7 +31,8 @@ export async function stopListening(services: Services, owner: { accountId: stri
   const row = await findMessage(services.db.kysely, owner, id);
   if (!row) return undefined;
   if (!(await listeningView(services.db.kysely, row))) return false;
-  await forgetListener(services.db.kysely, row.sender_key!);
+  if (row.platform === 'linkedin') await forgetLinkedinListener(services.db.kysely, row.sender_key!);
+  else await forgetListener(services.db.kysely, row.sender_key!);
   return true;
 }
 
@@ -41,7 +43,7 @@ export function registerListeningRoutes(app: FastifyInstance, services: Services
       schema: {
         summary: "Stop listening to this note's sender",
         description:
-          "Erases the credentials kept to hear the sender's replies (a Telegram bot's token) and stops its poller; " +
+          "Erases the credentials kept to hear the sender's replies (a Telegram bot's token, a LinkedIn session's cookie jar) and stops its poller; " +
           'replies already recorded stay. 404 when the note is not found or its sender is not listened to.',
         tags: ['messages'],
         params: MessageIdParams,

@@ -36,7 +36,8 @@ export const SendBody = Type.Object({
   ),
   listen: Type.Optional(
     Type.Union([Type.Boolean(), Type.Null()], {
-      description: "Telegram: hear this bot's replies (its updates are consumed by voicenote for 30 days after its last note: use a dedicated bot); default false",
+      description:
+        "Telegram: hear this bot's replies (its updates are consumed by voicenote for 30 days after its last note: use a dedicated bot). LinkedIn: the session is kept sealed and the conversations its notes went into are read at growing intervals for 14 days after its last note. Default false",
     }),
   ),
   cancel_on_reply: Type.Optional(

@@ -7,6 +7,7 @@ import { SealedMemo } from '../core/sealed-memo.js';
 import { checkCaption, checkDuration, isViolation, type Violation } from '../platforms/rules.js';
 import type { MessageRow } from '../store/messages.js';
 import { listenToTelegramBot } from '../store/listeners.js';
+import { listenToLinkedin } from '../store/linkedin-listeners.js';
 import type { Services } from '../services.js';
 import { setUsageHeaders } from './auth.js';
 import { usageScope } from './caller.js';
@@ -76,8 +77,8 @@ export function registerSendRoute(app: FastifyInstance, services: Services): voi
       if (body.cancel_on_reply === true && (body.send_at === undefined || body.send_at === null)) {
         throw invalidParameter('cancel_on_reply', 'cancel_on_reply needs send_at: only a scheduled note can be canceled by a reply before it is sent');
       }
-      if (body.listen === true && platform.name !== 'telegram') {
-        throw invalidParameter('listen', `${platform.name} takes no listen: Telegram bots are listened to on request; WhatsApp sessions are always heard; LinkedIn is not listened to in this version`);
+      if (body.listen === true && platform.name !== 'telegram' && platform.name !== 'linkedin') {
+        throw invalidParameter('listen', `${platform.name} takes no listen: Telegram bots and LinkedIn sessions are listened to on request; WhatsApp sessions are always heard`);
       }
       if (platform.checkAtAccept) {
         const problem = await platform.checkAtAccept(session, { accountId: caller.accountId, env: caller.env }, services);
@@ -136,7 +137,7 @@ export function registerSendRoute(app: FastifyInstance, services: Services): voi
       setUsageHeaders(reply, { limit: caller.limits.monthlyQuota, remaining: Math.max(0, caller.limits.monthlyQuota - accepted.sent) });
       services.wakeWorker();
       // The sandbox never reaches the platform: its answering recipients stand in for listening.
-      if (body.listen === true && caller.env === 'live') await keepListening(services, row.sender_key ?? null, session, request.log);
+      if (body.listen === true && caller.env === 'live') await keepListening(services, platform.name, row.sender_key ?? null, session, request.log);
       return reply.code(202).send(answer);
     },
   );
@@ -144,14 +145,22 @@ export function registerSendRoute(app: FastifyInstance, services: Services): voi
 
 /**
  * `listen: true` on a Telegram send: the bot's token is kept sealed and its updates long-polled for 30
- * days (platforms/telegram/listener.ts). The note is accepted whatever happens here: a failure is logged.
+ * days (platforms/telegram/listener.ts). On a LinkedIn send: the whole session (li_at, csrf_token, the
+ * browser's cookies and user agent) is kept sealed for 14 days after the last note and its conversations
+ * read at growing intervals (platforms/linkedin/listener.ts). The note is accepted whatever happens here:
+ * a failure is logged.
  */
-async function keepListening(services: Services, senderKey: string | null, session: unknown, log: { warn(obj: object, msg: string): void }): Promise<void> {
-  const token = (session as { bot_token?: unknown }).bot_token;
-  if (senderKey === null || typeof token !== 'string') return;
+async function keepListening(services: Services, platform: string, senderKey: string | null, session: unknown, log: { warn(obj: object, msg: string): void }): Promise<void> {
+  if (senderKey === null) return;
+  const s = session as { bot_token?: unknown; li_at?: unknown; csrf_token?: unknown; cookies?: unknown; user_agent?: unknown };
   try {
-    await listenToTelegramBot(services.db.kysely, senderKey, services.secretBox.seal(token), Date.now());
+    if (platform === 'telegram' && typeof s.bot_token === 'string') {
+      await listenToTelegramBot(services.db.kysely, senderKey, services.secretBox.seal(s.bot_token), Date.now());
+    } else if (platform === 'linkedin' && typeof s.li_at === 'string' && typeof s.csrf_token === 'string') {
+      const kept = { li_at: s.li_at, csrf_token: s.csrf_token, ...(typeof s.cookies === 'string' ? { cookies: s.cookies } : {}), ...(typeof s.user_agent === 'string' ? { user_agent: s.user_agent } : {}) };
+      await listenToLinkedin(services.db.kysely, senderKey, services.secretBox.seal(JSON.stringify(kept)), Date.now());
+    }
   } catch (err) {
-    log.warn({ err }, 'could not start listening to the bot');
+    log.warn({ err }, 'could not start listening to the sender');
   }
 }

@@ -1,3 +1,4 @@
+import { findLinkedinListener } from '../store/linkedin-listeners.js';
 import { stat } from 'node:fs/promises';
 import type { Kysely } from 'kysely';
 import { cachedAudioFile } from '../audio/cache.js';
@@ -150,10 +151,14 @@ export async function messageDetail(db: Kysely<Database>, dataDir: string, owner
 export type MessageDetail = NonNullable<Awaited<ReturnType<typeof messageDetail>>>;
 
 /**
- * Whether the note's sender is listened to for replies (a Telegram bot sent with `listen: true`):
+ * Whether the note's sender is listened to for replies (a Telegram bot or a LinkedIn li_at sent with `listen: true`):
  * `listening`, or `refused` with the platform's reason (a bot with a webhook); null when not.
  */
 export async function listeningView(db: Kysely<Database>, row: Pick<MessageRow, 'platform' | 'sender_key'>) {
+  if (row.platform === 'linkedin' && row.sender_key) {
+    const kept = await findLinkedinListener(db, row.sender_key);
+    return kept ? { status: 'listening' as 'listening' | 'refused', reason: null, until: iso(kept.listen_until)! } : null;
+  }
   if (row.platform !== 'telegram' || !row.sender_key) return null;
   const bot = await findListener(db, row.sender_key);
   if (!bot) return null;

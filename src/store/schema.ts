@@ -380,6 +380,30 @@ export interface MessageRepliesTable {
   created_at: number;
 }
 
+/** A LinkedIn li_at listened to (`listen: true`): its session sealed until `listen_until`. */
+export interface LinkedinListenersTable {
+  sender_key: string;
+  /** li_at, csrf_token, cookies and user_agent, sealed JSON. */
+  jar: string;
+  listen_until: number;
+  /** The latest listened note's delivery: the intervals count from it. */
+  last_note_at: number;
+  /** Looks made since that note. */
+  checks: number;
+  next_check_at: number;
+  updated_at: number;
+}
+
+/** A conversation a listened li_at wrote into. */
+export interface LinkedinListenedConversationsTable {
+  sender_key: string;
+  conversation_urn: string;
+  /** The recipient as the notes name it (what a reply is matched on). */
+  recipient: string;
+  /** When the latest note went in: only messages delivered after it are read. */
+  note_at: number;
+}
+
 /** A Telegram bot listened to (`listen: true`): its token sealed until `listen_until`. */
 export interface TelegramListenersTable {
   sender_key: string;
@@ -423,6 +447,8 @@ export interface Database {
   message_receipts: MessageReceiptsTable;
   message_replies: MessageRepliesTable;
   telegram_listeners: TelegramListenersTable;
+  linkedin_listeners: LinkedinListenersTable;
+  linkedin_listened_conversations: LinkedinListenedConversationsTable;
   blocked_chats: BlockedChatsTable;
   dashboard_sessions: DashboardSessionsTable;
   instance_settings: InstanceSettingsTable;

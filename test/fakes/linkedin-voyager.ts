@@ -19,7 +19,19 @@ import type { AddressInfo } from 'node:net';
  * 401s), as LinkedIn does (mautrix/linkedin #55, PR #61); an account flagged as automated gets 999.
  */
 
-export type VoyagerStep = 'me' | 'profile' | 'uploadMetadata' | 'upload' | 'createMessage';
+export type VoyagerStep = 'me' | 'profile' | 'uploadMetadata' | 'upload' | 'createMessage' | 'messages';
+
+/** The messenger GraphQL query a conversation's messages are read with (as mautrix-linkedin reads them). */
+export const MESSAGES_QUERY_ID = 'messengerMessages.4088d03bc70c91c3fa68965cb42336de';
+
+/** A message in a conversation, as the messages query returns it. */
+export interface ConversationEntry {
+  entityUrn: string;
+  deliveredAt: number;
+  senderUrn: string;
+  text: string;
+  renderContent: unknown[];
+}
 
 /** How the fake answers a call without a valid session: 401, or a 302 to the login page. */
 export type SignedOutAnswer = 'unauthorized' | 'login-redirect';
@@ -96,6 +108,10 @@ export interface LinkedinVoyagerFake {
   setUnknownProfileAnswer(answer: 'empty' | 'not-found'): void;
   /** The next createMessage is accepted (the message exists) but its answer only leaves after `ms`: a lost answer. */
   stallNextAcceptedMessage(ms: number): void;
+  /** The recipient writes into a conversation (a later messages query returns it); returns its entityUrn. */
+  pushMessage(conversationUrn: string, message: { from: string; text?: string; content?: 'audio' | 'image' | 'file' | 'video'; deliveredAt?: number }): string;
+  /** The conversation of this account with a profile it wrote to by profile (created by its first createMessage). */
+  conversationWith(liAt: string, profileUrn: string): string | undefined;
   /** An existing conversation of the account with this li_at; returns its `urn:li:msg_conversation:(…)`. */
   addConversation(liAt: string, threadId: string): string;
   /** The next answer to `step` for this li_at sets a new value of cookie `name` (returned), which later calls of the delivery must carry. */
@@ -118,6 +134,7 @@ const ACCEPT_OF: Record<Exclude<VoyagerStep, 'upload'>, string> = {
   profile: 'application/vnd.linkedin.normalized+json+2.1',
   uploadMetadata: 'application/vnd.linkedin.normalized+json+2.1',
   createMessage: 'application/json',
+  messages: 'application/graphql',
 };
 /** `x-li-track`'s keys and the type of each, as the web app sends them. */
 const LI_TRACK_KEYS: Record<string, 'string' | 'number'> = {
@@ -137,11 +154,13 @@ const PROFILE_URN = /^urn:li:fsd_profile:([A-Za-z0-9_-]+)$/;
 
 /** Where each step may come from, within one account's flow. */
 const ALLOWED_AFTER: Record<VoyagerStep, Array<VoyagerStep | null>> = {
-  me: [null, 'me', 'profile', 'uploadMetadata', 'upload', 'createMessage'],
+  me: [null, 'me', 'profile', 'uploadMetadata', 'upload', 'createMessage', 'messages'],
   profile: ['me'],
   uploadMetadata: ['me', 'profile'],
   upload: ['uploadMetadata'],
   createMessage: ['upload'],
+  // A look at conversations opens the messaging page first (me), then reads each conversation.
+  messages: ['me', 'messages'],
 };
 
 interface FlowState {
@@ -178,6 +197,7 @@ function stepOf(method: string, url: URL): VoyagerStep | null {
   if (method === 'POST' && p === '/voyager/api/voyagerVideoDashMediaUploadMetadata') return 'uploadMetadata';
   if (method === 'PUT' && p.startsWith('/dms-uploads/')) return 'upload';
   if (method === 'POST' && p === '/voyager/api/voyagerMessagingDashMessengerMessages') return 'createMessage';
+  if (method === 'GET' && p === '/voyager/api/voyagerMessagingGraphQL/graphql') return 'messages';
   return null;
 }
 
@@ -200,6 +220,8 @@ export async function startLinkedinVoyagerFake(
   let uploadHeaders: Record<string, string> = {};
   let unknownProfile: 'empty' | 'not-found' = 'empty';
   const conversations = new Map<string, string>();
+  const entries = new Map<string, ConversationEntry[]>();
+  const profileConversations = new Map<string, string>();
   const rotatedValues: Array<{ liAt: string; name: string; value: string }> = [];
   const endedByUserAgent: string[] = [];
   const csrfRefusals: VoyagerCall[] = [];
@@ -495,6 +517,18 @@ export async function startLinkedinVoyagerFake(
         state.asset!.used = true;
         state.last = 'createMessage';
         const entityUrn = `urn:li:msg_message:(${account.profileUrn},2-${randomBytes(12).toString('base64url')})`;
+        const body = call.body as any;
+        let conversationUrn: string | undefined = body.message.conversationUrn;
+        if (conversationUrn === undefined) {
+          const key = `${account.liAt} ${body.hostRecipientUrns[0]}`;
+          conversationUrn = profileConversations.get(key) ?? `urn:li:msg_conversation:(${account.profileUrn},2-${randomBytes(9).toString('base64url')})`;
+          profileConversations.set(key, conversationUrn);
+          conversations.set(conversationUrn, account.liAt);
+        }
+        const sentAt = Date.now();
+        const list = entries.get(conversationUrn) ?? [];
+        list.push({ entityUrn, deliveredAt: sentAt, senderUrn: `urn:li:msg_messagingParticipant:${account.profileUrn}`, text: '', renderContent: body.message.renderContentUnions });
+        entries.set(conversationUrn, list);
         const message = { at: call.at, liAt: account.liAt, body: call.body, entityUrn };
         messages.push(message);
         if (stallMs > 0) {
@@ -503,7 +537,36 @@ export async function startLinkedinVoyagerFake(
           await new Promise((resolve) => setTimeout(resolve, ms));
           if (res.destroyed || res.writableEnded) return 0;
         }
-        return json(res, 200, { value: { entityUrn, deliveredAt: Date.now(), $type: 'com.linkedin.messenger.Message' } });
+        return json(res, 200, { value: { entityUrn, deliveredAt: sentAt, conversationUrn, $type: 'com.linkedin.messenger.Message' } });
+      }
+      case 'messages': {
+        // queryId=…&variables=(deliveredAt:<ms>,conversationUrn:<urn, percent-encoded>,countBefore:<n>,countAfter:0)
+        const raw = url.search;
+        if (new URLSearchParams(raw).get('queryId') !== MESSAGES_QUERY_ID) return violation(res, `messages: queryId is not ${MESSAGES_QUERY_ID}`);
+        const vars = /[?&]variables=\(deliveredAt:(\d+),conversationUrn:([^,()&]+),countBefore:(\d+),countAfter:0\)(?:&|$)/.exec(raw);
+        if (!vars) return violation(res, `messages: variables are not (deliveredAt,conversationUrn,countBefore,countAfter:0): ${raw}`);
+        const urn = decodeURIComponent(vars[2]!);
+        if (conversations.get(urn) !== account.liAt) return violation(res, `messages: conversation ${urn} is not one of this account's`);
+        state.last = 'messages';
+        const before = Number(vars[1]);
+        const found = (entries.get(urn) ?? []).filter((e) => e.deliveredAt < before).slice(-Number(vars[3]));
+        return json(res, 200, {
+          data: {
+            messengerMessagesByAnchorTimestamp: {
+              elements: found.map((e) => ({
+                entityUrn: e.entityUrn,
+                deliveredAt: e.deliveredAt,
+                conversationUrn: urn,
+                sender: { entityUrn: e.senderUrn, participantType: { member: {} } },
+                body: { text: e.text, attributes: [] },
+                renderContent: e.renderContent,
+                $type: 'com.linkedin.messenger.Message',
+              })),
+              metadata: {},
+              $type: 'com.linkedin.messenger.CollectionResponse',
+            },
+          },
+        });
       }
     }
   }
@@ -558,6 +621,16 @@ export async function startLinkedinVoyagerFake(
     stallNextAcceptedMessage(ms) {
       stallMs = ms;
     },
+    pushMessage(conversationUrn, message) {
+      if (!conversations.has(conversationUrn)) throw new Error('pushMessage: unknown conversation');
+      const entityUrn = `urn:li:msg_message:(${conversationUrn.slice('urn:li:msg_conversation:('.length).split(',')[0]},2-${randomBytes(12).toString('base64url')})`;
+      const content = message.content === undefined ? [] : [{ [message.content === 'image' ? 'vectorImage' : message.content]: { url: 'https://media.example/x' } }];
+      const list = entries.get(conversationUrn) ?? [];
+      list.push({ entityUrn, deliveredAt: message.deliveredAt ?? Date.now(), senderUrn: `urn:li:msg_messagingParticipant:${message.from}`, text: message.text ?? '', renderContent: content });
+      entries.set(conversationUrn, list);
+      return entityUrn;
+    },
+    conversationWith: (liAt, profileUrn) => profileConversations.get(`${liAt} ${profileUrn}`),
     addConversation(liAt, threadId) {
       const account = accounts.get(liAt);
       if (!account) throw new Error('addConversation: unknown li_at');

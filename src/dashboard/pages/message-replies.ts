@@ -35,6 +35,7 @@ ${
 /** On the message's page: whether its sender is listened to, why not when refused, and the button that ends it. */
 export function listeningSection(row: MessageRow, listening: { status: string; reason: string | null; until: string } | null, csrf: string): Html {
   if (!listening) return html``;
+  if (row.platform === 'linkedin') return linkedinListeningSection(row, listening, csrf);
   return html`<h2>Listening for replies</h2>
 <p data-listening="${listening.status}">${
     listening.status === 'listening'
@@ -44,5 +45,15 @@ export function listeningSection(row: MessageRow, listening: { status: string; r
 <form method="post" action="/dashboard/messages/${row.id}/listening/delete" class="stop-listening">
 <input type="hidden" name="_csrf" value="${csrf}">
 <button type="submit">Stop listening and erase the bot token</button>
+</form>`;
+}
+
+/** A LinkedIn li_at listened to: its conversations read now and then, its session kept until the window ends. */
+function linkedinListeningSection(row: MessageRow, listening: { until: string }, csrf: string): Html {
+  return html`<h2>Listening for replies</h2>
+<p data-listening="listening">This LinkedIn session's conversations are read for replies until ${timeCell(Date.parse(listening.until))} (14 days after its last note); its cookies are kept, encrypted, until then.</p>
+<form method="post" action="/dashboard/messages/${row.id}/listening/delete" class="stop-listening">
+<input type="hidden" name="_csrf" value="${csrf}">
+<button type="submit">Stop listening and erase the LinkedIn session</button>
 </form>`;
 }

@@ -40,6 +40,8 @@ export interface LinkedinAdapterOptions {
   rest?: AccountRest;
   dispatcher?: Dispatcher;
   random?: () => number;
+  /** After a note is sent, with LinkedIn's answer (listening: listen-setup.ts); never fails the delivery. */
+  onSent?(sent: { account: string; recipient: string; answer: unknown; target: MessageTarget; at: number }): Promise<void>;
 }
 
 export const DEFAULT_LINKEDIN_PACE: LinkedinPace = { minMs: 3_000, maxMs: 5_000 };
@@ -175,10 +177,6 @@ async function readCapped(body: Dispatcher.ResponseData['body']): Promise<string
   return Buffer.concat(chunks).toString('utf8').slice(0, MAX_ERROR_BODY_BYTES);
 }
 
-interface JsonAnswer {
-  json: unknown;
-}
-
 /** One delivery's state: the account, the browser it speaks as, its cookies (rotated ones included). */
 interface Delivery {
   account: string;
@@ -229,7 +227,7 @@ export function createLinkedinAdapter(options: LinkedinAdapterOptions): Platform
     });
   }
 
-  async function callJson(step: FlowStep, delivery: Delivery, req: VoyagerRequest): Promise<JsonAnswer> {
+  async function callJson(step: FlowStep, delivery: Delivery, req: VoyagerRequest): Promise<{ json: unknown }> {
     const url = `${apiRoot}${req.path}`;
     const headers = await headersFor(delivery, url, req.accept);
     if (req.body !== undefined) headers['content-type'] = req.contentType ?? 'application/json; charset=UTF-8';
@@ -346,7 +344,7 @@ export function createLinkedinAdapter(options: LinkedinAdapterOptions): Platform
     }
     await upload(delivery, uploadUrl, slot.headers, bytes);
 
-    await callJson(
+    const sent = await callJson(
       'send',
       delivery,
       createMessageRequest({
@@ -358,6 +356,7 @@ export function createLinkedinAdapter(options: LinkedinAdapterOptions): Platform
         originToken: originTokenFor(job.messageId),
       }),
     );
+    await options.onSent?.({ account, recipient: job.recipient, answer: sent.json, target, at: Date.now() }).catch(() => undefined);
   }
 
   /** A resting account's voice note goes back to the queue until the rest is over, without counting as an attempt. */

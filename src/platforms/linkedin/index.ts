@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { M4A_AAC_VOICE, MiB } from '../../audio/targets.js';
 import type { PlatformDefinition } from '../platform.js';
 import { createLinkedinAdapter, type LinkedinPace } from './adapter.js';
-import { createRedisRest } from './rest.js';
+import { linkedinRestFor, listenTuningOf, recordSentConversation } from './listen-setup.js';
 import { checkLinkedinRecipient, checkLinkedinSession, LINKEDIN_SESSION_FIELDS } from './rules.js';
 
 /** Tests' timings: the pace between two deliveries of one account, and optionally the per-call timeout. */
@@ -32,16 +32,9 @@ export const linkedin: PlatformDefinition = {
       apiRoot: services.config.linkedinApiRoot,
       ...(own ? { pace: { minMs: own.minMs, maxMs: own.maxMs } } : {}),
       ...(own?.timeoutMs !== undefined ? { timeoutMs: own.timeoutMs } : {}),
-      // An account refused as automated (999) rests in every process when Redis is configured.
-      ...(services.redis
-        ? {
-            rest: createRedisRest({
-              redis: services.redis,
-              keyPrefix: services.redisKeyPrefix ?? 'voicenote',
-              onFallback: (err) => services.logger.warn({ err }, 'Redis did not answer; LinkedIn accounts refused as automated rest per process until it does'),
-            }),
-          }
-        : {}),
+      // An account refused as automated (999) rests in every process when Redis is configured; its looks (listening) too.
+      rest: linkedinRestFor(services),
+      onSent: recordSentConversation(services, listenTuningOf(tuning)),
     });
   },
 };

@@ -14,6 +14,8 @@ import type { BrowserIdentity } from './browser.js';
 /** The `accept` of the web app's REST calls (normalized JSON), and of its messenger calls (plain JSON). */
 export const ACCEPT_NORMALIZED = 'application/vnd.linkedin.normalized+json+2.1';
 export const ACCEPT_JSON = 'application/json';
+/** The `accept` of the messenger GraphQL reads (a conversation's messages). */
+export const ACCEPT_GRAPHQL_MESSAGES = 'application/graphql';
 
 /** A request relative to the API root (`LINKEDIN_API_ROOT`). */
 export interface VoyagerRequest {

@@ -1,0 +1,65 @@
+/**
+ * How LinkedIn listening is put together in a process: the rest shared with deliveries (a 999 on a look
+ * pauses the li_at's notes, and one on a note pauses its looks), the record of each conversation a note
+ * went into, and the checker. Tests tune the intervals through `platformTuning.linkedinListen`.
+ */
+import type { SecretBox } from '../../core/secret-box.js';
+import type { OnHeard } from '../../inbound/recorder.js';
+import { noteLinkedinConversation } from '../../store/linkedin-listeners.js';
+import type { PlatformServices } from '../platform.js';
+import { startLinkedinListener, type LinkedinListener } from './listener.js';
+import { checkAt, LISTEN_DAILY_MS, LISTEN_INTERVALS_MS, readSentConversation } from './listening.js';
+import type { MessageTarget } from './voyager-requests.js';
+import { createMemoryRest, createRedisRest, type AccountRest } from './rest.js';
+
+export interface LinkedinListenTuning {
+  scanMs?: number;
+  intervalsMs?: number[];
+  dailyMs?: number;
+}
+
+export const listenTuningOf = (tuning: Readonly<Record<string, unknown>> | undefined): LinkedinListenTuning =>
+  (typeof tuning?.linkedinListen === 'object' && tuning.linkedinListen !== null ? tuning.linkedinListen : {}) as LinkedinListenTuning;
+
+const rests = new WeakMap<object, AccountRest>();
+
+/** The one rest of a process's LinkedIn accounts: in Redis when configured (every process), else in memory. */
+export function linkedinRestFor(services: PlatformServices): AccountRest {
+  let rest = rests.get(services.db);
+  if (!rest) {
+    rest = services.redis
+      ? createRedisRest({
+          redis: services.redis,
+          keyPrefix: services.redisKeyPrefix ?? 'voicenote',
+          onFallback: (err) => services.logger.warn({ err }, 'Redis did not answer; LinkedIn accounts refused as automated rest per process until it does'),
+        })
+      : createMemoryRest();
+    rests.set(services.db, rest);
+  }
+  return rest;
+}
+
+/** What the adapter calls when a note went into a conversation: read it from then on if its li_at is listened to. */
+export function recordSentConversation(services: PlatformServices, tuning: LinkedinListenTuning) {
+  return async (sent: { account: string; recipient: string; answer: unknown; target: MessageTarget; at: number }): Promise<void> => {
+    // The conversation it went into: the answer names it; a conversation we wrote into by its urn is known.
+    const conversationUrn = readSentConversation(sent.answer) ?? ('conversationUrn' in sent.target ? sent.target.conversationUrn : undefined);
+    if (conversationUrn === undefined) return;
+    const first = checkAt(sent.at, 0, tuning.intervalsMs ?? LISTEN_INTERVALS_MS, tuning.dailyMs ?? LISTEN_DAILY_MS);
+    await noteLinkedinConversation(services.db.kysely, { senderKey: sent.account, conversationUrn: conversationUrn, recipient: sent.recipient, at: sent.at }, first);
+  };
+}
+
+export function startLinkedinListening(services: PlatformServices & { secretBox: SecretBox; onHeard: OnHeard }, tuning: LinkedinListenTuning): LinkedinListener {
+  return startLinkedinListener({
+    db: services.db.kysely,
+    secretBox: services.secretBox,
+    logger: services.logger,
+    apiRoot: services.config.linkedinApiRoot,
+    onHeard: services.onHeard,
+    rest: linkedinRestFor(services),
+    ...(tuning.scanMs !== undefined ? { scanMs: tuning.scanMs } : {}),
+    ...(tuning.intervalsMs !== undefined ? { intervalsMs: tuning.intervalsMs } : {}),
+    ...(tuning.dailyMs !== undefined ? { dailyMs: tuning.dailyMs } : {}),
+  });
+}

@@ -1,0 +1,201 @@
+import { randomUUID } from 'node:crypto';
+import type { Kysely } from 'kysely';
+import type { Logger } from 'pino';
+import { request } from 'undici';
+import type { SecretBox } from '../../core/secret-box.js';
+import type { OnHeard } from '../../inbound/recorder.js';
+import { claimAffinity, releaseAffinity } from '../../store/affinity.js';
+import {
+  checkedLinkedin,
+  dueLinkedinListeners,
+  endExpiredLinkedinListening,
+  findLinkedinListener,
+  forgetLinkedinListener,
+  listenedConversations,
+  type LinkedinListenerRow,
+} from '../../store/linkedin-listeners.js';
+import type { Database } from '../../store/schema.js';
+import { browserIdentity } from './browser.js';
+import { DeliveryCookies } from './cookies.js';
+import { checkAt, conversationMessagesRequest, LISTEN_DAILY_MS, LISTEN_INTERVALS_MS, mailboxOf, readConversationMessages } from './listening.js';
+import { REST_AFTER_999_MS, type AccountRest } from './rest.js';
+import { LOGIN_LOCATION, meRequest, readOwnProfileUrn, voyagerHeaders, type VoyagerRequest } from './voyager-requests.js';
+
+/**
+ * Listens to the LinkedIn senders that asked for it (`listen: true`): LinkedIn tells a browser of new
+ * messages only while its page is open, so each conversation a listened li_at wrote into is read as the
+ * web app reads it (listening.ts), at growing intervals after the latest note, with the session's own
+ * cookies and browser. One checker per li_at across processes, under a lease (affinity_leases, key
+ * `linkedin-listen:<sender key>`), as Telegram bots are polled. A 999 rests the li_at (the same rest as
+ * its deliveries) and the look waits for the rest's end; a signed-out session (401, a redirect to the
+ * login page, li_at deleted) ends listening and erases the kept session, as 14 days without a note do.
+ */
+
+/** What is kept, sealed, of the session that sent a listened note. */
+export interface KeptLinkedinSession {
+  li_at: string;
+  csrf_token: string;
+  cookies?: string;
+  user_agent?: string;
+}
+
+export interface LinkedinListenerOptions {
+  db: Kysely<Database>;
+  secretBox: SecretBox;
+  logger: Logger;
+  apiRoot: string;
+  onHeard: OnHeard;
+  /** Where li_ats refused as automated rest: the deliveries' own (Redis when configured). */
+  rest: AccountRest;
+  /** How often to look for due senders (default 30 s). */
+  scanMs?: number;
+  /** Tests: the intervals after a note and the daily one (listening.ts has the real ones). */
+  intervalsMs?: readonly number[];
+  dailyMs?: number;
+  /** The lease of one sender's look (default 5 min). */
+  leaseMs?: number;
+  timeoutMs?: number;
+}
+
+export interface LinkedinListener {
+  stop(): Promise<void>;
+}
+
+type Answer = { kind: 'ok'; json: unknown } | { kind: 'rest' } | { kind: 'ended' } | { kind: 'failed'; why: string };
+
+const leaseKey = (senderKey: string): string => `linkedin-listen:${senderKey}`;
+
+export function startLinkedinListener(options: LinkedinListenerOptions): LinkedinListener {
+  const { db, logger } = options;
+  const apiRoot = options.apiRoot.replace(/\/+$/, '');
+  const origin = new URL(apiRoot).origin;
+  const scanMs = options.scanMs ?? 30_000;
+  const leaseMs = options.leaseMs ?? 5 * 60_000;
+  const timeoutMs = options.timeoutMs ?? 30_000;
+  const intervals = options.intervalsMs ?? LISTEN_INTERVALS_MS;
+  const dailyMs = options.dailyMs ?? LISTEN_DAILY_MS;
+  const holder = `lil_${randomUUID()}`;
+  const stopping = new AbortController();
+  const looks = new Map<string, Promise<void>>();
+  const log = logger.child({ component: 'linkedin-listener' });
+
+  async function scan(): Promise<void> {
+    const ended = await endExpiredLinkedinListening(db, Date.now());
+    if (ended > 0) log.info({ senders: ended }, 'stopped listening to LinkedIn senders without a note for 14 days; their sessions are erased');
+    for (const row of await dueLinkedinListeners(db, Date.now())) {
+      if (looks.has(row.sender_key) || stopping.signal.aborted) continue;
+      if ((await options.rest.remainingMs(row.sender_key)) > 0) continue;
+      if (!(await claimAffinity(db, leaseKey(row.sender_key), holder, Date.now(), leaseMs))) continue;
+      const running = look(row.sender_key)
+        .catch((err: unknown) => log.warn({ err, sender: row.sender_key }, 'could not read the LinkedIn conversations'))
+        .finally(async () => {
+          looks.delete(row.sender_key);
+          await releaseAffinity(db, leaseKey(row.sender_key), holder).catch(() => undefined);
+        });
+      looks.set(row.sender_key, running);
+    }
+  }
+
+  /** One look at every conversation of one sender, then the next look placed. */
+  async function look(senderKey: string): Promise<void> {
+    const row = await findLinkedinListener(db, senderKey);
+    // Taken by another process between the scan and the lease, or ended meanwhile.
+    if (!row || Number(row.next_check_at) > Date.now() || Number(row.listen_until) <= Date.now()) return;
+    const outcome = await readConversations(row);
+    if (outcome === 'rest') {
+      log.warn({ sender: senderKey }, 'LinkedIn refused a look as automated (999): the li_at rests, the look waits for the rest to end');
+      return;
+    }
+    if (outcome === 'ended') {
+      await forgetLinkedinListener(db, senderKey);
+      log.warn({ sender: senderKey }, 'the LinkedIn session is signed out: listening ended and the kept session erased');
+      return;
+    }
+    const seen = { lastNoteAt: Number(row.last_note_at), checks: Number(row.checks) };
+    await checkedLinkedin(db, senderKey, seen, checkAt(seen.lastNoteAt, seen.checks + 1, intervals, dailyMs), Date.now());
+  }
+
+  async function readConversations(row: LinkedinListenerRow): Promise<'done' | 'rest' | 'ended'> {
+    const conversations = await listenedConversations(db, row.sender_key);
+    if (conversations.length === 0) return 'done';
+    let session: KeptLinkedinSession;
+    try {
+      session = JSON.parse(options.secretBox.open(row.jar)) as KeptLinkedinSession;
+    } catch {
+      // Sealed with another key (SECRET_KEY changed): it can never be read again, so it ends.
+      return 'ended';
+    }
+    const cookies = await DeliveryCookies.of(apiRoot, session);
+    const identity = async (referer: string) =>
+      browserIdentity({ userAgent: session.user_agent, langCookie: await cookies.value('lang'), timezoneCookie: await cookies.value('timezone'), referer });
+    const call = async (req: VoyagerRequest, referer: string): Promise<Answer> => {
+      const url = `${apiRoot}${req.path}`;
+      const headers = voyagerHeaders({ browser: await identity(referer), cookie: await cookies.header(url), csrfToken: (await cookies.value('JSESSIONID')) ?? '', accept: req.accept });
+      let res;
+      try {
+        res = await request(url, { method: req.method, headers, signal: stopping.signal, headersTimeout: timeoutMs, bodyTimeout: timeoutMs });
+      } catch (err) {
+        return { kind: 'failed', why: (err as { code?: string }).code ?? 'network error' };
+      }
+      await cookies.absorb(url, res.headers['set-cookie']);
+      const text = await res.body.text().catch(() => '');
+      if (res.statusCode === 999) {
+        await options.rest.begin(row.sender_key, REST_AFTER_999_MS);
+        return { kind: 'rest' };
+      }
+      const location = String(res.headers.location ?? '');
+      if (res.statusCode === 401 || (res.statusCode >= 300 && res.statusCode < 400 && LOGIN_LOCATION.test(location)) || (await cookies.signedOut())) return { kind: 'ended' };
+      if (res.statusCode < 200 || res.statusCode >= 300) return { kind: 'failed', why: `status ${res.statusCode}` };
+      try {
+        return { kind: 'ok', json: JSON.parse(text) as unknown };
+      } catch {
+        return { kind: 'failed', why: 'not JSON' };
+      }
+    };
+
+    // As the web app opens the messaging page: who am I, then each conversation.
+    const me = await call(meRequest(), `${origin}/messaging/`);
+    if (me.kind === 'rest' || me.kind === 'ended') return me.kind;
+    const mailbox = me.kind === 'ok' ? readOwnProfileUrn(me.json) : undefined;
+    if (mailbox === undefined) return 'done';
+    for (const conversation of conversations) {
+      if (mailboxOf(conversation.conversation_urn) !== mailbox) continue;
+      const thread = /,([^,)]+)\)$/.exec(conversation.conversation_urn)?.[1] ?? '';
+      const answer = await call(conversationMessagesRequest(conversation.conversation_urn, Date.now()), `${origin}/messaging/thread/${encodeURIComponent(thread)}/`);
+      if (answer.kind === 'rest' || answer.kind === 'ended') return answer.kind;
+      if (answer.kind === 'failed') {
+        log.warn({ sender: row.sender_key, why: answer.why }, 'LinkedIn did not give the messages of a listened conversation');
+        continue;
+      }
+      for (const message of readConversationMessages(answer.json) ?? []) {
+        // Our own messages, and what was said before the latest note, answer nothing.
+        if (message.senderProfileUrn === undefined || message.senderProfileUrn === mailbox || message.deliveredAt <= Number(conversation.note_at)) continue;
+        await options.onHeard({
+          kind: 'reply',
+          platform: 'linkedin',
+          senderKey: row.sender_key,
+          from: conversation.recipient,
+          reply: { platformId: message.entityUrn, type: message.type, text: message.text, at: message.deliveredAt },
+        });
+      }
+    }
+    return 'done';
+  }
+
+  let scanning: Promise<void> | undefined;
+  const timer = setInterval(() => {
+    scanning ??= scan()
+      .catch((err: unknown) => log.warn({ err }, 'could not look for LinkedIn senders to listen to'))
+      .finally(() => (scanning = undefined));
+  }, scanMs);
+  timer.unref();
+
+  return {
+    async stop() {
+      clearInterval(timer);
+      stopping.abort();
+      await scanning;
+      await Promise.allSettled([...looks.values()]);
+    },
+  };
+}
