@@ -7,6 +7,7 @@ import assert from 'node:assert/strict';
 import { after, describe } from 'node:test';
 import { it } from './fixtures/timed.js';
 import { startTelegramApi } from './fakes/telegram-api.js';
+import { startLinkedinVoyagerFake } from './fakes/linkedin-voyager.js';
 import { eventually, FakeWhatsapp } from './fakes/whatsapp-socket.js';
 import {
   assertErrorEnvelope,
@@ -18,6 +19,7 @@ import {
   STORAGE_LABEL,
   TELEGRAM_TOKEN,
   type TestApp,
+  LINKEDIN_SESSION,
 } from './fixtures/app-harness.js';
 
 after(closeSharedAudio);
@@ -93,6 +95,37 @@ describe(`POST /recipients/check (${STORAGE_LABEL})`, () => {
       const unsure = await checked(t, account.liveKey, { platform: 'telegram', recipient: '410000003', session });
       assert.equal(unsure.exists, null);
       assert.ok(!JSON.stringify(unsure).includes(TELEGRAM_TOKEN), 'no token in the answer');
+    } finally {
+      await t.close();
+      await fake.close();
+    }
+  });
+
+  it('live LinkedIn: the recipient is resolved as a send resolves it (own profile, then the public id), and nothing is sent', async () => {
+    const jane = { publicId: 'jane-smith-a1b2c3', urn: 'urn:li:fsd_profile:ACoAABjaneSmith01' };
+    const fake = await startLinkedinVoyagerFake({
+      profiles: [jane],
+      accounts: [{ liAt: LINKEDIN_SESSION.li_at, csrfToken: LINKEDIN_SESSION.csrf_token, profileUrn: 'urn:li:fsd_profile:ACoAABownMailbox1' }],
+    });
+    const t = await startTestApp({ env: { LINKEDIN_API_ROOT: fake.apiRoot } });
+    try {
+      const account = await t.createAccount();
+      const session = defaultSendBody('linkedin', t.voiceUrl).session;
+      assert.deepEqual(await checked(t, account.liveKey, { platform: 'linkedin', recipient: 'https://www.linkedin.com/in/jane-smith-a1b2c3/', session }), {
+        platform: 'linkedin',
+        recipient: 'https://www.linkedin.com/in/jane-smith-a1b2c3/',
+        exists: true,
+        reason: null,
+      });
+      const no = await checked(t, account.liveKey, { platform: 'linkedin', recipient: 'nobody-here-9x', session });
+      assert.equal(no.exists, false);
+      assert.match(no.reason, /public id/);
+      assert.deepEqual(
+        fake.callsOf('profile').map((c) => new URL(c.path, 'http://x').searchParams.get('memberIdentity')),
+        ['jane-smith-a1b2c3', 'nobody-here-9x'],
+      );
+      assert.equal(fake.callsOf('createMessage').length + fake.callsOf('uploadMetadata').length, 0, 'nothing sent');
+      assert.ok(!JSON.stringify(no).includes(LINKEDIN_SESSION.li_at), 'no cookie in the answer');
     } finally {
       await t.close();
       await fake.close();

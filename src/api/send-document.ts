@@ -89,6 +89,13 @@ export const SEND_SCHEMAS: Record<string, Schema> = {
   SendLinkedin: sendShape('linkedin', {
     recipient: { type: 'string', description: 'Public profile id (jane-smith-a1b2c3), profile URL or urn:li:fsd_profile:…' },
     session: 'LinkedinSession',
+    extra: {
+      listen: {
+        type: 'boolean',
+        description:
+          "Hear the recipient's replies: voicenote keeps this session (sealed) for 14 days after its last note and reads the conversations it wrote into at growing intervals",
+      },
+    },
   }),
   SendTelegram: sendShape('telegram', {
     recipient: {

@@ -1,15 +1,27 @@
 import { createHash } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { Agent, request, type Dispatcher } from 'undici';
 import { PacingBusy, KeyedPacer } from '../pacing.js';
-import { DeliveryError, type DeliveryJob, type PlatformAdapter } from '../platform.js';
+import { DeliveryError, type DeliveryJob, type PlatformAdapter, type RecipientCheck } from '../platform.js';
 import { browserIdentity, type BrowserIdentity } from './browser.js';
 import { DeliveryCookies } from './cookies.js';
 import { createMemoryRest, REST_AFTER_999_MS, type AccountRest } from './rest.js';
-import { LINKEDIN_CONVERSATION_URN, threadIdOfUrl, type LinkedinSession } from './rules.js';
+
+export { automatedRefusal, failureForStatus, linkedinRecipient, retryAfterMs, type FlowStep, type LinkedinRecipient } from './voyager-answers.js';
+import type { LinkedinSession } from './rules.js';
+import {
+  automatedRefusal,
+  failureForStatus,
+  linkedinRecipient,
+  networkFailure,
+  readCapped,
+  SESSION_ENDED_MESSAGE,
+  type FlowStep,
+  type LinkedinRecipient,
+} from './voyager-answers.js';
 import {
   createMessageRequest,
-  LOGIN_LOCATION,
   originTokenFor,
   meRequest,
   profileByPublicIdRequest,
@@ -46,137 +58,6 @@ export interface LinkedinAdapterOptions {
 
 export const DEFAULT_LINKEDIN_PACE: LinkedinPace = { minMs: 3_000, maxMs: 5_000 };
 const DEFAULT_TIMEOUT_MS = 30_000;
-/** Enough of an error body to read what LinkedIn says (a CSRF failure, a refusal's message). */
-const MAX_ERROR_BODY_BYTES = 8 * 1024;
-
-export type FlowStep = 'own profile' | 'recipient lookup' | 'upload slot' | 'upload' | 'send';
-
-const PROFILE_URN = /^urn:li:fsd_profile:[A-Za-z0-9_-]+$/;
-const REDIRECTS = new Set([301, 302, 303, 307, 308]);
-
-const SESSION_EXPIRED_MESSAGE =
-  'the LinkedIn session is expired or invalid; sign in to LinkedIn again and send the new li_at and csrf_token';
-const SESSION_ENDED_MESSAGE =
-  'LinkedIn ended the session (it deleted the li_at cookie); sign in again and send the new li_at, csrf_token, cookies and that browser\'s user_agent';
-const CSRF_FAILED_MESSAGE =
-  "LinkedIn's CSRF check failed: csrf_token is not the JSESSIONID of this li_at's browser session; copy li_at, JSESSIONID (as csrf_token) and the cookies from the same browser";
-
-function decoded(id: string): string {
-  try {
-    return decodeURIComponent(id);
-  } catch {
-    return id;
-  }
-}
-
-/** Where a voice note goes, from the recipient as the caller wrote it (rules.ts has already checked its form). */
-export type LinkedinRecipient =
-  | { urn: string }
-  | { publicId: string }
-  /** An existing conversation: its own URN, or a thread id whose URN is made with the sender's mailbox. */
-  | { conversationUrn: string; threadId: string }
-  | { threadId: string };
-
-/** A recipient in one of the accepted forms: a profile URN as is, a conversation, or the public id on its own or inside a profile URL. */
-export function linkedinRecipient(recipient: string): LinkedinRecipient {
-  if (PROFILE_URN.test(recipient)) return { urn: recipient };
-  const conversation = LINKEDIN_CONVERSATION_URN.exec(recipient);
-  if (conversation) return { conversationUrn: recipient, threadId: conversation[2]! };
-  const threadId = threadIdOfUrl(recipient);
-  if (threadId !== undefined) return { threadId };
-  if (/^https?:\/\//i.test(recipient)) {
-    try {
-      const match = /^\/in\/([^/]+)\/?$/.exec(new URL(recipient).pathname);
-      if (match?.[1]) return { publicId: decoded(match[1]) };
-    } catch {
-      // Not a URL after all: treat it as an id, the lookup will say whether it exists.
-    }
-  }
-  return { publicId: decoded(recipient) };
-}
-
-/** `Retry-After` in seconds or as an HTTP date, in ms; undefined when absent or unreadable. */
-export function retryAfterMs(value: string | string[] | undefined, now = Date.now()): number | undefined {
-  const raw = Array.isArray(value) ? value[0] : value;
-  if (raw === undefined || raw.trim() === '') return undefined;
-  if (/^\d+(\.\d+)?$/.test(raw.trim())) return Math.round(Number(raw.trim()) * 1000);
-  const at = Date.parse(raw);
-  return Number.isNaN(at) ? undefined : Math.max(at - now, 0);
-}
-
-/** LinkedIn's own words in a JSON error body (`{"message": "This profile can't be accessed", …}`), when short. */
-function linkedinMessage(body: string): string | undefined {
-  try {
-    const parsed: unknown = JSON.parse(body);
-    const message = typeof parsed === 'object' && parsed !== null ? (parsed as { message?: unknown }).message : undefined;
-    return typeof message === 'string' && message.length > 0 && message.length <= 200 ? message : undefined;
-  } catch {
-    return undefined;
-  }
-}
-
-/** The message of a 999: LinkedIn took the request for a bot's. */
-export function automatedRefusal(step: FlowStep): DeliveryError {
-  return new DeliveryError(
-    'platform_rate_limited',
-    `LinkedIn refused the ${step} request as automated traffic (status 999); not retried: this li_at rests ${REST_AFTER_999_MS / 60_000} minutes before its other voice notes are tried`,
-    false,
-    // Not a retry of this note (it fails): how long its sender rests (GET /senders: `resting` until then).
-    REST_AFTER_999_MS,
-  );
-}
-
-/** The failure an unwanted HTTP answer stands for (README, "Live delivery"; docs/platforms.md, "LinkedIn"). */
-export function failureForStatus(step: FlowStep, status: number, headers: Record<string, string | string[] | undefined>, body = ''): DeliveryError {
-  if (status === 999) return automatedRefusal(step);
-  if (status === 401) return new DeliveryError('session_expired', SESSION_EXPIRED_MESSAGE, false);
-  if (status === 403) {
-    // Voyager answers a csrf-token that is not the session's JSESSIONID with 403 "CSRF check failed.".
-    if (/CSRF check failed/i.test(body)) return new DeliveryError('invalid_session', CSRF_FAILED_MESSAGE, false);
-    const said = linkedinMessage(body);
-    // A signed-in session refused one thing: on the recipient's steps, this recipient (tomquirk/linkedin-api #493).
-    if (step === 'send' || step === 'recipient lookup') {
-      return new DeliveryError('recipient_blocked', `LinkedIn does not let this account message this recipient (403${said ? `: ${said}` : ''})`, false);
-    }
-    return new DeliveryError('platform_error', `LinkedIn refused the ${step} request (403${said ? `: ${said}` : ''})`, false);
-  }
-  if (REDIRECTS.has(status)) {
-    const location = headers.location;
-    const target = Array.isArray(location) ? location[0] : location;
-    if (target !== undefined && LOGIN_LOCATION.test(target)) return new DeliveryError('session_expired', SESSION_EXPIRED_MESSAGE, false);
-    return new DeliveryError('platform_error', `LinkedIn answered the ${step} request with an unexpected redirect (${status})`, false);
-  }
-  if (status === 429) {
-    return new DeliveryError('platform_rate_limited', `LinkedIn is throttling this account (429 on the ${step} request)`, true, retryAfterMs(headers['retry-after']));
-  }
-  if (step === 'recipient lookup' && status === 404) {
-    return new DeliveryError('recipient_not_found', 'no LinkedIn profile has this public id', false);
-  }
-  if (status >= 500) return new DeliveryError('platform_error', `LinkedIn answered the ${step} request with ${status}`, true);
-  return new DeliveryError('platform_error', `LinkedIn refused the ${step} request (${status})`, false);
-}
-
-/** Network failures and timeouts are worth another try; the error's own text may name URLs, so only its code is kept. */
-function networkFailure(step: FlowStep, error: unknown): DeliveryError {
-  const code = typeof (error as { code?: unknown })?.code === 'string' ? (error as { code: string }).code : 'network error';
-  return new DeliveryError('platform_error', `could not reach LinkedIn for the ${step} request (${code})`, true);
-}
-
-async function readCapped(body: Dispatcher.ResponseData['body']): Promise<string> {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of body) {
-    const buffer = Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk as Uint8Array);
-    chunks.push(buffer);
-    size += buffer.length;
-    if (size >= MAX_ERROR_BODY_BYTES) {
-      body.destroy();
-      break;
-    }
-  }
-  return Buffer.concat(chunks).toString('utf8').slice(0, MAX_ERROR_BODY_BYTES);
-}
-
 /** One delivery's state: the account, the browser it speaks as, its cookies (rotated ones included). */
 interface Delivery {
   account: string;
@@ -188,8 +69,13 @@ interface Delivery {
 /** A hash of the li_at: names the account in memory and in Redis without holding the secret. */
 export const linkedinAccountKey = (liAt: string): string => createHash('sha256').update(liAt).digest('base64url').slice(0, 22);
 
+/** The adapter, and the recipient check that resolves a recipient as its sends do. */
+export interface LinkedinAdapter extends PlatformAdapter {
+  recipientExists(session: LinkedinSession, recipient: string, signal: AbortSignal): Promise<RecipientCheck>;
+}
+
 /** Delivers voice notes through the Voyager API of linkedin.com with the user's own session cookie. */
-export function createLinkedinAdapter(options: LinkedinAdapterOptions): PlatformAdapter {
+export function createLinkedinAdapter(options: LinkedinAdapterOptions): LinkedinAdapter {
   const apiRoot = options.apiRoot.replace(/\/+$/, '');
   const apiOrigin = new URL(apiRoot).origin;
   const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
@@ -287,15 +173,15 @@ export function createLinkedinAdapter(options: LinkedinAdapterOptions): Platform
     await res.body.dump().catch(() => undefined);
   }
 
-  async function deliverOnce(job: DeliveryJob, session: LinkedinSession, account: string): Promise<void> {
-    const recipient = linkedinRecipient(job.recipient);
+  /** A delivery's state for this session, speaking as the page the web app would send from. */
+  async function openDelivery(session: LinkedinSession, account: string, recipient: LinkedinRecipient, signal: AbortSignal): Promise<Delivery> {
     const cookies = await DeliveryCookies.of(apiRoot, session);
     // The page the web app would send from: the thread itself, or the messaging page for a new message.
     const referer = 'threadId' in recipient ? `${apiOrigin}/messaging/thread/${encodeURIComponent(recipient.threadId)}/` : `${apiOrigin}/messaging/`;
-    const delivery: Delivery = {
+    return {
       account,
       cookies,
-      signal: job.signal,
+      signal,
       browser: browserIdentity({
         userAgent: session.user_agent,
         langCookie: await cookies.value('lang'),
@@ -303,27 +189,31 @@ export function createLinkedinAdapter(options: LinkedinAdapterOptions): Platform
         referer,
       }),
     };
+  }
 
+  /** The session's own profile (its mailbox), then where the note goes: a conversation, or a profile looked up by its public id. */
+  async function resolveTarget(delivery: Delivery, recipient: LinkedinRecipient): Promise<{ mailboxUrn: string; target: MessageTarget }> {
     const me = await callJson('own profile', delivery, meRequest());
     const mailboxUrn = readOwnProfileUrn(me.json);
     if (mailboxUrn === undefined) throw new DeliveryError('platform_error', 'LinkedIn did not say which profile the session belongs to', false);
-
-    let target: MessageTarget;
     if ('conversationUrn' in recipient) {
       // A conversation URN names the mailbox it belongs to: another account's cannot be written to.
       if (!recipient.conversationUrn.startsWith(`urn:li:msg_conversation:(${mailboxUrn},`)) {
         throw new DeliveryError('recipient_not_found', "this conversation is not in the mailbox of the session's LinkedIn account", false);
       }
-      target = { conversationUrn: recipient.conversationUrn };
-    } else if ('threadId' in recipient) {
-      target = { conversationUrn: `urn:li:msg_conversation:(${mailboxUrn},${recipient.threadId})` };
-    } else if ('urn' in recipient) {
-      target = { recipientUrn: recipient.urn };
-    } else {
-      const found = readProfileUrn((await callJson('recipient lookup', delivery, profileByPublicIdRequest(recipient.publicId))).json);
-      if (found === undefined) throw new DeliveryError('recipient_not_found', 'no LinkedIn profile has this public id', false);
-      target = { recipientUrn: found };
+      return { mailboxUrn, target: { conversationUrn: recipient.conversationUrn } };
     }
+    if ('threadId' in recipient) return { mailboxUrn, target: { conversationUrn: `urn:li:msg_conversation:(${mailboxUrn},${recipient.threadId})` } };
+    if ('urn' in recipient) return { mailboxUrn, target: { recipientUrn: recipient.urn } };
+    const found = readProfileUrn((await callJson('recipient lookup', delivery, profileByPublicIdRequest(recipient.publicId))).json);
+    if (found === undefined) throw new DeliveryError('recipient_not_found', 'no LinkedIn profile has this public id', false);
+    return { mailboxUrn, target: { recipientUrn: found } };
+  }
+
+  async function deliverOnce(job: DeliveryJob, session: LinkedinSession, account: string): Promise<void> {
+    const recipient = linkedinRecipient(job.recipient);
+    const delivery = await openDelivery(session, account, recipient, job.signal);
+    const { mailboxUrn, target } = await resolveTarget(delivery, recipient);
 
     let bytes: Buffer;
     try {
@@ -373,6 +263,35 @@ export function createLinkedinAdapter(options: LinkedinAdapterOptions): Platform
   }
 
   return {
+    /**
+     * POST /recipients/check: resolves the recipient as a send does (the session's mailbox, then the
+     * profile by its public id, or the conversation in that mailbox), without sending. A profile URN is
+     * taken as named, as a send takes it. Checks of one li_at are spaced as its sends are (3–5 s); null
+     * while it rests after a 999, or when LinkedIn did not say.
+     */
+    async recipientExists(session: LinkedinSession, recipient: string, signal: AbortSignal): Promise<RecipientCheck> {
+      const account = linkedinAccountKey(session.li_at);
+      if ((await rest.remainingMs(account)) > 0) return { exists: null, reason: 'this li_at rests after LinkedIn refused it as automated (999); ask again later' };
+      const named = linkedinRecipient(recipient);
+      try {
+        for (;;) {
+          try {
+            await pacer.run(account, async () => resolveTarget(await openDelivery(session, account, named, signal), named));
+            return { exists: true, reason: null };
+          } catch (error) {
+            // Another check of this li_at is running or was moments ago: wait for its turn (until the signal ends).
+            if (!(error instanceof PacingBusy)) throw error;
+            await sleep(error.retryAfterMs, undefined, { signal });
+          }
+        }
+      } catch (error) {
+        if (signal.aborted) return { exists: null, reason: 'LinkedIn did not answer in time' };
+        if (error instanceof DeliveryError && error.code === 'recipient_not_found') return { exists: false, reason: error.message };
+        if (error instanceof DeliveryError) return { exists: null, reason: `LinkedIn did not say: ${error.message}` };
+        throw error;
+      }
+    },
+
     async deliver(job: DeliveryJob): Promise<void> {
       if (job.session.platform !== 'linkedin') throw new DeliveryError('invalid_session', 'a LinkedIn delivery needs li_at and csrf_token', false);
       const session = job.session as unknown as LinkedinSession;
