@@ -143,8 +143,8 @@ ${NOTES} distinct one-minute speech sources (espeak-ng, a voice and speed each; 
 on loopback) through \`prepare()\` on a fresh cache, ${availableParallelism()} at a time: download, hashing, probe, the ffmpeg run
 that encodes and draws the waveform, WhatsApp's repacking or Telegram's headers, the cache. CPU = this process's user +
 system time and that of its ffmpeg children (10 ms clock ticks), per audio-minute: median of ${ROUNDS} rounds (the
-range in brackets is the noise), ${BASELINE_DIR ? 'the baseline (the code before) and this branch alternately in each round, ' : ''}
-the decode floor measured in each round too. Delivery itself is not in it (a fake platform's delivery costs about a
+range in brackets is the noise), ${BASELINE_DIR ? 'the baseline (the code before) and this branch alternately in each round, ' : ''}the
+decode floor measured in each round too. Delivery itself is not in it (a fake platform's delivery costs about a
 millisecond of CPU per note: "Delivery" above). "Notes a minute per core" = 60 s / CPU per note.
 
 Decode floor (ffmpeg decoding the same MP3s to nothing): ${f.toFixed(3)} s per audio-minute (rounds: ${floor.map((x) => x.toFixed(3)).join(', ')}).
