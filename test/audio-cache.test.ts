@@ -140,8 +140,8 @@ describe('audio cache and concurrency', () => {
 
   it('evicts the least recently used entries beyond cacheMaxBytes, never a pinned one', async () => {
     const dataDir = await freshDir('lru');
-    // Each 3 s Telegram voice note is ~15-17 KB: room for two, not three.
-    const p = track(createAudioPipeline({ dataDir, ffmpegPath, allowPrivateUrls: true, cacheMaxBytes: 40_000 }));
+    // Each 3 s Telegram voice note is ~12-13 KB (libopus at complexity 5): room for two, not three.
+    const p = track(createAudioPipeline({ dataDir, ffmpegPath, allowPrivateUrls: true, cacheMaxBytes: 30_000 }));
     const get = async (name: string): Promise<PreparedAudio> => p.prepare({ url: server.url(`/${name}`), target: audioTargetFor('telegram') });
     const a = await get('tone.mp3');
     a.release();

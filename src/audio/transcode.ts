@@ -1,21 +1,22 @@
 import { readFile, rm, writeFile } from 'node:fs/promises';
+import { MONO_WITHOUT_CLIPPING, OPUS_ENCODER } from './encoder-settings.js';
 import { AudioError } from './errors.js';
 import { baseInputArgs, type FfmpegResult, type FfmpegRunner } from './ffmpeg.js';
 import { OggOpusError, OUR_VENDOR, readOggOpus, withoutTags } from './ogg-opus.js';
 import { lastFfmpegLine, parseInputStreams, type SourceInfo, type StreamLayout } from './probe.js';
 import type { AudioProfile } from './targets.js';
-import { TELEGRAM_WAVEFORM_MAX_BYTES, telegramBitrateKbps } from './telegram-voice.js';
+import { TELEGRAM_OVERSHOOT_BPS, TELEGRAM_WAVEFORM_MAX_BYTES, telegramBitrateKbps } from './telegram-voice.js';
 import { WAVEFORM_SAMPLE_RATE, WaveformAccumulator } from './waveform.js';
 import { NotPttFrames, PTT_BITRATES_KBPS, pttEncodeArgs, repackAsPtt, whyNotPtt } from './whatsapp-ptt.js';
 
 /** Encoder settings per profile (README, "Audio"); `kbps` only for Telegram's length-chosen bitrate. */
 export function encodeArgs(profile: AudioProfile, kbps?: number): string[] {
   if (profile === 'ogg_opus') {
-    return ['-c:a', 'libopus', '-b:a', `${kbps ?? 32}k`, '-ac', '1', '-ar', '48000', '-application', 'voip', '-f', 'ogg'];
+    return [...OPUS_ENCODER, '-b:a', `${kbps ?? 32}k`, ...MONO_WITHOUT_CLIPPING, '-ar', '48000', '-application', 'voip', '-f', 'ogg'];
   }
   if (profile === 'ogg_opus_ptt') return pttEncodeArgs(kbps ?? PTT_BITRATES_KBPS[0]);
   // 44.1 kHz so a 96 kHz or 8 kHz source does not yield an odd-rate AAC stream; ipod = the M4A brand.
-  return ['-c:a', 'aac', '-b:a', '64k', '-ac', '1', '-ar', '44100', '-movflags', '+faststart', '-f', 'ipod'];
+  return ['-c:a', 'aac', '-b:a', '64k', ...MONO_WITHOUT_CLIPPING, '-ar', '44100', '-movflags', '+faststart', '-f', 'ipod'];
 }
 
 // A crude resampler (filter_size=1) is plenty for a 64-bar energy envelope and costs a sixth of the
@@ -112,7 +113,7 @@ async function keepableOgg(opts: ConvertOptions): Promise<'as-is' | Buffer | nul
     if (stream.head.channels !== 1 || stream.head.mappingFamily !== 0) return null;
     const seconds = Number(stream.finalGranule - BigInt(stream.head.preSkip)) / 48000;
     if (!(seconds > 0)) return null;
-    const allowed = Math.max(TELEGRAM_WAVEFORM_MAX_BYTES, (seconds * (telegramBitrateKbps(seconds) * 1000 + 640)) / 8);
+    const allowed = Math.max(TELEGRAM_WAVEFORM_MAX_BYTES, (seconds * (telegramBitrateKbps(seconds) * 1000 + TELEGRAM_OVERSHOOT_BPS)) / 8);
     if (file.length > allowed) return null;
     if (stream.tags.comments.length === 0 && !/^Lav[fc]/.test(stream.tags.vendor)) return 'as-is';
     return withoutTags(file, OUR_VENDOR);

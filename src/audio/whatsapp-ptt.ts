@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { MONO_WITHOUT_CLIPPING, OPUS_ENCODER } from './encoder-settings.js';
 import { code3Packet, OggOpusError, OUR_VENDOR, parseOpusPacket, readOggOpus, writeOggOpus } from './ogg-opus.js';
 
 /**
@@ -27,7 +28,7 @@ export const PTT_BITRATES_KBPS = [16, 12, 10] as const;
 /** ffmpeg output options for the encode that is then repacked. */
 export function pttEncodeArgs(kbps: number): string[] {
   return [
-    '-c:a', 'libopus', '-b:a', `${kbps}k`, '-ac', '1', '-ar', String(PTT_INPUT_RATE),
+    ...OPUS_ENCODER, '-b:a', `${kbps}k`, ...MONO_WITHOUT_CLIPPING, '-ar', String(PTT_INPUT_RATE),
     '-application', 'voip', '-frame_duration', '20', '-f', 'ogg',
   ];
 }
