@@ -37,6 +37,7 @@ import { sweepDueSandboxSessions, sweepDueSandboxTelegramSessions } from './webh
 import { createLiveTelegramAccounts } from './platforms/telegram/account/live.js';
 import { createTelegramSessions } from './platforms/telegram/account/sessions.js';
 import { createAccountReceipts } from './platforms/telegram/account/receipts.js';
+import { createAccountReplies } from './platforms/telegram/account/replies.js';
 import type { TelegramClientFactory } from './platforms/telegram/account/client.js';
 import { createGramjsClientFactory } from './platforms/telegram/account/gramjs-client.js';
 import type { TelegramAccountTuning } from './platforms/telegram/account/context.js';
@@ -172,6 +173,8 @@ export async function openServices(config: Config, options: Omit<AppOptions, 'wo
     ...(options.now ? { now: options.now } : {}),
   });
   telegramAccounts.onAccountUpdate(createAccountReceipts(db.kysely, logger));
+  // What people write back to a linked account takes the one inbound road (replies, cancel_on_reply).
+  telegramAccounts.onAccountUpdate(createAccountReplies(db.kysely, logger, onHeard));
   const telegramSessions = createTelegramSessions({
     db: db.kysely,
     secretBox,

@@ -6,7 +6,6 @@ import { PNG } from 'pngjs';
 import { describeOggOpus } from './fixtures/ogg-opus-reader.js';
 import { assertErrorEnvelope, closeSharedAudio, startTestApp, STORAGE_LABEL, TELEGRAM_TOKEN, type TestApp } from './fixtures/app-harness.js';
 import { FakeTelegram, type FakeAccount } from './fakes/telegram-mtproto.js';
-import { createAccountReplies, type HeardTelegramReply } from '../src/platforms/telegram/account/replies.js';
 
 const API = '/api/v1';
 const jsQR = ((jsQRModule as unknown as { default?: typeof jsQRModule }).default ?? jsQRModule) as unknown as (
@@ -171,7 +170,7 @@ describe(`sending from a linked Telegram account (${STORAGE_LABEL})`, () => {
   it('receipts: updateReadHistoryOutbox is voice_note.read, updateReadMessagesContents is voice_note.played; the message detail shows them', async () => {
     const { t, world, key, sessionId } = await liveWorld();
     try {
-      await t.request({ method: 'POST', url: `${API}/webhook_endpoints`, key, body: { url: 'https://hooks.example.com/t', events: ['voice_note.read', 'voice_note.played'] } });
+      await t.request({ method: 'POST', url: `${API}/webhook_endpoints`, key, body: { url: 'https://hooks.example.com/t', events: ['voice_note.read', 'voice_note.played', 'voice_note.replied'] } });
       const accepted = await sendFrom(t, key, sessionId, '@bob_builder');
       const id = accepted.json().id;
       assert.equal((await t.waitForStatus(key, id, ['delivered', 'failed'])).status, 'delivered');
@@ -187,22 +186,28 @@ describe(`sending from a linked Telegram account (${STORAGE_LABEL})`, () => {
       const types = (await t.app.services.db.kysely.selectFrom('webhook_events').select(['type', 'payload']).execute()).filter((e) => JSON.parse(e.payload).data.id === id).map((e) => e.type);
       assert.deepEqual(types.sort(), ['voice_note.played', 'voice_note.read']);
 
-      // A reply from Bob reaches the inbound road in its one shape (the recorder is wired to onHeard).
-      const heard: HeardTelegramReply[] = [];
-      t.app.services.telegramAccounts.onAccountUpdate(createAccountReplies(t.app.services.db.kysely, t.app.services.logger, (h) => void heard.push(h)));
+      // A reply from Bob is recorded on the note (the one inbound road); a stranger's message is not.
       const replyId = world.reply(BOB.userId, JANE.userId, 'Thanks, got it!');
       world.reply(CAROL.userId, JANE.userId, 'who is this?');
-      await eventually(() => heard.length > 0, 'the reply');
-      await new Promise((r) => setTimeout(r, 100));
-      assert.deepEqual(heard, [
-        {
-          kind: 'reply',
-          platform: 'telegram',
-          senderKey: sessionId,
-          from: '@bob_builder',
-          reply: { platformId: `tg:${sessionId}:${replyId}@${BOB.userId}`, type: 'text', text: 'Thanks, got it!', at: heard[0]!.reply.at },
-        },
-      ], 'only people a note went to; the recipient as the note named it');
+      const replies = await eventually(async () => {
+        const found = (await detail()).replies;
+        return found?.length > 0 ? found : undefined;
+      }, 'the reply');
+      await new Promise((r) => setTimeout(r, 200));
+      assert.deepEqual(
+        (await detail()).replies.map((r: any) => [r.type, r.text]),
+        [['text', 'Thanks, got it!']],
+        'only people a note went to',
+      );
+      assert.match(replies[0].id, /^rpl_/);
+      assert.ok((await detail()).first_replied_at);
+      const replied = (await t.app.services.db.kysely.selectFrom('webhook_events').select(['type', 'payload']).execute()).filter((e) => e.type === 'voice_note.replied');
+      assert.deepEqual(
+        replied.map((e) => [JSON.parse(e.payload).data.id, JSON.parse(e.payload).data.reply.text]),
+        [[id, 'Thanks, got it!']],
+        'voice_note.replied, once, on the note',
+      );
+      assert.ok(replyId);
     } finally {
       await t.close();
     }
