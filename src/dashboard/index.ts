@@ -13,6 +13,7 @@ import { registerSignInPages, registerSignOut } from './pages/sign-in.js';
 import { registerUsagePage } from './pages/usage.js';
 import { registerWebhookPages } from './pages/webhooks.js';
 import { registerWhatsappPages } from './pages/whatsapp.js';
+import { registerTelegramPages } from './pages/telegram.js';
 import { registerRhythmPages } from './pages/rhythm.js';
 
 export const DASHBOARD_PREFIX = '/dashboard';
@@ -48,7 +49,7 @@ const errorPage = (title: string, text: string) =>
  */
 export async function registerDashboard(app: FastifyInstance, services: Services): Promise<void> {
   const assets = loadAssets();
-  const sections = new Set<Section>(['usage', 'keys', 'messages', 'whatsapp', 'webhooks', 'account']);
+  const sections = new Set<Section>(['usage', 'keys', 'messages', 'whatsapp', 'telegram', 'webhooks', 'account']);
   const deps: DashboardDeps = { services, sections };
 
   const purge = setInterval(() => {
@@ -108,6 +109,7 @@ export async function registerDashboard(app: FastifyInstance, services: Services
         registerUsagePage(signedIn, deps);
         registerMessagePages(signedIn, deps);
         registerWhatsappPages(signedIn, deps);
+        registerTelegramPages(signedIn, deps);
         registerWebhookPages(signedIn, deps);
         registerRhythmPages(signedIn, deps);
       });
