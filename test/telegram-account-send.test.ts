@@ -46,7 +46,7 @@ const DAVE: FakeAccount = { userId: 7_000_000_003n, username: 'dave_private', re
 
 after(closeSharedAudio);
 
-async function liveWorld(): Promise<{ t: TestApp; world: FakeTelegram; key: string; accountId: string; sessionId: string }> {
+async function liveWorld(extra: { builtInRhythm?: boolean } = {}): Promise<{ t: TestApp; world: FakeTelegram; key: string; accountId: string; sessionId: string }> {
   const world = new FakeTelegram();
   world.people.push(BOB, CAROL, DAVE);
   const t = await startTestApp({
@@ -54,6 +54,7 @@ async function liveWorld(): Promise<{ t: TestApp; world: FakeTelegram; key: stri
     telegramClientFactory: world.factory('one'),
     telegramAccounts: { qrWaitMs: 3_000, leaseMs: 1_500, renewMs: 300, takeoverScanMs: 200 },
     platformTuning: { telegramAccount: { sendGapMs: 10, sendJitterMs: 10, actionEveryMs: 200 } },
+    ...extra,
   });
   const account = await t.createAccount();
   const created = (await t.request({ method: 'POST', url: `${API}/telegram/sessions`, key: account.liveKey })).json();
@@ -252,6 +253,24 @@ describe(`sending from a linked Telegram account (${STORAGE_LABEL})`, () => {
       assert.equal(expired.status, 'failed');
       assert.equal(expired.error.code, 'session_expired');
       assert.equal((await t.request({ method: 'GET', url: `${API}/telegram/sessions/${sessionId}`, key })).json().status, 'disconnected');
+    } finally {
+      await t.close();
+    }
+  });
+
+  it('a daily rhythm of its own for accounts (bots keep none): 5 notes on the first day, then the next waits for the day after', async () => {
+    const { t, key, sessionId } = await liveWorld({ builtInRhythm: true });
+    try {
+      const ids: string[] = [];
+      for (let i = 0; i < 6; i++) ids.push((await sendFrom(t, key, sessionId, '@bob_builder')).json().id);
+      // Which five go first is the claim's choice: five are delivered and one waits for the cap.
+      const details = await eventually(async () => {
+        const all = await Promise.all(ids.map(async (id) => (await t.request({ method: 'GET', url: `${API}/messages/${id}`, key })).json()));
+        const delivered = all.filter((d) => d.status === 'delivered').length;
+        const capped = all.filter((d) => d.status === 'queued' && d.waiting_for === 'daily_cap').length;
+        return delivered === 5 && capped === 1 ? all : undefined;
+      }, 'five delivered and one waiting for the cap', 30_000);
+      assert.equal(details.length, 6);
     } finally {
       await t.close();
     }

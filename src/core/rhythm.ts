@@ -25,6 +25,14 @@ export const DEFAULT_RHYTHMS: Readonly<Record<string, Rhythm>> = {
   telegram: { dailyCap: null, warmup: null },
 };
 
+/**
+ * A Telegram account (a person's own, linked by QR code): Telegram answers PEER_FLOOD when an account writes
+ * to too many people who are not mutual contacts (tdlib/td #797); users report it after 5 strangers at 30 s
+ * apart (LonamiWebs/Telethon #4009), after about 50 DMs (Telethon #397), after 15–20 (Telethon #398), and
+ * that proxies change nothing (gram-js/gramjs #309). 20 a day, from 5 on the account's first day here.
+ */
+export const TELEGRAM_ACCOUNT_RHYTHM: Rhythm = { dailyCap: 20, warmup: { start: 5, days: 7 } };
+
 export const NO_RHYTHM: Rhythm = { dailyCap: null, warmup: null };
 
 export const defaultRhythm = (platform: string): Rhythm => DEFAULT_RHYTHMS[platform] ?? NO_RHYTHM;

@@ -14,6 +14,7 @@ import { registerUsagePage } from './pages/usage.js';
 import { registerWebhookPages } from './pages/webhooks.js';
 import { registerSenderPages } from './pages/senders.js';
 import { registerWhatsappPages } from './pages/whatsapp.js';
+import { registerTelegramPages } from './pages/telegram.js';
 import { registerRhythmPages } from './pages/rhythm.js';
 
 export const DASHBOARD_PREFIX = '/dashboard';
@@ -49,7 +50,7 @@ const errorPage = (title: string, text: string) =>
  */
 export async function registerDashboard(app: FastifyInstance, services: Services): Promise<void> {
   const assets = loadAssets();
-  const sections = new Set<Section>(['usage', 'keys', 'messages', 'whatsapp', 'senders', 'webhooks', 'account']);
+  const sections = new Set<Section>(['usage', 'keys', 'messages', 'whatsapp', 'telegram', 'senders', 'webhooks', 'account']);
   const deps: DashboardDeps = { services, sections };
 
   const purge = setInterval(() => {
@@ -109,6 +110,7 @@ export async function registerDashboard(app: FastifyInstance, services: Services
         registerUsagePage(signedIn, deps);
         registerMessagePages(signedIn, deps);
         registerWhatsappPages(signedIn, deps);
+        registerTelegramPages(signedIn, deps);
         registerSenderPages(signedIn, deps);
         registerWebhookPages(signedIn, deps);
         registerRhythmPages(signedIn, deps);

@@ -2,13 +2,14 @@ import type { FastifyReply } from 'fastify';
 import type { DashboardContext } from './context.js';
 import { html, type Html } from './html.js';
 
-export type Section = 'usage' | 'keys' | 'messages' | 'whatsapp' | 'senders' | 'webhooks' | 'account';
+export type Section = 'usage' | 'keys' | 'messages' | 'whatsapp' | 'telegram' | 'senders' | 'webhooks' | 'account';
 
 const NAV: { section: Section; label: string; href: string }[] = [
   { section: 'usage', label: 'Usage', href: '/dashboard/usage' },
   { section: 'keys', label: 'API keys', href: '/dashboard/keys' },
   { section: 'messages', label: 'Messages', href: '/dashboard/messages' },
   { section: 'whatsapp', label: 'WhatsApp', href: '/dashboard/whatsapp' },
+  { section: 'telegram', label: 'Telegram', href: '/dashboard/telegram' },
   { section: 'senders', label: 'Senders', href: '/dashboard/senders' },
   { section: 'webhooks', label: 'Webhooks', href: '/dashboard/webhooks' },
   { section: 'account', label: 'Account', href: '/dashboard/account' },

@@ -74,7 +74,10 @@ export function createRhythmGate(deps: {
       let senderKey: string | undefined;
       let holdsPlace = message.cap_day != null;
       if (capped(message)) {
-        const rhythm = rhythms?.get(rhythmKey(message.account_id, message.platform)) ?? (await findRhythm(db, message.account_id, message.platform, deps.defaults));
+        const found = rhythms?.get(rhythmKey(message.account_id, message.platform)) ?? (await findRhythm(db, message.account_id, message.platform, deps.defaults));
+        // A kind of sender with a default of its own (a Telegram account beside bots), unless the account set one.
+        const ownKind = (found as { custom?: boolean }).custom === true || deps.defaults !== undefined ? undefined : platforms.get(message.platform)?.senderRhythm?.(job.session);
+        const rhythm = ownKind ?? found;
         if (rhythm.dailyCap !== null) senderKey = senderKeyOf(message, job.session);
         if (senderKey) {
           const reserved = await reserveSenderPlace(db, { senderKey, rhythm, messageId: message.id, workerId });

@@ -4,6 +4,7 @@ import type { AudioTarget } from '../audio/targets.js';
 import type { Config } from '../config.js';
 import type { Db } from '../store/db.js';
 import type { Violation } from './rules.js';
+import type { Rhythm } from '../core/rhythm.js';
 import type { LiveWhatsapp } from './whatsapp/live.js';
 import type { WhatsappSessions } from './whatsapp/sessions.js';
 import type { LiveTelegramAccounts } from './telegram/account/live.js';
@@ -209,6 +210,11 @@ export interface PlatformDefinition {
    * Absent: the platform is not asked (`exists` null).
    */
   recipientExists?(input: { session: PlatformSession; recipient: string; owner: Owner }, services: PlatformServices): Promise<RecipientCheck>;
+  /**
+   * The built-in daily rhythm of this kind of sender when it differs from the platform's (a Telegram
+   * account beside bots); an account's own rhythm for the platform still wins. Absent or undefined: the platform's.
+   */
+  senderRhythm?(session: PlatformSession): Rhythm | undefined;
   /** Checks at accept time that need storage (a linked session that must be connected, say). */
   checkAtAccept?(session: PlatformSession, owner: Owner, services: PlatformServices): Promise<AcceptProblem | null>;
   /**

@@ -51,6 +51,9 @@ for (const panel of document.querySelectorAll('[data-poll]')) {
     if (session.status !== 'qr_pending') statusText.textContent = session.status_text;
     if (phone) phone.textContent = session.phone_number ? ` as +${session.phone_number}` : '';
     if (qr) qr.hidden = session.status !== 'qr_pending';
+    // A code the platform renews while it waits (Telegram's login token): show the current one.
+    const image = panel.querySelector('img[data-qr]');
+    if (image && session.qr_code && image.getAttribute('src') !== session.qr_code) image.setAttribute('src', session.qr_code);
     if (!FINAL.has(session.status)) setTimeout(tick, 1000);
   };
   tick();

@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import { MiB, OGG_OPUS_VOICE } from '../../audio/targets.js';
+import { TELEGRAM_ACCOUNT_RHYTHM } from '../../core/rhythm.js';
 import { createRedisSlotPacer } from '../pacing.js';
 import type { PlatformDefinition } from '../platform.js';
 import { isChatBlocked } from '../../store/listeners.js';
@@ -37,6 +38,8 @@ export const telegram: PlatformDefinition = {
       : askTelegramAboutChat(services.config.telegramApiRoot, String(session.bot_token), recipient),
   // A linked account must exist and be connected; only the process holding its connection sends through it.
   checkAtAccept: checkAccountAtAccept,
+  // Bots have no cap (the Bot API's flood limits pace them); a person's account has WhatsApp-like caution.
+  senderRhythm: (session) => (accountSenderKey(session) !== undefined ? TELEGRAM_ACCOUNT_RHYTHM : undefined),
   affinityKey: accountAffinityKey,
   sandboxCheck: accountSandboxCheck,
   createLiveAdapter: ({ services, tuning }) => {
