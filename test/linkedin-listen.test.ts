@@ -1,6 +1,8 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { after, describe, it } from 'node:test';
+import { after, describe } from 'node:test';
+import { it } from './fixtures/timed.js';
+import { saveRhythm } from '../src/store/rhythm.js';
 import { assertErrorEnvelope, closeSharedAudio, defaultSendBody, STORAGE_LABEL, startTestApp, type TestApp } from './fixtures/app-harness.js';
 import { startLinkedinVoyagerFake, type LinkedinVoyagerFake, type VoyagerAccount } from './fakes/linkedin-voyager.js';
 import { startWebhookReceiver } from './fakes/webhook-receiver.js';
@@ -120,6 +122,31 @@ describe(`LinkedIn senders listened to (${STORAGE_LABEL})`, () => {
     } finally {
       await t.close();
       await receiver.close();
+      await fake.close();
+    }
+  });
+
+  it("counts each look under the sender's daily cap, as a note; when the day's places are taken the looks wait for the next day", async () => {
+    const { fake, t } = await start();
+    try {
+      const a = await t.createAccount();
+      // Two places a day on LinkedIn for this account: the note takes one, the first look the other.
+      await saveRhythm(t.app.services.db.kysely, a.accountId, 'linkedin', { dailyCap: 2, warmup: null });
+      const session = newSession(fake);
+      await sendListened(t, a.liveKey, session);
+      await eventually(() => fake.callsOf('messages', session.liAt).length >= 1, 'first look', 5_000);
+      // The second look was due 1.6 s after the note: no place is left today, so it waits (no call).
+      await sleep(2_500);
+      assert.equal(fake.callsOf('messages', session.liAt).length, 1, 'no look over the cap');
+      // GET /senders counts notes, not looks.
+      const senders = (await t.request({ method: 'GET', url: '/api/v1/senders', key: a.liveKey })).json();
+      const sender = senders.data.find((s: any) => s.platform === 'linkedin');
+      assert.deepEqual([sender.sent_today, sender.daily_cap], [1, 2]);
+      const [row] = await listenerRows(t);
+      assert.ok(Number(row!.next_check_at) >= Math.floor(Date.now() / 86_400_000 + 1) * 86_400_000, 'the next look is tomorrow (UTC)');
+      assert.deepEqual(fake.violations, []);
+    } finally {
+      await t.close();
       await fake.close();
     }
   });

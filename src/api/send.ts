@@ -137,7 +137,7 @@ export function registerSendRoute(app: FastifyInstance, services: Services): voi
       setUsageHeaders(reply, { limit: caller.limits.monthlyQuota, remaining: Math.max(0, caller.limits.monthlyQuota - accepted.sent) });
       services.wakeWorker();
       // The sandbox never reaches the platform: its answering recipients stand in for listening.
-      if (body.listen === true && caller.env === 'live') await keepListening(services, platform.name, row.sender_key ?? null, session, request.log);
+      if (body.listen === true && caller.env === 'live') await keepListening(services, { accountId: caller.accountId, env: caller.env }, platform.name, row.sender_key ?? null, session, request.log);
       return reply.code(202).send(answer);
     },
   );
@@ -150,7 +150,14 @@ export function registerSendRoute(app: FastifyInstance, services: Services): voi
  * read at growing intervals (platforms/linkedin/listener.ts). The note is accepted whatever happens here:
  * a failure is logged.
  */
-async function keepListening(services: Services, platform: string, senderKey: string | null, session: unknown, log: { warn(obj: object, msg: string): void }): Promise<void> {
+async function keepListening(
+  services: Services,
+  owner: { accountId: string; env: string },
+  platform: string,
+  senderKey: string | null,
+  session: unknown,
+  log: { warn(obj: object, msg: string): void },
+): Promise<void> {
   if (senderKey === null) return;
   const s = session as { bot_token?: unknown; li_at?: unknown; csrf_token?: unknown; cookies?: unknown; user_agent?: unknown };
   try {
@@ -158,7 +165,7 @@ async function keepListening(services: Services, platform: string, senderKey: st
       await listenToTelegramBot(services.db.kysely, senderKey, services.secretBox.seal(s.bot_token), Date.now());
     } else if (platform === 'linkedin' && typeof s.li_at === 'string' && typeof s.csrf_token === 'string') {
       const kept = { li_at: s.li_at, csrf_token: s.csrf_token, ...(typeof s.cookies === 'string' ? { cookies: s.cookies } : {}), ...(typeof s.user_agent === 'string' ? { user_agent: s.user_agent } : {}) };
-      await listenToLinkedin(services.db.kysely, senderKey, services.secretBox.seal(JSON.stringify(kept)), Date.now());
+      await listenToLinkedin(services.db.kysely, senderKey, services.secretBox.seal(JSON.stringify(kept)), Date.now(), owner);
     }
   } catch (err) {
     log.warn({ err }, 'could not start listening to the sender');

@@ -70,6 +70,9 @@ export function allowanceOn(rhythm: Rhythm, firstDay: number, day: number): numb
  * so a day's waiting notes do not all come due at the same instant.
  */
 export const NEXT_DAY_SPREAD_MS = 10 * 60_000;
+/** A sender's name under its daily cap: scoped by account and environment, so one account's notes never count against another's. */
+export const capKey = (owner: { accountId: string; env: string }, platform: string, senderKey: string): string => `${owner.accountId}:${owner.env}:${platform}:${senderKey}`;
+
 export function nextDayStart(now: number, random: () => number = Math.random): number {
   return utcDay(now) + DAY_MS + Math.floor(random() * NEXT_DAY_SPREAD_MS);
 }

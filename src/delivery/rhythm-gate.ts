@@ -1,6 +1,6 @@
 import type { Logger } from 'pino';
 import type { Kysely } from 'kysely';
-import { indicatorMs, nextDayStart, type Rhythm } from '../core/rhythm.js';
+import { capKey, indicatorMs, nextDayStart, type Rhythm } from '../core/rhythm.js';
 import { DeliveryError, type DeliveryJob, type PlatformAdapter, type PlatformSession } from '../platforms/platform.js';
 import type { PlatformRegistry } from '../platforms/registry.js';
 import { findRhythm, findRhythms, markIndicatorShown, releaseSenderPlace, reserveSenderPlace, rhythmKey } from '../store/rhythm.js';
@@ -57,7 +57,7 @@ export function createRhythmGate(deps: {
   function senderKeyOf(message: MessageRow, session: PlatformSession): string | undefined {
     const own = platforms.get(message.platform)?.senderKey?.(session);
     // Scoped by account and environment: one account's sends never count against another's cap.
-    return own ? `${message.account_id}:${message.env}:${message.platform}:${own}` : undefined;
+    return own ? capKey({ accountId: message.account_id, env: message.env }, message.platform, own) : undefined;
   }
 
   /** Only live sends count against a sender's cap, on platforms that name their senders. */

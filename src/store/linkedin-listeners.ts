@@ -12,12 +12,18 @@ const DAY_MS = 86_400_000;
  * A live send asked to listen: keep the session (sealed by the caller) until 14 days from now. The first
  * look is placed when a note is delivered (noteLinkedinConversation); until then there is nothing to read.
  */
-export async function listenToLinkedin(db: Kysely<Database>, senderKey: string, sealedJar: string, now: number): Promise<void> {
+export async function listenToLinkedin(
+  db: Kysely<Database>,
+  senderKey: string,
+  sealedJar: string,
+  now: number,
+  owner: { accountId: string; env: string },
+): Promise<void> {
   const until = now + LINKEDIN_LISTEN_DAYS * DAY_MS;
   await db
     .insertInto('linkedin_listeners')
-    .values({ sender_key: senderKey, jar: sealedJar, listen_until: until, last_note_at: now, checks: 0, next_check_at: until, updated_at: now })
-    .onConflict((oc) => oc.column('sender_key').doUpdateSet({ jar: sealedJar, listen_until: until, updated_at: now }))
+    .values({ sender_key: senderKey, jar: sealedJar, account_id: owner.accountId, env: owner.env, listen_until: until, last_note_at: now, checks: 0, next_check_at: until, updated_at: now })
+    .onConflict((oc) => oc.column('sender_key').doUpdateSet({ jar: sealedJar, account_id: owner.accountId, env: owner.env, listen_until: until, updated_at: now }))
     .execute();
 }
 
@@ -67,6 +73,16 @@ export async function checkedLinkedin(db: Kysely<Database>, senderKey: string, s
   await db
     .updateTable('linkedin_listeners')
     .set({ checks: seen.checks + 1, next_check_at: nextCheckAt, updated_at: now })
+    .where('sender_key', '=', senderKey)
+    .where('last_note_at', '=', seen.lastNoteAt)
+    .execute();
+}
+
+/** The day's places under the sender's cap are taken: the next look waits until `at` (a new day), without counting as one. */
+export async function postponeLinkedinLook(db: Kysely<Database>, senderKey: string, seen: { lastNoteAt: number }, at: number, now: number): Promise<void> {
+  await db
+    .updateTable('linkedin_listeners')
+    .set({ next_check_at: at, updated_at: now })
     .where('sender_key', '=', senderKey)
     .where('last_note_at', '=', seen.lastNoteAt)
     .execute();

@@ -86,30 +86,45 @@ export type Reservation = { ok: true; day: number } | { ok: false; day: number; 
  */
 export async function reserveSenderPlace(db: Kysely<Database>, input: { senderKey: string; rhythm: Rhythm; messageId: string; workerId: string }): Promise<Reservation> {
   return db.transaction().execute(async (trx) => {
-    const now = await databaseNow(trx);
-    const day = utcDay(now);
-    await trx.insertInto('senders').values({ sender_key: input.senderKey, first_day: day }).onConflict((oc) => oc.column('sender_key').doNothing()).execute();
-    const sender = await trx.selectFrom('senders').select('first_day').where('sender_key', '=', input.senderKey).executeTakeFirstOrThrow();
-    const allowance = allowanceOn(input.rhythm, Number(sender.first_day), day) ?? Number.MAX_SAFE_INTEGER;
-    await trx.insertInto('sender_days').values({ sender_key: input.senderKey, day, sent: 0 }).onConflict((oc) => oc.columns(['sender_key', 'day']).doNothing()).execute();
-    const taken = await trx
-      .updateTable('sender_days')
-      .set((eb) => ({ sent: eb('sent', '+', 1) }))
-      .where('sender_key', '=', input.senderKey)
-      .where('day', '=', day)
-      .where('sent', '<', allowance)
-      .executeTakeFirst();
-    if (Number(taken.numUpdatedRows) === 0) return { ok: false, day, now, allowance };
+    const taken = await takePlace(trx, input.senderKey, input.rhythm);
+    if (!taken.ok) return taken;
     const marked = await trx
       .updateTable('messages')
-      .set({ cap_day: day })
+      .set({ cap_day: taken.day })
       .where('id', '=', input.messageId)
       .where('lease_owner', '=', input.workerId)
       .executeTakeFirst();
     // The lease is gone (another worker has the message): take nothing.
     if (Number(marked.numUpdatedRows) === 0) throw new Error('the message is no longer held by this worker');
-    return { ok: true, day };
+    return taken;
   });
+}
+
+/**
+ * Takes one place under the sender's cap for today for something other than a note (a LinkedIn
+ * listening look), in one transaction; never given back. Not ok: the day's places are taken.
+ */
+export async function takeSenderPlace(db: Kysely<Database>, input: { senderKey: string; rhythm: Rhythm }): Promise<Reservation> {
+  return db.transaction().execute((trx) => takePlace(trx, input.senderKey, input.rhythm));
+}
+
+/** One place under the sender's cap for today (UTC, database clock), only while the count is below the day's allowance. */
+async function takePlace(trx: Kysely<Database>, senderKey: string, rhythm: Rhythm): Promise<Reservation> {
+  const now = await databaseNow(trx);
+  const day = utcDay(now);
+  await trx.insertInto('senders').values({ sender_key: senderKey, first_day: day }).onConflict((oc) => oc.column('sender_key').doNothing()).execute();
+  const sender = await trx.selectFrom('senders').select('first_day').where('sender_key', '=', senderKey).executeTakeFirstOrThrow();
+  const allowance = allowanceOn(rhythm, Number(sender.first_day), day) ?? Number.MAX_SAFE_INTEGER;
+  await trx.insertInto('sender_days').values({ sender_key: senderKey, day, sent: 0 }).onConflict((oc) => oc.columns(['sender_key', 'day']).doNothing()).execute();
+  const taken = await trx
+    .updateTable('sender_days')
+    .set((eb) => ({ sent: eb('sent', '+', 1) }))
+    .where('sender_key', '=', senderKey)
+    .where('day', '=', day)
+    .where('sent', '<', allowance)
+    .executeTakeFirst();
+  if (Number(taken.numUpdatedRows) === 0) return { ok: false, day, now, allowance };
+  return { ok: true, day };
 }
 
 /** Gives a message's place under its sender's cap back (its delivery did not go through), once. */

@@ -385,6 +385,9 @@ export interface LinkedinListenersTable {
   sender_key: string;
   /** li_at, csrf_token, cookies and user_agent, sealed JSON. */
   jar: string;
+  /** The account and environment that asked to listen: a look counts in their sender's daily rhythm. */
+  account_id?: string | null;
+  env?: string | null;
   listen_until: number;
   /** The latest listened note's delivery: the intervals count from it. */
   last_note_at: number;

@@ -4,6 +4,7 @@
  * went into, and the checker. Tests tune the intervals through `platformTuning.linkedinListen`.
  */
 import type { SecretBox } from '../../core/secret-box.js';
+import type { Rhythm } from '../../core/rhythm.js';
 import type { OnHeard } from '../../inbound/recorder.js';
 import { noteLinkedinConversation } from '../../store/linkedin-listeners.js';
 import type { PlatformServices } from '../platform.js';
@@ -50,7 +51,10 @@ export function recordSentConversation(services: PlatformServices, tuning: Linke
   };
 }
 
-export function startLinkedinListening(services: PlatformServices & { secretBox: SecretBox; onHeard: OnHeard }, tuning: LinkedinListenTuning): LinkedinListener {
+export function startLinkedinListening(
+  services: PlatformServices & { secretBox: SecretBox; onHeard: OnHeard; rhythmDefaults?: Readonly<Record<string, Rhythm>> | undefined },
+  tuning: LinkedinListenTuning,
+): LinkedinListener {
   return startLinkedinListener({
     db: services.db.kysely,
     secretBox: services.secretBox,
@@ -58,6 +62,7 @@ export function startLinkedinListening(services: PlatformServices & { secretBox:
     apiRoot: services.config.linkedinApiRoot,
     onHeard: services.onHeard,
     rest: linkedinRestFor(services),
+    ...(services.rhythmDefaults ? { rhythmDefaults: services.rhythmDefaults } : {}),
     ...(tuning.scanMs !== undefined ? { scanMs: tuning.scanMs } : {}),
     ...(tuning.intervalsMs !== undefined ? { intervalsMs: tuning.intervalsMs } : {}),
     ...(tuning.dailyMs !== undefined ? { dailyMs: tuning.dailyMs } : {}),

@@ -2,7 +2,9 @@ import { randomUUID } from 'node:crypto';
 import type { Kysely } from 'kysely';
 import type { Logger } from 'pino';
 import { request } from 'undici';
+import { capKey, nextDayStart, type Rhythm } from '../../core/rhythm.js';
 import type { SecretBox } from '../../core/secret-box.js';
+import { findRhythm, takeSenderPlace } from '../../store/rhythm.js';
 import type { OnHeard } from '../../inbound/recorder.js';
 import { claimAffinity, releaseAffinity } from '../../store/affinity.js';
 import {
@@ -12,6 +14,7 @@ import {
   findLinkedinListener,
   forgetLinkedinListener,
   listenedConversations,
+  postponeLinkedinLook,
   type LinkedinListenerRow,
 } from '../../store/linkedin-listeners.js';
 import type { Database } from '../../store/schema.js';
@@ -47,6 +50,8 @@ export interface LinkedinListenerOptions {
   onHeard: OnHeard;
   /** Where li_ats refused as automated rest: the deliveries' own (Redis when configured). */
   rest: AccountRest;
+  /** Tests: the platforms' default rhythms instead of the built-in ones (as the worker's). */
+  rhythmDefaults?: Readonly<Record<string, Rhythm>>;
   /** How often to look for due senders (default 30 s). */
   scanMs?: number;
   /** Tests: the intervals after a note and the daily one (listening.ts has the real ones). */
@@ -101,6 +106,7 @@ export function startLinkedinListener(options: LinkedinListenerOptions): Linkedi
     const row = await findLinkedinListener(db, senderKey);
     // Taken by another process between the scan and the lease, or ended meanwhile.
     if (!row || Number(row.next_check_at) > Date.now() || Number(row.listen_until) <= Date.now()) return;
+    if (!(await placeForLook(row))) return;
     const outcome = await readConversations(row);
     if (outcome === 'rest') {
       log.warn({ sender: senderKey }, 'LinkedIn refused a look as automated (999): the li_at rests, the look waits for the rest to end');
@@ -113,6 +119,22 @@ export function startLinkedinListener(options: LinkedinListenerOptions): Linkedi
     }
     const seen = { lastNoteAt: Number(row.last_note_at), checks: Number(row.checks) };
     await checkedLinkedin(db, senderKey, seen, checkAt(seen.lastNoteAt, seen.checks + 1, intervals, dailyMs), Date.now());
+  }
+
+  /**
+   * A look counts as one under the sender's daily cap, as a note does (the account's LinkedIn rhythm):
+   * when the day's places are taken, the look waits for the next UTC day without counting.
+   */
+  async function placeForLook(row: LinkedinListenerRow): Promise<boolean> {
+    if (row.account_id == null || row.env !== 'live') return true;
+    const owner = { accountId: row.account_id, env: row.env };
+    const rhythm = await findRhythm(db, owner.accountId, 'linkedin', options.rhythmDefaults);
+    if (rhythm.dailyCap === null) return true;
+    const place = await takeSenderPlace(db, { senderKey: capKey(owner, 'linkedin', row.sender_key), rhythm });
+    if (place.ok) return true;
+    await postponeLinkedinLook(db, row.sender_key, { lastNoteAt: Number(row.last_note_at) }, nextDayStart(place.now), Date.now());
+    log.info({ sender: row.sender_key }, "the LinkedIn sender's daily cap is reached: its next look waits for the next day");
+    return false;
   }
 
   async function readConversations(row: LinkedinListenerRow): Promise<'done' | 'rest' | 'ended'> {

@@ -5,12 +5,15 @@ import type { Kysely } from 'kysely';
 // (14 days after its last note). `last_note_at` and `checks` place the next look (growing intervals after
 // a note: platforms/linkedin/listening.ts); `next_check_at` when it is due. The conversations its notes
 // went into are one row each in `linkedin_listened_conversations`, with the recipient as the notes name
-// it and when the latest note went in (only newer messages are read as replies). All times epoch ms.
+// it and when the latest note went in (only newer messages are read as replies). `account_id` and `env`
+// name whose daily rhythm a look counts in (the account that asked to listen). All times epoch ms.
 export async function up(db: Kysely<unknown>): Promise<void> {
   await db.schema
     .createTable('linkedin_listeners')
     .addColumn('sender_key', 'text', (c) => c.primaryKey())
     .addColumn('jar', 'text', (c) => c.notNull())
+    .addColumn('account_id', 'text')
+    .addColumn('env', 'text')
     .addColumn('listen_until', 'bigint', (c) => c.notNull())
     .addColumn('last_note_at', 'bigint', (c) => c.notNull())
     .addColumn('checks', 'integer', (c) => c.notNull())
