@@ -1,5 +1,5 @@
-import { createHash, randomBytes } from 'node:crypto';
-import { open, type FileHandle } from 'node:fs/promises';
+import { createHash } from 'node:crypto';
+import { open } from 'node:fs/promises';
 import { Readable } from 'node:stream';
 import { Agent, request, type Dispatcher } from 'undici';
 import { createMemorySlotPacer, waitForSlot, type SlotPacer } from '../pacing.js';
