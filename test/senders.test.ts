@@ -54,6 +54,14 @@ async function linkedSession(t: TestApp, world: FakeWhatsapp, key: string): Prom
 
 const telegramNote = (t: TestApp, recipient: string, token = TELEGRAM_TOKEN) => ({ ...defaultSendBody('telegram', t.voiceUrl), recipient, session: { bot_token: token } });
 
+/** The statuses sender.updated reported, in the order they happened (deliveries may arrive out of order: an endpoint takes two at once). */
+function statusesInOrder(hooks: Array<{ body: string }>): string[] {
+  return hooks
+    .map((hook) => JSON.parse(hook.body))
+    .sort((a, b) => Date.parse(a.timestamp) - Date.parse(b.timestamp))
+    .map((event) => event.data.status);
+}
+
 describe(`senders (${STORAGE_LABEL})`, () => {
   it('GET /senders lists the senders used, with exactly the documented fields; paged; scoped to the account and environment', async () => {
     const fake = await startTelegramApi();
@@ -285,7 +293,7 @@ describe(`senders (${STORAGE_LABEL})`, () => {
       for (const id of [refused, other]) assert.equal((await t.waitForStatus(key, id, ['delivered', 'failed'], 20_000)).status, 'delivered');
       const firstNew = world.sent.find((s) => s.jid === '14155550201@s.whatsapp.net')!;
       assert.ok(firstNew, 'sent once the lock ended');
-      const events = (await receiver.waitFor(2, 'sender.updated')).map((e) => JSON.parse(e.body).data.status);
+      const events = statusesInOrder(await receiver.waitFor(2, 'sender.updated'));
       assert.deepEqual(events, ['restricted', 'ok']);
 
       // Baileys announces a lock (and its end) in connection.update: the sender follows without a send.
@@ -295,7 +303,7 @@ describe(`senders (${STORAGE_LABEL})`, () => {
       world.reachoutLock = undefined;
       world.announceReachoutLock(sessionId);
       await eventually(async () => (await senders(t, key)).data[0].status === 'ok', 'lifted by the announcement');
-      assert.deepEqual((await receiver.waitFor(4, 'sender.updated')).map((e) => JSON.parse(e.body).data.status), ['restricted', 'ok', 'restricted', 'ok']);
+      assert.deepEqual(statusesInOrder(await receiver.waitFor(4, 'sender.updated')), ['restricted', 'ok', 'restricted', 'ok']);
 
       // A lock that simply runs out, with no note waiting and no announcement: its end is written all the same.
       world.reachoutLock = { until: new Date(Date.now() + 1_500) };

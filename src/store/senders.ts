@@ -1,3 +1,4 @@
+import type { Page } from './message-log.js';
 import type { Kysely } from 'kysely';
 import { newSenderId } from '../core/ids.js';
 import { utcDay, type Rhythm } from '../core/rhythm.js';
@@ -205,11 +206,8 @@ export interface Owner {
   env: string;
 }
 
-export interface SenderPage {
-  limit: number;
-  startingAfter?: string;
-  endingBefore?: string;
-}
+/** The message log's cursor paging: ids are time-sortable, so they are the cursor. */
+export type SenderPage = Page;
 
 /** One page of an account's senders, newest first (ids are time-sortable: the cursor, as for messages). */
 export async function listSenders(
