@@ -17,7 +17,7 @@ export const ONLY = process.env.BENCH_ONLY?.trim() || undefined;
 if (ONLY !== undefined && ONLY !== 'http' && ONLY !== 'delivery') throw new Error(`BENCH_ONLY must be http or delivery, got "${ONLY}"`);
 export const DEFAULT_PG_URL = 'postgres://postgres@127.0.0.1:5432/test';
 /** GET /status shares the fixed per-key read bucket; enough keys that this many req/s never exhausts it. */
-export const READ_RPS_CEILING = 20_000;
+export const READ_RPS_CEILING = 60_000;
 export const SEND_INTAKE_CONCURRENCY = 20;
 export const TELEGRAM_TOKEN = '123456789:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsawQ';
 /** A well-formed token of its own for each bench bot (the fake accepts any well-formed token). */

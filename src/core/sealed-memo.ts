@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import type { SecretBox } from './secret-box.js';
 
 /** How long a sealed value is handed out again for the same plaintext. */
@@ -26,7 +26,7 @@ export class SealedMemo {
 
   sealJson(value: unknown, now = Date.now()): string {
     const plaintext = JSON.stringify(value);
-    const digest = createHash('sha256').update(plaintext).digest('base64');
+    const digest = hash('sha256', plaintext, 'base64');
     const kept = this.#entries.get(digest);
     if (kept && kept.until > now) return kept.sealed;
     const sealed = this.#box.seal(plaintext);

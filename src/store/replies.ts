@@ -83,7 +83,8 @@ export async function cancelAnsweredNotes(db: Kysely<Database>, chat: Conversati
     .$if(chat.accountId !== undefined, (qb) => qb.where('account_id', '=', chat.accountId!))
     .$if(chat.env !== undefined, (qb) => qb.where('env', '=', chat.env!))
     .where('status', '=', 'queued')
-    .where('cancel_on_reply', '=', 1)
+    // Written out, not bound: the planner picks the partial index (cancel_on_reply = 1) only for a literal.
+    .where(sql<boolean>`cancel_on_reply = 1`)
     .where('created_at', '<=', at)
     .returningAll()
     .execute();

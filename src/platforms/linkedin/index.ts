@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import { M4A_AAC_VOICE, MiB } from '../../audio/targets.js';
 import type { PlatformDefinition, PlatformServices } from '../platform.js';
 import { createLinkedinAdapter, type LinkedinAdapter, type LinkedinPace } from './adapter.js';
@@ -37,7 +37,7 @@ export const linkedin: PlatformDefinition = {
   // No "recording…" indicator on LinkedIn: `recording_indicator: true` is refused at accept time.
   recordingIndicator: false,
   // The member's cookie, by a hash of li_at (never the cookie).
-  senderKey: (session) => createHash('sha256').update(String(session.li_at)).digest('base64url').slice(0, 22),
+  senderKey: (session) => hash('sha256', String(session.li_at), 'base64url').slice(0, 22),
   senderKind: () => 'linkedin_cookie',
   // Resolved as a send resolves it (the mailbox, then the profile), by an adapter of the process's own.
   recipientExists: ({ session, recipient }, services) =>

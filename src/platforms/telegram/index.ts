@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import { MiB, OGG_OPUS_VOICE } from '../../audio/targets.js';
 import { TELEGRAM_ACCOUNT_RHYTHM } from '../../core/rhythm.js';
 import { createRedisSlotPacer } from '../pacing.js';
@@ -16,7 +16,7 @@ const chatActionEvery = (value: unknown): number | undefined =>
 const isUnpaced = (value: unknown): boolean => typeof value === 'object' && value !== null && (value as TelegramTuning).pace === false;
 
 /** The bot's sender key: a hash of its token (never the token). */
-export const botKey = (token: string): string => createHash('sha256').update(token).digest('base64url').slice(0, 22);
+export const botKey = (token: string): string => hash('sha256', token, 'base64url').slice(0, 22);
 
 /** Telegram through the official Bot API, with the bot token of each send. */
 export const telegram: PlatformDefinition = {
