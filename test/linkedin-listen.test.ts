@@ -99,7 +99,11 @@ describe(`LinkedIn senders listened to (${STORAGE_LABEL})`, () => {
       const looks = fake.callsOf('messages', session.liAt);
       assert.ok(looks[0]!.at - sentAt >= 400, `first look ${looks[0]!.at - sentAt} ms after the note`);
       assert.ok(looks[1]!.at - sentAt >= 1_600, `second look ${looks[1]!.at - sentAt} ms after the note`);
-      const replies = (await t.request({ method: 'GET', url: `/api/v1/messages/${note}`, key: a.liveKey })).json().replies;
+      // Recorded once the look's answer is read: on a busy machine, later than the look itself.
+      const replies = await eventually(async () => {
+        const shownNow = (await t.request({ method: 'GET', url: `/api/v1/messages/${note}`, key: a.liveKey })).json().replies;
+        return shownNow.length >= 2 ? shownNow : undefined;
+      }, 'the second reply', 5_000);
       assert.deepEqual(replies.map((r: any) => r.type), ['text', 'voice']);
       assert.equal((await t.app.services.db.kysely.selectFrom('message_replies').select('platform_reply_id').where('platform_reply_id', '=', replyUrn).execute()).length, 1);
       // The next look is a day away (a minute here): none meanwhile.

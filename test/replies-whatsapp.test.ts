@@ -96,6 +96,8 @@ describe(`replies from a live WhatsApp session (${STORAGE_LABEL})`, () => {
           ['document', null],
         ],
       );
+      // One event per reply: all five arrive (webhooks go out after the replies are recorded), and no more.
+      await eventually(() => (receiver.received.length >= 5 ? true : undefined), 'five voice_note.replied events');
       await sleep(300);
       assert.equal(receiver.received.length, 5);
     } finally {
