@@ -270,6 +270,7 @@ export function startWorker(services: Services, tuning: WorkerTuning = {}): Runn
     dataDir: config.dataDir,
     ffmpegPath: resolveFfmpegPath(config.ffmpegPath),
     allowPrivateUrls: config.audioAllowPrivateUrls,
+    maxConcurrentConversions: config.maxConcurrentConversions,
     logger,
     metrics: services.metrics,
   });

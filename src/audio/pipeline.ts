@@ -6,12 +6,12 @@ import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
 import { AUDIO_CACHE_DIR, AudioCache, type AudioLogger, type CacheEntry, type SourceFacts } from './cache.js';
 import { AudioError } from './errors.js';
-import { FfmpegRunner } from './ffmpeg.js';
+import { FfmpegRunner, Semaphore } from './ffmpeg.js';
 import { createAudioAgent, fetchAudio, type FetchedSource } from './fetch.js';
 import { detectSource, type SourceInfo } from './probe.js';
 import { DEFAULT_MAX_SOURCE_BYTES, type AudioFormat, type AudioProfile, type AudioTarget } from './targets.js';
 import { abortable, copyLocalSource, exceedsDuration, lengthOf, tooLong } from './pipeline-steps.js';
-import { convertAudio } from './transcode.js';
+import { convertAudio, type ConversionOutcome } from './transcode.js';
 import type { AddressPolicy } from './url-check.js';
 
 /**
@@ -28,7 +28,11 @@ export interface AudioPipelineOptions {
   ffmpegPath: string;
   allowPrivateUrls: boolean;
   cacheMaxBytes?: number;
-  maxConcurrentTranscodes?: number;
+  /**
+   * Conversions run at once (MAX_CONCURRENT_CONVERSIONS); default one per core. A permit is held for the
+   * whole conversion, every ffmpeg run and whatever work it does in this process, not per ffmpeg run.
+   */
+  maxConcurrentConversions?: number;
   fetchTimeoutMs?: number;
   maxSourceBytes?: number;
   /**
@@ -118,7 +122,10 @@ export function createAudioPipeline(opts: AudioPipelineOptions, internals: Audio
   const log = opts.logger;
   const tmpDir = join(opts.dataDir, 'tmp', 'audio');
   const cache = new AudioCache(join(opts.dataDir, AUDIO_CACHE_DIR), opts.cacheMaxBytes ?? GiB, log);
-  const runner = new FfmpegRunner(opts.ffmpegPath, opts.maxConcurrentTranscodes ?? availableParallelism());
+  const maxConversions = opts.maxConcurrentConversions ?? availableParallelism();
+  // The runner's own bound is the same: it is never the one that makes a conversion wait.
+  const runner = new FfmpegRunner(opts.ffmpegPath, maxConversions);
+  const conversions = new Semaphore(maxConversions);
   // The caller is told only that the host is not public; the operator's log says which and why.
   const onRefused = (detail: { host: string; reason: string }): void => opts.logger?.warn({ audio_host: detail.host, reason: detail.reason }, 'audio fetch refused: the host is not a public address');
   const agent = createAudioAgent({ allowPrivate: opts.allowPrivateUrls, lookup: internals.lookup, addressPolicy: internals.addressPolicy, onRefused });
@@ -169,7 +176,13 @@ export function createAudioPipeline(opts: AudioPipelineOptions, internals: Audio
         const started = performance.now();
         try {
           // The conversion stops with the request that started it (others waiting on it then retry).
-          const outcome = await convertAudio({ runner, sourcePath: src.path, info: detected, profile, outputPath, timeoutMs: ffmpegTimeoutMs, ...(signal ? { signal } : {}) });
+          const permit = await conversions.acquire();
+          let outcome: ConversionOutcome;
+          try {
+            outcome = await convertAudio({ runner, sourcePath: src.path, info: detected, profile, outputPath, timeoutMs: ffmpegTimeoutMs, ...(signal ? { signal } : {}) });
+          } finally {
+            permit();
+          }
           const entry = await cache.commit(outcome.passThrough ? src.path : outputPath, {
             sourceSha256: src.sha256,
             profile,
