@@ -9,6 +9,7 @@ import { AudioError } from './errors.js';
 import { FfmpegRunner, Semaphore } from './ffmpeg.js';
 import { createAudioAgent, fetchAudio, type FetchedSource } from './fetch.js';
 import { detectSource, type SourceInfo } from './probe.js';
+import { ReadyUrls } from './ready-urls.js';
 import { DEFAULT_MAX_SOURCE_BYTES, type AudioFormat, type AudioProfile, type AudioTarget } from './targets.js';
 import { abortable, copyLocalSource, exceedsDuration, lengthOf, tooLong } from './pipeline-steps.js';
 import { convertAudio, type ConversionOutcome } from './transcode.js';
@@ -94,6 +95,8 @@ export interface PrepareInput {
 
 export interface AudioPipeline {
   prepare(input: PrepareInput): Promise<PreparedAudio>;
+  /** This process had the audio of `url` ready for the target within the last hour (a guess: no download). */
+  isReady(url: string, target: AudioTarget): boolean;
   close(): Promise<void>;
 }
 
@@ -103,6 +106,8 @@ const DEFAULT_FFMPEG_TIMEOUT_MS = 10 * 60_000;
 const STALE_DOWNLOAD_MS = 15 * 60_000;
 const DEFAULT_URL_FRESH_MS = 60_000;
 const MAX_KNOWN_URLS = 10_000;
+/** ffmpeg runs this much below the process's priority: deliveries first, conversions on what is left (BENCHMARKS.md, "Deliveries while distinct notes convert"). */
+const FFMPEG_NICENESS = Number(process.env.VOICENOTE_EXPERIMENT_NICENESS ?? 10);
 
 /** Settles a conversion nobody is waiting for any more (every requester failed its own checks first). */
 class NoTakers extends Error {}
@@ -124,7 +129,7 @@ export function createAudioPipeline(opts: AudioPipelineOptions, internals: Audio
   const cache = new AudioCache(join(opts.dataDir, AUDIO_CACHE_DIR), opts.cacheMaxBytes ?? GiB, log);
   const maxConversions = opts.maxConcurrentConversions ?? availableParallelism();
   // The runner's own bound is the same: it is never the one that makes a conversion wait.
-  const runner = new FfmpegRunner(opts.ffmpegPath, maxConversions);
+  const runner = new FfmpegRunner(opts.ffmpegPath, maxConversions, FFMPEG_NICENESS);
   const conversions = new Semaphore(maxConversions);
   // The caller is told only that the host is not public; the operator's log says which and why.
   const onRefused = (detail: { host: string; reason: string }): void => opts.logger?.warn({ audio_host: detail.host, reason: detail.reason }, 'audio fetch refused: the host is not a public address');
@@ -140,6 +145,7 @@ export function createAudioPipeline(opts: AudioPipelineOptions, internals: Audio
   /** The first request for a URL while others wait for its download and conversion instead of downloading too. */
   const urlLeaders = new Map<string, Promise<void>>();
   const pending = new Set<Promise<unknown>>();
+  const readyUrls = new ReadyUrls();
   let closed = false;
 
   const ready = (async () => {
@@ -365,9 +371,13 @@ export function createAudioPipeline(opts: AudioPipelineOptions, internals: Audio
     prepare(input) {
       if (closed) return Promise.reject(new Error('audio pipeline is closed'));
       const job = prepareOnce(input);
+      job.then(() => readyUrls.ready(input.url, input.target.profile), noop);
       pending.add(job);
       job.then(noop, noop).finally(() => pending.delete(job));
       return job;
+    },
+    isReady(url, target) {
+      return readyUrls.has(url, target.profile);
     },
     async close() {
       if (closed) return;
