@@ -35,12 +35,12 @@ export class DeliveryWorker {
 
   constructor(options: WorkerOptions) {
     this.#options = { concurrency: 8, leaseMs: 120_000, pollMs: 1_000, clock: Date.now, accountSharePercent: DEFAULT_ACCOUNT_SHARE_PERCENT, ...options };
-    const { db, logger, concurrency, accountSharePercent, leaseMs, pollMs, affinityHolder, clock, audio, audioTargetFor, conversionSlots } = this.#options;
+    const { db, logger, concurrency, accountSharePercent, leaseMs, pollMs, affinityHolder, clock, conversionSlots } = this.#options;
     this.#storage = new StorageWatch(logger);
     // A note whose audio this process has not had ready lately may wait seconds for a conversion.
     const mayConvert = (m: { platform: string; audio_url: string }): boolean => {
-      const target = audioTargetFor(m.platform);
-      return target !== undefined && audio.isReady !== undefined && !audio.isReady(m.audio_url, target);
+      const target = this.#options.audioTargetFor(m.platform);
+      return target !== undefined && this.#options.audio.isReady?.(m.audio_url, target) === false;
     };
     this.#claims = new MessageClaims({
       db,
