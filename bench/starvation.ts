@@ -81,6 +81,9 @@ interface PhaseResult {
   /** From their due time to the first one's attempt; and the rate from then on. */
   firstAttemptMs: number;
   runningRate: number;
+  /** Cached notes in hand on average from the first attempt on, and an attempt's mean length. */
+  inFlight: number;
+  attemptMs: number;
   failed: number;
   /** During conversions: distinct notes delivered within the cached notes' window, and before it. */
   convertedInWindow?: number;
@@ -196,7 +199,6 @@ async function main(): Promise<void> {
       ...(WORKER_CONCURRENCY !== undefined ? { WORKER_CONCURRENCY: String(WORKER_CONCURRENCY) } : {}),
       ...(CONVERSIONS !== undefined ? { MAX_CONCURRENT_CONVERSIONS: String(CONVERSIONS) } : {}),
       ...(process.env.FFMPEG_PATH ? { FFMPEG_PATH: process.env.FFMPEG_PATH } : {}),
-      ...Object.fromEntries(Object.entries(process.env).filter(([k]) => k.startsWith('VOICENOTE_EXPERIMENT_'))) as Record<string, string>,
     });
     const pid = worker.child.pid!;
     let exitCode: number | null | undefined;
@@ -289,6 +291,8 @@ async function main(): Promise<void> {
         rate: (MESSAGES * 1000) / windowMs,
         windowMs,
         firstAttemptMs: firstStart - dueAt,
+        inFlight: rows.reduce((n, a) => n + Number(a.ended_at) - Number(a.started_at), 0) / (end - firstStart),
+        attemptMs: rows.reduce((n, a) => n + Number(a.ended_at) - Number(a.started_at), 0) / rows.length,
         runningRate: (MESSAGES * 1000) / (end - firstStart),
         failed,
         workerCores: (last.workerCpuMs - first.workerCpuMs) / span,
@@ -305,7 +309,7 @@ async function main(): Promise<void> {
         result.failed += conv.filter((a) => a.outcome === 'failed').length;
       }
       console.error(
-        `round ${result.round} ${mode}: ${result.rate.toFixed(0)} notes/s over ${windowMs} ms (first attempt after ${result.firstAttemptMs} ms, then ${result.runningRate.toFixed(0)}/s)` +
+        `round ${result.round} ${mode}: ${result.rate.toFixed(0)} notes/s over ${windowMs} ms (first attempt after ${result.firstAttemptMs} ms, then ${result.runningRate.toFixed(0)}/s, ${result.inFlight.toFixed(1)} in hand, ${result.attemptMs.toFixed(0)} ms each)` +
           (mode === 'during' ? `; conversions: ${result.convertedBefore} before, ${result.convertedInWindow} within, ffmpeg running ${result.ffmpegBusyPercent!.toFixed(0)} % of the window (mean ${result.ffmpegMean!.toFixed(2)}), all ${NOTES} in ${(result.conversionsMs! / 1000).toFixed(1)} s` : '') +
           `; CPU worker ${result.workerCores.toFixed(2)}, ffmpeg ${result.ffmpegCores.toFixed(2)} cores`,
       );

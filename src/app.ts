@@ -373,7 +373,7 @@ export function createWorker(services: Services, audio: AudioSource, tuning: Wor
     affinityHolder: services.whatsappLive.holderId,
     recorder: withAttemptMetrics(createAttemptRecorder(db, services.logger), services.metrics),
     concurrency: config.workerConcurrency,
-    conversionSlots: Number(process.env.VOICENOTE_EXPERIMENT_CONVERSION_SLOTS ?? conversionSlotsFor(workerTuning.concurrency ?? config.workerConcurrency, config.maxConcurrentConversions)),
+    conversionSlots: conversionSlotsFor(workerTuning.concurrency ?? config.workerConcurrency, config.maxConcurrentConversions),
     accountSharePercent: config.workerAccountShare,
     senderKind: (platform, senderKey) => services.platforms.get(platform)?.senderKind?.(senderKey) ?? platform,
     gate: createRhythmGate({ db: db.kysely, platforms: services.platforms, logger: services.logger, ...(services.rhythmDefaults ? { defaults: services.rhythmDefaults } : {}) }),

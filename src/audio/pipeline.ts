@@ -106,8 +106,8 @@ const DEFAULT_FFMPEG_TIMEOUT_MS = 10 * 60_000;
 const STALE_DOWNLOAD_MS = 15 * 60_000;
 const DEFAULT_URL_FRESH_MS = 60_000;
 const MAX_KNOWN_URLS = 10_000;
-/** ffmpeg runs this much below the process's priority: deliveries first, conversions on what is left (BENCHMARKS.md, "Deliveries while distinct notes convert"). */
-const FFMPEG_NICENESS = Number(process.env.VOICENOTE_EXPERIMENT_NICENESS ?? 10);
+/** ffmpeg runs this much below the process's priority: on a busy machine deliveries go first, conversions take what is left. */
+const FFMPEG_NICENESS = 10;
 
 /** Settles a conversion nobody is waiting for any more (every requester failed its own checks first). */
 class NoTakers extends Error {}
