@@ -6,6 +6,7 @@ import type { Config } from './config.js';
 import { SecretBox } from './core/secret-box.js';
 import { DeliveryWorker, type AudioSource } from './delivery/worker.js';
 import { createRhythmGate } from './delivery/rhythm-gate.js';
+import { conversionSlotsFor } from './delivery/claim.js';
 import type { Rhythm } from './core/rhythm.js';
 import { createLogger } from './logger.js';
 import { startMetricsListener, type MetricsListener } from './metrics/exposure.js';
@@ -270,6 +271,7 @@ export function startWorker(services: Services, tuning: WorkerTuning = {}): Runn
     dataDir: config.dataDir,
     ffmpegPath: resolveFfmpegPath(config.ffmpegPath),
     allowPrivateUrls: config.audioAllowPrivateUrls,
+    maxConcurrentConversions: config.maxConcurrentConversions,
     logger,
     metrics: services.metrics,
   });
@@ -371,6 +373,7 @@ export function createWorker(services: Services, audio: AudioSource, tuning: Wor
     affinityHolder: services.whatsappLive.holderId,
     recorder: withAttemptMetrics(createAttemptRecorder(db, services.logger), services.metrics),
     concurrency: config.workerConcurrency,
+    conversionSlots: conversionSlotsFor(workerTuning.concurrency ?? config.workerConcurrency, config.maxConcurrentConversions),
     accountSharePercent: config.workerAccountShare,
     senderKind: (platform, senderKey) => services.platforms.get(platform)?.senderKind?.(senderKey) ?? platform,
     gate: createRhythmGate({ db: db.kysely, platforms: services.platforms, logger: services.logger, ...(services.rhythmDefaults ? { defaults: services.rhythmDefaults } : {}) }),

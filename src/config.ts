@@ -1,5 +1,6 @@
 import fs from 'node:fs';
 import net from 'node:net';
+import { availableParallelism } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -38,6 +39,8 @@ export interface Config {
   sandboxAutoScanSeconds: number;
   /** Messages one worker process delivers at once. */
   workerConcurrency: number;
+  /** Audio conversions one worker process runs at once (the rest wait their turn, off the delivery slots). */
+  maxConcurrentConversions: number;
   /** The most of a worker's (and a webhook sender's) slots one account may hold, in percent. */
   workerAccountShare: number;
   /** PostgreSQL connections one process may hold. */
@@ -92,6 +95,11 @@ export class ConfigError extends Error {
 // messages a second on the delivery bench, 32 at about 710, 64 at about 870 (BENCHMARKS.md). 32 leaves
 // room in a PostgreSQL pool of the default size (10) for the API beside it; raise it for bulk sending.
 export const DEFAULT_WORKER_CONCURRENCY = 32;
+
+/** MAX_CONCURRENT_CONVERSIONS when unset: one conversion per core. */
+export function defaultConcurrentConversions(cores = availableParallelism()): number {
+  return Math.max(1, cores);
+}
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
 
@@ -242,6 +250,7 @@ export function loadConfig(env: Env = process.env): Config {
     sandboxLatencyMs: integer(env, 'SANDBOX_LATENCY_MS', 300, 0, 600_000),
     sandboxAutoScanSeconds: integer(env, 'SANDBOX_AUTO_SCAN_SECONDS', 3, 0, 86_400),
     workerConcurrency: integer(env, 'WORKER_CONCURRENCY', DEFAULT_WORKER_CONCURRENCY, 1, 1_000),
+    maxConcurrentConversions: integer(env, 'MAX_CONCURRENT_CONVERSIONS', defaultConcurrentConversions(), 1, 256),
     workerAccountShare: integer(env, 'WORKER_ACCOUNT_SHARE', DEFAULT_ACCOUNT_SHARE_PERCENT, 1, 100),
     databasePoolSize: integer(env, 'DATABASE_POOL_SIZE', 10, 1, 1_000),
     shutdownGraceMs: integer(env, 'SHUTDOWN_GRACE_MS', 10_000, 0, 600_000),

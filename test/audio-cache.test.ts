@@ -292,7 +292,7 @@ describe('audio cache and concurrency', () => {
     assert.deepEqual(await leftovers(dataDir), []);
   });
 
-  it('runs at most maxConcurrentTranscodes ffmpeg processes at once', async () => {
+  it('runs at most maxConcurrentConversions ffmpeg processes at once', async () => {
     const dataDir = await freshDir('semaphore');
     const log = join(dataDir, 'runs.log');
     const wrapper = join(dataDir, 'logging-ffmpeg.sh');
@@ -302,7 +302,7 @@ describe('audio cache and concurrency', () => {
     const names = ['tone.mp3', 'tone.m4a', 'tone.aac', 'tone.wav', 'tone.flac', 'tone-vorbis.ogg'];
     const maxRunning = async (limit: number): Promise<number> => {
       await writeFile(log, '');
-      const p = track(createAudioPipeline({ dataDir: await freshDir(`sem-${limit}`), ffmpegPath: wrapper, allowPrivateUrls: true, maxConcurrentTranscodes: limit }));
+      const p = track(createAudioPipeline({ dataDir: await freshDir(`sem-${limit}`), ffmpegPath: wrapper, allowPrivateUrls: true, maxConcurrentConversions: limit }));
       const done = await Promise.all(names.map((n) => p.prepare({ url: server.url(`/${n}`), target: audioTargetFor('linkedin') })));
       for (const d of done) d.release();
       let running = 0;

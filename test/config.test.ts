@@ -7,7 +7,7 @@ import { after, before, describe } from 'node:test';
 import { test } from './fixtures/timed.js';
 import { createServer, type Server } from 'node:net';
 import type { AddressInfo } from 'node:net';
-import { ConfigError, loadConfig, PACKAGE_ROOT } from '../src/config.js';
+import { ConfigError, defaultConcurrentConversions, loadConfig, PACKAGE_ROOT } from '../src/config.js';
 import { CONFIG_VARIABLES, runCli } from './fixtures/cli-process.js';
 
 const HEX_KEY = randomBytes(32).toString('hex');
@@ -33,6 +33,7 @@ describe('loadConfig: the documented defaults', () => {
       sandboxLatencyMs: 300,
       sandboxAutoScanSeconds: 3,
       workerConcurrency: 32,
+      maxConcurrentConversions: defaultConcurrentConversions(),
       workerAccountShare: 75,
       databasePoolSize: 10,
       shutdownGraceMs: 10_000,
@@ -70,6 +71,7 @@ describe('loadConfig: values are read and typed', () => {
       SANDBOX_LATENCY_MS: '0',
       SANDBOX_AUTO_SCAN_SECONDS: '0',
       WORKER_CONCURRENCY: '48',
+      MAX_CONCURRENT_CONVERSIONS: '3',
       DATABASE_POOL_SIZE: '25',
       SHUTDOWN_GRACE_MS: '2500',
       SHUTDOWN_MARGIN_MS: '4000',
@@ -95,6 +97,7 @@ describe('loadConfig: values are read and typed', () => {
     assert.equal(config.sandboxLatencyMs, 0);
     assert.equal(config.sandboxAutoScanSeconds, 0, '0 turns sandbox auto-scan off');
     assert.equal(config.workerConcurrency, 48);
+    assert.equal(config.maxConcurrentConversions, 3);
     assert.equal(config.databasePoolSize, 25);
     assert.equal(config.shutdownGraceMs, 2500);
     assert.equal(config.shutdownMarginMs, 4000);
@@ -174,6 +177,9 @@ const BAD_VALUES: Array<{ env: Record<string, string>; variable: string }> = [
   { env: { SANDBOX_AUTO_SCAN_SECONDS: 'soon' }, variable: 'SANDBOX_AUTO_SCAN_SECONDS' },
   { env: { WORKER_CONCURRENCY: '0' }, variable: 'WORKER_CONCURRENCY' },
   { env: { WORKER_CONCURRENCY: 'many' }, variable: 'WORKER_CONCURRENCY' },
+  { env: { MAX_CONCURRENT_CONVERSIONS: '0' }, variable: 'MAX_CONCURRENT_CONVERSIONS' },
+  { env: { MAX_CONCURRENT_CONVERSIONS: '257' }, variable: 'MAX_CONCURRENT_CONVERSIONS' },
+  { env: { MAX_CONCURRENT_CONVERSIONS: 'cores' }, variable: 'MAX_CONCURRENT_CONVERSIONS' },
   { env: { DATABASE_POOL_SIZE: '0' }, variable: 'DATABASE_POOL_SIZE' },
   { env: { SHUTDOWN_GRACE_MS: 'forever' }, variable: 'SHUTDOWN_GRACE_MS' },
   { env: { SHUTDOWN_MARGIN_MS: '-1' }, variable: 'SHUTDOWN_MARGIN_MS' },
@@ -221,6 +227,7 @@ describe('the process refuses to start on a bad value', () => {
   const cases: Array<{ env: Record<string, string>; variable: string }> = [
     { env: { PORT: 'abc' }, variable: 'PORT' },
     { env: { LOG_LEVEL: 'loud' }, variable: 'LOG_LEVEL' },
+    { env: { MAX_CONCURRENT_CONVERSIONS: '0' }, variable: 'MAX_CONCURRENT_CONVERSIONS' },
     { env: { DATABASE_URL: 'postgres://127.0.0.1:1/none' }, variable: 'SECRET_KEY' },
   ];
   for (const { env, variable } of cases) {

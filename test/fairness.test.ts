@@ -156,7 +156,9 @@ describe(`fair claims (${STORAGE_LABEL})`, () => {
 describe(`slots earned by quick work (${STORAGE_LABEL})`, () => {
   it('lets a lone account whose notes go through quickly use every slot but the reserve, which stays free for another account', { timeout: 60_000 }, async () => {
     // 8 slots: A's share is 6, the reserve 1. A's notes wait on the audio host until the test lets them go.
-    const t = await startTestApp({ env: { WORKER_CONCURRENCY: '8', SHUTDOWN_GRACE_MS: '0' } });
+    // Their URLs are new to the worker, so they count as notes that may need converting: with 4
+    // conversions at once, those may hold all 8 slots (conversion-slots.test.ts tests that bound).
+    const t = await startTestApp({ env: { WORKER_CONCURRENCY: '8', MAX_CONCURRENT_CONVERSIONS: '4', SHUTDOWN_GRACE_MS: '0' } });
     const fixtures = await sharedFixtures(await testFfmpegPath());
     const voice = { kind: 'file' as const, path: fixtures['voice.ogg'], contentType: 'audio/ogg' };
     const gate = () => {

@@ -1,6 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { accessSync, constants as fsConstants } from 'node:fs';
 import { createRequire } from 'node:module';
+import { getPriority, setPriority } from 'node:os';
 import { delimiter, join } from 'node:path';
 
 /** FFMPEG_PATH value if given, else `ffmpeg` on PATH if present, else the bundled @ffmpeg-installer binary. */
@@ -74,7 +75,12 @@ export class FfmpegRunner {
   private closed = false;
   runs = 0;
 
-  constructor(readonly ffmpegPath: string, maxConcurrent: number) {
+  /**
+   * `niceness`: how much lower than this process's own the scheduling priority of each ffmpeg is, so
+   * that on a busy machine the process's deliveries (and whatever else runs at normal priority) go
+   * first and conversions take the CPU left over; 0 leaves ffmpeg at this process's priority.
+   */
+  constructor(readonly ffmpegPath: string, maxConcurrent: number, private readonly niceness = 0) {
     this.semaphore = new Semaphore(maxConcurrent);
   }
 
@@ -92,6 +98,7 @@ export class FfmpegRunner {
   private spawnOnce(args: readonly string[], opts: FfmpegRunOptions): Promise<FfmpegResult> {
     return new Promise((resolve, reject) => {
       const child = spawn(this.ffmpegPath, args, { stdio: ['ignore', opts.onStdout ? 'pipe' : 'ignore', 'pipe'], shell: false });
+      if (this.niceness > 0 && child.pid !== undefined) lowerPriority(child.pid, this.niceness);
       let stderr = '';
       let timedOut = false;
       let killed = false;
@@ -145,6 +152,15 @@ export class FfmpegRunner {
       return entry.exited;
     });
     await Promise.all(exits);
+  }
+}
+
+/** Lowers a process's priority by `by` below this process's (at most to 19); one that already ended is left alone. */
+function lowerPriority(pid: number, by: number): void {
+  try {
+    setPriority(pid, Math.min(19, getPriority() + by));
+  } catch {
+    // It exited already, or the platform refuses: it runs at normal priority, as without this.
   }
 }
 

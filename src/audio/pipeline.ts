@@ -6,12 +6,13 @@ import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
 import { AUDIO_CACHE_DIR, AudioCache, type AudioLogger, type CacheEntry, type SourceFacts } from './cache.js';
 import { AudioError } from './errors.js';
-import { FfmpegRunner } from './ffmpeg.js';
+import { FfmpegRunner, Semaphore } from './ffmpeg.js';
 import { createAudioAgent, fetchAudio, type FetchedSource } from './fetch.js';
 import { detectSource, type SourceInfo } from './probe.js';
+import { ReadyUrls } from './ready-urls.js';
 import { DEFAULT_MAX_SOURCE_BYTES, type AudioFormat, type AudioProfile, type AudioTarget } from './targets.js';
 import { abortable, copyLocalSource, exceedsDuration, lengthOf, tooLong } from './pipeline-steps.js';
-import { convertAudio } from './transcode.js';
+import { convertAudio, type ConversionOutcome } from './transcode.js';
 import type { AddressPolicy } from './url-check.js';
 
 /**
@@ -28,7 +29,11 @@ export interface AudioPipelineOptions {
   ffmpegPath: string;
   allowPrivateUrls: boolean;
   cacheMaxBytes?: number;
-  maxConcurrentTranscodes?: number;
+  /**
+   * Conversions run at once (MAX_CONCURRENT_CONVERSIONS); default one per core. A permit is held for the
+   * whole conversion, every ffmpeg run and whatever work it does in this process, not per ffmpeg run.
+   */
+  maxConcurrentConversions?: number;
   fetchTimeoutMs?: number;
   maxSourceBytes?: number;
   /**
@@ -90,6 +95,8 @@ export interface PrepareInput {
 
 export interface AudioPipeline {
   prepare(input: PrepareInput): Promise<PreparedAudio>;
+  /** This process had the audio of `url` ready for the target within the last hour (a guess: no download). */
+  isReady(url: string, target: AudioTarget): boolean;
   close(): Promise<void>;
 }
 
@@ -99,6 +106,8 @@ const DEFAULT_FFMPEG_TIMEOUT_MS = 10 * 60_000;
 const STALE_DOWNLOAD_MS = 15 * 60_000;
 const DEFAULT_URL_FRESH_MS = 60_000;
 const MAX_KNOWN_URLS = 10_000;
+/** ffmpeg runs this much below the process's priority: on a busy machine deliveries go first, conversions take what is left. */
+const FFMPEG_NICENESS = 10;
 
 /** Settles a conversion nobody is waiting for any more (every requester failed its own checks first). */
 class NoTakers extends Error {}
@@ -118,7 +127,10 @@ export function createAudioPipeline(opts: AudioPipelineOptions, internals: Audio
   const log = opts.logger;
   const tmpDir = join(opts.dataDir, 'tmp', 'audio');
   const cache = new AudioCache(join(opts.dataDir, AUDIO_CACHE_DIR), opts.cacheMaxBytes ?? GiB, log);
-  const runner = new FfmpegRunner(opts.ffmpegPath, opts.maxConcurrentTranscodes ?? availableParallelism());
+  const maxConversions = opts.maxConcurrentConversions ?? availableParallelism();
+  // The runner's own bound is the same: it is never the one that makes a conversion wait.
+  const runner = new FfmpegRunner(opts.ffmpegPath, maxConversions, FFMPEG_NICENESS);
+  const conversions = new Semaphore(maxConversions);
   // The caller is told only that the host is not public; the operator's log says which and why.
   const onRefused = (detail: { host: string; reason: string }): void => opts.logger?.warn({ audio_host: detail.host, reason: detail.reason }, 'audio fetch refused: the host is not a public address');
   const agent = createAudioAgent({ allowPrivate: opts.allowPrivateUrls, lookup: internals.lookup, addressPolicy: internals.addressPolicy, onRefused });
@@ -133,6 +145,7 @@ export function createAudioPipeline(opts: AudioPipelineOptions, internals: Audio
   /** The first request for a URL while others wait for its download and conversion instead of downloading too. */
   const urlLeaders = new Map<string, Promise<void>>();
   const pending = new Set<Promise<unknown>>();
+  const readyUrls = new ReadyUrls();
   let closed = false;
 
   const ready = (async () => {
@@ -169,7 +182,13 @@ export function createAudioPipeline(opts: AudioPipelineOptions, internals: Audio
         const started = performance.now();
         try {
           // The conversion stops with the request that started it (others waiting on it then retry).
-          const outcome = await convertAudio({ runner, sourcePath: src.path, info: detected, profile, outputPath, timeoutMs: ffmpegTimeoutMs, ...(signal ? { signal } : {}) });
+          const permit = await conversions.acquire();
+          let outcome: ConversionOutcome;
+          try {
+            outcome = await convertAudio({ runner, sourcePath: src.path, info: detected, profile, outputPath, timeoutMs: ffmpegTimeoutMs, ...(signal ? { signal } : {}) });
+          } finally {
+            permit();
+          }
           const entry = await cache.commit(outcome.passThrough ? src.path : outputPath, {
             sourceSha256: src.sha256,
             profile,
@@ -352,9 +371,13 @@ export function createAudioPipeline(opts: AudioPipelineOptions, internals: Audio
     prepare(input) {
       if (closed) return Promise.reject(new Error('audio pipeline is closed'));
       const job = prepareOnce(input);
+      job.then(() => readyUrls.ready(input.url, input.target.profile), noop);
       pending.add(job);
       job.then(noop, noop).finally(() => pending.delete(job));
       return job;
+    },
+    isReady(url, target) {
+      return readyUrls.has(url, target.profile);
     },
     async close() {
       if (closed) return;

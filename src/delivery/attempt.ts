@@ -53,6 +53,8 @@ export interface Job {
   senders?: ClaimedSenders | undefined;
   /** What the platform named the sender by in this attempt's answer (a bot's @username), kept on its record. */
   senderLabel?: string;
+  /** Told once the audio is ready or has failed (a conversion slot, if it held one, is free). */
+  audioSettled?: () => void;
 }
 
 /** The database's time now, from the claim's and this process's elapsed time. */
@@ -181,13 +183,15 @@ async function attempt(deps: AttemptDeps, job: Job): Promise<void> {
   await checkSender({ db: db.kysely, logger: deps.options.logger }, message, job.senders, dbNow(job, deps.options.clock));
   // A sandbox send of the service's own sample on a private address reads the shipped copy.
   const sample = message.env === 'live' ? null : localSampleFor(message.audio_url);
-  const voice = await audio.prepare({
-    url: message.audio_url,
-    target,
-    ...(sample !== null ? { localSource: sample } : {}),
-    ...(message.duration !== null ? { durationHint: Number(message.duration) } : {}),
-    signal,
-  });
+  const voice = await audio
+    .prepare({
+      url: message.audio_url,
+      target,
+      ...(sample !== null ? { localSource: sample } : {}),
+      ...(message.duration !== null ? { durationHint: Number(message.duration) } : {}),
+      signal,
+    })
+    .finally(() => job.audioSettled?.());
   try {
     await deps.options.recorder?.audioPrepared(message, voice).catch((err: unknown) => deps.options.logger.warn({ err }, 'could not record the audio'));
     // The lease is a promise: it must hold when the platform call, which cannot be taken back, starts.

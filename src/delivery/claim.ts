@@ -19,6 +19,15 @@ const CAPPED_NEW_WORK_MS = 20;
  */
 const EXPIRED_LEASES_EVERY_MS = 1_000;
 
+/**
+ * How many of a worker's `slots` notes that may need converting hold, with `conversions` run at once:
+ * each running conversion and one more downloading or waiting its turn, and at least a quarter of the
+ * slots (such a note's download holds its slot too, as long as its audio host takes to answer).
+ */
+export function conversionSlotsFor(slots: number, conversions: number): number {
+  return Math.min(slots, Math.max(2 * conversions, Math.ceil(slots / 4)));
+}
+
 export interface ClaimSettings {
   db: Db;
   workerId: string;
@@ -28,6 +37,10 @@ export interface ClaimSettings {
   pollMs: number;
   affinityHolder?: string;
   clock: () => number;
+  /** The most slots notes whose audio may need converting hold (see WorkerOptions.conversionSlots). */
+  conversionSlots?: number;
+  /** Whether a note's audio may need converting (not known to be ready). */
+  mayConvert?: (message: { platform: string; audio_url: string }) => boolean;
 }
 
 /**
@@ -52,6 +65,8 @@ export class MessageClaims {
   #newWork = false;
   /** When the last claim looked for messages whose lease ran out (this process's clock). */
   #expiredLookAt = Number.NEGATIVE_INFINITY;
+  /** Messages in hand claimed as "may need converting" whose audio is not ready yet. */
+  readonly #converting = new Set<string>();
 
   constructor(settings: ClaimSettings) {
     this.#settings = settings;
@@ -104,18 +119,39 @@ export class MessageClaims {
       expiredLeases,
       pick: (candidates) =>
         pickFairly(
-          candidates.map((c) => ({ id: c.id, account: c.account_id, sender: c.sender })),
+          this.#withinConversionSlots(candidates).map((c) => ({ id: c.id, account: c.account_id, sender: c.sender })),
           { limit: free, slots: concurrency, capOf: (account) => slots.capOf(account), inHand: slots.inHand },
         ),
     });
     this.#capped = claimed.length < free && (leftBehind || excluded.length > 0) ? { at: claimedAt, free: free - claimed.length } : undefined;
     this.#backlog = claimed.length === free || this.#capped !== undefined;
-    for (const message of claimed) slots.take(message.account_id);
+    for (const message of claimed) {
+      slots.take(message.account_id);
+      if (this.#settings.mayConvert?.(message)) this.#converting.add(message.id);
+    }
     return { claimed, claimedAt };
+  }
+
+  /**
+   * Candidates in due order, without those that may need converting once the conversion slots are
+   * full: those stay queued (for this worker's next claim, or another worker's), not held in a slot
+   * that notes with their audio ready could use.
+   */
+  #withinConversionSlots<C extends { platform: string; audio_url: string }>(candidates: readonly C[]): readonly C[] {
+    const { conversionSlots, mayConvert } = this.#settings;
+    if (conversionSlots === undefined || mayConvert === undefined) return candidates;
+    let room = conversionSlots - this.#converting.size;
+    return candidates.filter((c) => !mayConvert(c) || room-- > 0);
+  }
+
+  /** A message's audio is ready (or failed): it no longer holds a conversion slot. True when it held one. */
+  audioSettled(message: MessageRow): boolean {
+    return this.#converting.delete(message.id);
   }
 
   /** A message claimed at `claimedAt` (this process's clock) is done with (its outcome written or kept). */
   release(message: MessageRow, claimedAt: number): void {
+    this.#converting.delete(message.id);
     this.#slots.release(message.account_id, claimedAt);
   }
 }

@@ -22,6 +22,11 @@ export interface AudioSource {
     /** A shipped sample read instead of downloading `url` (sandbox only). */
     localSource?: string;
   }): Promise<PreparedVoice>;
+  /**
+   * Whether the audio of `url` is known to be ready for the target (no conversion to wait for): the
+   * claim's guess, before any download. Without it every note counts as ready.
+   */
+  isReady?(url: string, target: AudioTarget): boolean;
 }
 
 /** `facts` (source as detected, cache key) is what the message log keeps of the audio. */
@@ -38,6 +43,12 @@ export interface WorkerOptions {
   logger: Logger;
   /** Messages handled at once by this process. */
   concurrency?: number;
+  /**
+   * The most of those slots notes whose audio may need converting hold (claimed while their audio was
+   * not known to be ready, until it is); default: all. A conversion holds its slot for seconds, most
+   * of it waiting for the transcoder: the other slots stay for notes whose audio is ready.
+   */
+  conversionSlots?: number;
   /**
    * The most of those slots one account may hold, in percent (WORKER_ACCOUNT_SHARE): the rest stays free
    * for other accounts (fair-share.ts).

@@ -35,9 +35,24 @@ export class DeliveryWorker {
 
   constructor(options: WorkerOptions) {
     this.#options = { concurrency: 8, leaseMs: 120_000, pollMs: 1_000, clock: Date.now, accountSharePercent: DEFAULT_ACCOUNT_SHARE_PERCENT, ...options };
-    const { db, logger, concurrency, accountSharePercent, leaseMs, pollMs, affinityHolder, clock } = this.#options;
+    const { db, logger, concurrency, accountSharePercent, leaseMs, pollMs, affinityHolder, clock, conversionSlots } = this.#options;
     this.#storage = new StorageWatch(logger);
-    this.#claims = new MessageClaims({ db, workerId: this.id, concurrency, accountSharePercent, leaseMs, pollMs, clock, ...(affinityHolder !== undefined ? { affinityHolder } : {}) });
+    // A note whose audio this process has not had ready lately may wait seconds for a conversion.
+    const mayConvert = (m: { platform: string; audio_url: string }): boolean => {
+      const target = this.#options.audioTargetFor(m.platform);
+      return target !== undefined && this.#options.audio.isReady?.(m.audio_url, target) === false;
+    };
+    this.#claims = new MessageClaims({
+      db,
+      workerId: this.id,
+      concurrency,
+      accountSharePercent,
+      leaseMs,
+      pollMs,
+      clock,
+      ...(affinityHolder !== undefined ? { affinityHolder } : {}),
+      ...(conversionSlots !== undefined && conversionSlots < concurrency ? { conversionSlots, mayConvert } : {}),
+    });
     this.#outcomes = new OutcomeWriter({
       db,
       workerId: this.id,
@@ -114,6 +129,10 @@ export class DeliveryWorker {
       for (const message of claimed) {
         const dbClaimedAt = Number(message.updated_at);
         const job: Job = { message, controller: new AbortController(), dbClaimedAt, claimedAt, leaseUntil: dbClaimedAt + leaseMs, reachedPlatform: false, rhythms, senders };
+        // A conversion slot freed: a note left queued for the lack of one may be claimed now.
+        job.audioSettled = () => {
+          if (this.#claims.audioSettled(message)) this.#loop.nudge();
+        };
         this.#jobs.set(message.id, job);
         const done = this.#handle(job).finally(() => {
           this.#jobs.delete(message.id);

@@ -91,6 +91,8 @@ export interface ClaimCandidate {
   account_id: string;
   /** Who sends it within its account: the affinity key (a WhatsApp session), else the platform. */
   sender: string;
+  platform: string;
+  audio_url: string;
 }
 
 export interface FairClaimOptions extends ClaimOptions {
@@ -130,7 +132,7 @@ export async function claimDueMessagesFairly(db: Kysely<Database>, dialect: Dial
     const dueWith = (status: MessageStatus) => {
       let due = trx
         .selectFrom('messages')
-        .select(['id', 'account_id', 'affinity', 'platform', 'next_attempt_at'])
+        .select(['id', 'account_id', 'affinity', 'platform', 'audio_url', 'next_attempt_at'])
         .where('status', '=', status)
         .where('next_attempt_at', '<=', now)
         .where((eb) => eb.or([eb('lease_expires_at', 'is', null), eb('lease_expires_at', '<', now)]))
@@ -146,7 +148,7 @@ export async function claimDueMessagesFairly(db: Kysely<Database>, dialect: Dial
     if (rows.length === 0) return { claimed: [], leftBehind: false };
     rows.sort((a, b) => Number(a.next_attempt_at) - Number(b.next_attempt_at));
     const candidates = rows.slice(0, options.window);
-    const ids = options.pick(candidates.map((r) => ({ id: r.id, account_id: r.account_id, sender: r.affinity ?? `platform:${r.platform}` }))).slice(0, options.limit);
+    const ids = options.pick(candidates.map((r) => ({ id: r.id, account_id: r.account_id, sender: r.affinity ?? `platform:${r.platform}`, platform: r.platform, audio_url: r.audio_url }))).slice(0, options.limit);
     if (ids.length === 0) return { claimed: [], leftBehind: true };
     const claimed = await claimChosen(trx, dialect, workerId, options, ids);
     return { claimed, leftBehind: rows.length > ids.length };
