@@ -17,3 +17,9 @@ export const MONO_WITHOUT_CLIPPING = ['-ac', '1', '-rematrix_maxval', '1'] as co
  */
 export const OPUS_COMPLEXITY = 5;
 export const OPUS_ENCODER = ['-c:a', 'libopus', '-compression_level', String(OPUS_COMPLEXITY)] as const;
+
+/**
+ * libopus complexity of the in-process encoder (opus-encoder.ts, libopus 1.3.1). Chosen on the same
+ * measurement as above, made with that encoder (bench/audio-quality.ts).
+ */
+export const NATIVE_OPUS_COMPLEXITY = 5;
