@@ -19,7 +19,7 @@ export const OPUS_COMPLEXITY = 5;
 export const OPUS_ENCODER = ['-c:a', 'libopus', '-compression_level', String(OPUS_COMPLEXITY)] as const;
 
 /**
- * libopus complexity of the in-process encoder (opus-encoder.ts, libopus 1.3.1). Chosen on the same
- * measurement as above, made with that encoder (bench/audio-quality.ts).
+ * libopus complexity of the in-process encoder (opus-encoder.ts, libopus 1.3.1), per profile, chosen
+ * on the same measurement made with that encoder (bench/audio-quality.ts, "in-process" rows).
  */
-export const NATIVE_OPUS_COMPLEXITY = 5;
+export const NATIVE_OPUS_COMPLEXITY = { ogg_opus_ptt: 5, ogg_opus: 3 } as const;

@@ -28,8 +28,14 @@ export class PcmFramer {
     const size = this.frame.length;
     let at = 0;
     while (at < chunk.length) {
-      // A copy per frame (a few hundred bytes) keeps frames whole across chunk boundaries and
-      // 16-bit aligned, which a slice of the pipe's chunk need not be.
+      // A whole frame straight from the pipe's chunk when it is 16-bit aligned (it usually is)...
+      if (this.filled === 0 && at + size <= chunk.length && ((chunk.byteOffset + at) & 1) === 0) {
+        this.onPacket(this.encoder.encode(chunk.subarray(at, at + size)));
+        this.frames++;
+        at += size;
+        continue;
+      }
+      // ...else through the frame buffer, which keeps a frame whole across chunk boundaries.
       const n = Math.min(size - this.filled, chunk.length - at);
       chunk.copy(this.frame, this.filled, at, at + n);
       this.filled += n;
@@ -71,7 +77,7 @@ export interface NativeNote {
 const per48k = (rate: OpusRate): number => 48000 / rate;
 
 /** One note's encode, for WhatsApp's push-to-talk profile or Telegram's 48 kHz Ogg Opus. */
-export function nativeNote(native: NativeOpus, profile: 'ogg_opus' | 'ogg_opus_ptt', kbps: number, complexity = NATIVE_OPUS_COMPLEXITY): NativeNote {
+export function nativeNote(native: NativeOpus, profile: 'ogg_opus' | 'ogg_opus_ptt', kbps: number, complexity: number = NATIVE_OPUS_COMPLEXITY[profile]): NativeNote {
   const sampleRate: OpusRate = profile === 'ogg_opus_ptt' ? PTT_INPUT_RATE : 48000;
   const encoder = native.encoder({ sampleRate, kbps, complexity });
   const ptt = profile === 'ogg_opus_ptt' ? new PttPacker() : null;
