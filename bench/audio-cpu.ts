@@ -2,7 +2,8 @@
  * The CPU a distinct note costs: `node --import tsx bench/audio-cpu.ts`
  * N distinct one-minute speech sources (espeak-ng voices and speeds, 44.1 kHz stereo 128 kb/s MP3, served over
  * HTTP on loopback) go through `prepare()` for WhatsApp and for Telegram on a fresh cache: download, hashing,
- * probe, the one ffmpeg run that encodes and draws the waveform, repacking, the cache. Reported per
+ * probe, the one ffmpeg run that decodes for the encoder and the waveform, the encode (in this process with the
+ * libopus binding, else by that ffmpeg run), the Ogg pages, the cache. Reported per
  * audio-minute: the CPU of this process and of its ffmpeg children (user + system), beside the decode floor
  * (ffmpeg decoding the same sources to nothing), with the wall time and the notes a core converts a minute.
  * With BENCH_BASELINE_DIR (a checkout of the code to compare with, e.g. `git archive main | tar -x -C DIR`
@@ -17,6 +18,7 @@ import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { promisify } from 'node:util';
 import * as ours from '../src/audio/index.js';
+import { loadNativeOpus } from '../src/audio/opus-encoder.js';
 import { audioTargetFor } from '../src/platforms/registry.js';
 import { startAudioServer } from '../test/fakes/audio-server.js';
 import { childrenCpuSeconds, totalCpuSeconds } from './cpu-time.js';
@@ -54,6 +56,12 @@ async function makeSources(ffmpegPath: string, dir: string): Promise<string[]> {
 
 async function main(): Promise<void> {
   const ffmpegPath = ours.resolveFfmpegPath(process.env.FFMPEG_PATH);
+  let nativeName: string | null = null;
+  try {
+    nativeName = loadNativeOpus().name;
+  } catch {
+    // the pipeline falls back to ffmpeg's encoder, and the report says so
+  }
   const sides: Side[] = [];
   if (BASELINE_DIR) {
     const url = pathToFileURL(join(resolve(BASELINE_DIR), 'src/audio/index.ts')).href;
@@ -131,6 +139,9 @@ async function main(): Promise<void> {
     }
   }
   const ffVersion = execFileSync(ffmpegPath, ['-version'], { encoding: 'utf8' }).split('\n')[0] ?? '';
+  const encoderNote = nativeName
+    ? `this branch: in this process by \`${nativeName}\`, the ffmpeg run only decoding${BASELINE_DIR ? '; the baseline: as its code does it' : ''}`
+    : 'by the ffmpeg run: the libopus binding is not installed';
   const report = `## The CPU of a distinct note
 
 Measured ${new Date().toISOString()} with \`${commandLine('node --import tsx bench/audio-cpu.ts')}\` (source: \`bench/audio-cpu.ts\`).
@@ -141,7 +152,8 @@ ffmpeg: \`${ffVersion}\` (${ffmpegPath.includes('@ffmpeg-installer') ? 'bundled 
 
 ${NOTES} distinct one-minute speech sources (espeak-ng, a voice and speed each; 44.1 kHz stereo 128 kb/s MP3 over HTTP
 on loopback) through \`prepare()\` on a fresh cache, ${availableParallelism()} at a time: download, hashing, probe, the ffmpeg run
-that encodes and draws the waveform, WhatsApp's repacking or Telegram's headers, the cache. CPU = this process's user +
+that decodes for the encoder and the waveform, the Opus encode (${encoderNote}), the Ogg pages (WhatsApp's three frames a
+packet), the cache. CPU = this process's user +
 system time and that of its ffmpeg children (10 ms clock ticks), per audio-minute: median of ${ROUNDS} rounds (the
 range in brackets is the noise), ${BASELINE_DIR ? 'the baseline (the code before) and this branch alternately in each round, ' : ''}the
 decode floor measured in each round too. Delivery itself is not in it (a fake platform's delivery costs about a

@@ -1,29 +1,37 @@
 /**
  * Encoder settings chosen by measurement: `node --import tsx bench/audio-quality.ts`
  * For a handful of speech sources (espeak-ng voices, and the synthetic speech-like buzz the tests use),
- * at each libopus complexity (0–10) of the ffmpeg in use, for the WhatsApp push-to-talk encode and the
- * Telegram encode: the encoder's CPU time per audio-minute, and the log-spectral distance (LSD, dB) of
+ * at each libopus complexity (0–10), for the WhatsApp push-to-talk encode and the Telegram encode, with
+ * each of the two encoders the service has: the ffmpeg in use (its libopus), and the in-process libopus
+ * binding fed by an ffmpeg that only decodes (src/audio/pcm-encode.ts, as the pipeline runs it). For
+ * each: the encode's CPU time per audio-minute, and the log-spectral distance (LSD, dB) of
  * the decoded note to the source, both at 16 kHz (0–8 kHz, the band both notes carry), speech frames
  * only. Lower LSD = closer to the source. Also the share of WhatsApp frames that are not SILK wideband
  * (TOC config 9): the profile must stay exact at the chosen complexity.
  * Needs `espeak-ng` on PATH (Debian: `apt-get install espeak-ng`).
  * Writes its section of BENCHMARKS.md (between <!-- bench:audio-quality:start --> and …:end -->).
  */
-import { execFile, execFileSync } from 'node:child_process';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { execFile, execFileSync, spawn } from 'node:child_process';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { resolveFfmpegPath } from '../src/audio/index.js';
 import { parseOpusPacket, readOggOpus } from '../src/audio/ogg-opus.js';
+import { loadNativeOpus, type NativeOpus } from '../src/audio/opus-encoder.js';
+import { nativeNote } from '../src/audio/pcm-encode.js';
 import { SPEECH_LIKE_FILTER } from '../src/audio/speech-like.js';
-import { childrenCpuSeconds } from './cpu-time.js';
+import { childrenCpuSeconds, processCpuSeconds } from './cpu-time.js';
 import { commandLine, machineDescription, writeSection } from './report.js';
 
 const run = promisify(execFile);
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 20);
 const ROUNDS = Math.max(2, Number(process.env.BENCH_ROUNDS ?? 3));
 const COMPLEXITIES = (process.env.BENCH_COMPLEXITIES ?? '0,2,4,5,6,8,10').split(',').map(Number);
+const NATIVE_COMPLEXITIES = (process.env.BENCH_NATIVE_COMPLEXITIES ?? '0,1,2,3,4,5,6,8,10').split(',').map(Number);
+/** `ffmpeg`, `native` or both (the default). */
+const ENCODERS = (process.env.BENCH_ENCODERS ?? 'ffmpeg,native').split(',') as Encoder[];
+type Encoder = 'ffmpeg' | 'native';
 const TEXT =
   'Hello Maria, this is Tom from Acme. I saw your post about scaling outbound sales, and I wanted to share a short idea. ' +
   'We help teams like yours book more meetings without adding headcount: forty-two companies last quarter, from Lisbon to Seoul. ' +
@@ -36,6 +44,24 @@ const PROFILES = {
   telegram: (c: number) => ['-c:a', 'libopus', '-compression_level', String(c), '-b:a', '32k', '-ac', '1', '-ar', '48000', '-application', 'voip', '-f', 'ogg'],
 } as const;
 type Profile = keyof typeof PROFILES;
+/** The in-process encode's settings per profile: the ffmpeg arguments above, for the binding. */
+const NATIVE = { whatsapp: { profile: 'ogg_opus_ptt', rate: 16000, kbps: 16 }, telegram: { profile: 'ogg_opus', rate: 48000, kbps: 32 } } as const;
+
+/**
+ * The pipeline's in-process encode of one source: ffmpeg decodes to mono 16-bit PCM at the encoder's
+ * rate (as src/audio/transcode.ts asks it to), streamed into the encoder; returns the file.
+ */
+async function encodeNative(ffmpegPath: string, native: NativeOpus, path: string, profile: Profile, complexity: number): Promise<Buffer> {
+  const s = NATIVE[profile];
+  const note = nativeNote(native, s.profile, s.kbps, complexity);
+  const child = spawn(ffmpegPath, ['-nostdin', '-v', 'error', '-i', path, '-map', '0:a:0', '-ac', '1', '-rematrix_maxval', '1', '-ar', String(s.rate), '-c:a', 'pcm_s16le', '-flush_packets', '0', '-f', 's16le', 'pipe:1'], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  child.stdout.on('data', (chunk: Buffer) => note.push(chunk));
+  const code = await new Promise<number | null>((resolve) => child.once('close', resolve));
+  if (code !== 0) throw new Error(`ffmpeg exited with ${code}`);
+  return note.finish();
+}
 
 async function pcm16k(ffmpegPath: string, path: string): Promise<Float32Array> {
   const { stdout } = await run(ffmpegPath, ['-nostdin', '-v', 'error', '-i', path, '-ac', '1', '-ar', '16000', '-f', 'f32le', 'pipe:1'], {
@@ -174,26 +200,30 @@ async function main(): Promise<void> {
     floorRuns.push((childrenCpuSeconds() - before) / minutes);
   }
 
-  type Row = { profile: Profile; c: number; cpu: number[]; lsd: number[]; other: number };
+  type Row = { profile: Profile; encoder: Encoder; c: number; cpu: number[]; lsd: number[]; other: number };
   const rows: Row[] = [];
+  const native = ENCODERS.includes('native') ? loadNativeOpus() : null;
   for (const profile of Object.keys(PROFILES) as Profile[]) {
-    for (const c of COMPLEXITIES) rows.push({ profile, c, cpu: [], lsd: [], other: 0 });
+    if (ENCODERS.includes('ffmpeg')) for (const c of COMPLEXITIES) rows.push({ profile, encoder: 'ffmpeg', c, cpu: [], lsd: [], other: 0 });
+    if (native) for (const c of NATIVE_COMPLEXITIES) rows.push({ profile, encoder: 'native', c, cpu: [], lsd: [], other: 0 });
   }
   const out = join(work, 'out.ogg');
   // Three rounds, complexities interleaved within each, so drift in the machine's load hits all alike.
   for (let round = 0; round < ROUNDS; round++) {
     for (const row of rows) {
-      const before = childrenCpuSeconds();
+      const before = childrenCpuSeconds() + processCpuSeconds();
       for (const [i, s] of sources.entries()) {
-        await run(ffmpegPath, ['-nostdin', '-v', 'error', '-y', '-i', s.path, ...PROFILES[row.profile](row.c), out]);
+        if (row.encoder === 'native') await writeFile(out, await encodeNative(ffmpegPath, native!, s.path, row.profile, row.c));
+        else await run(ffmpegPath, ['-nostdin', '-v', 'error', '-y', '-i', s.path, ...PROFILES[row.profile](row.c), out]);
         if (round === 0) {
           const file = await readFile(out);
           row.lsd.push(logSpectralDistance(refs[i]!, await pcm16k(ffmpegPath, out)));
           if (row.profile === 'whatsapp') row.other = Math.max(row.other, notSilkWideband(file));
         }
       }
-      // The quality decodes above are children too: count only rounds 1–2 for the CPU.
-      if (round > 0) row.cpu.push((childrenCpuSeconds() - before) / minutes);
+      // The quality decodes and measures above are children and this process too: count only rounds 1–2
+      // for the CPU. This process's own CPU is the in-process encoder's (and reading its pipe).
+      if (round > 0) row.cpu.push((childrenCpuSeconds() + processCpuSeconds() - before) / minutes);
     }
     console.log('round', round + 1, 'done');
   }
@@ -206,7 +236,7 @@ async function main(): Promise<void> {
     const mean = r.lsd.reduce((a, b) => a + b, 0) / r.lsd.length;
     const worst = Math.max(...r.lsd);
     const other = r.profile === 'whatsapp' ? `${(r.other * 100).toFixed(1)} %` : '–';
-    return `| ${r.profile} | ${r.c} | ${cpu.toFixed(2)} s (${Math.min(...r.cpu).toFixed(2)}–${Math.max(...r.cpu).toFixed(2)}) | ${(cpu / floor).toFixed(0)}× | ${mean.toFixed(2)} dB | ${worst.toFixed(2)} dB | ${other} |`;
+    return `| ${r.profile} | ${r.encoder === 'native' ? 'in-process' : 'ffmpeg'} | ${r.c} | ${cpu.toFixed(2)} s (${Math.min(...r.cpu).toFixed(2)}–${Math.max(...r.cpu).toFixed(2)}) | ${(cpu / floor).toFixed(1)}× | ${mean.toFixed(2)} dB | ${worst.toFixed(2)} dB | ${other} |`;
   });
   const ffVersion = execFileSync(ffmpegPath, ['-version'], { encoding: 'utf8' }).split('\n')[0] ?? '';
   const report = `## Audio quality and encoder cost by libopus complexity
@@ -217,16 +247,22 @@ ${machineDescription()}
 
 ffmpeg: \`${ffVersion}\` (${ffmpegPath.includes('@ffmpeg-installer') ? 'bundled @ffmpeg-installer build' : ffmpegPath}).
 
+In-process encoder: ${native ? `\`${native.name}\` (libopus 1.3.1 built from its bundled source at install)` : 'not measured'}.
+
 Sources: ${sources.length} × ${SECONDS} s of speech, 44.1 kHz stereo PCM WAV (${sources.map((s) => s.name).join(', ')}).
-CPU: the encoder's user + system time per audio-minute (ffmpeg decoding the WAV, resampling, encoding), mean of ${ROUNDS - 1}
+Encoders: "ffmpeg" = the ffmpeg above encoding with its libopus (the fallback path); "in-process" = that ffmpeg only decoding,
+downmixing and resampling to 16-bit PCM on a pipe, encoded in this process by the binding (the service's path), with the
+same settings (VoIP, unconstrained VBR, 20 ms frames; WhatsApp 16 kHz 16 kb/s, Telegram 48 kHz 32 kb/s).
+CPU: user + system time per audio-minute of the encode (ffmpeg decoding the WAV, resampling, encoding; for in-process, ffmpeg's
+and this process's), mean of ${ROUNDS - 1}
 interleaved rounds (the first round measures quality and is not counted); the decode floor (ffmpeg decoding the same sources to nothing) is ${floor.toFixed(3)} s per audio-minute
 (clock ticks are 10 ms: the floor is only good to about ±${((0.01 * sources.length) / minutes).toFixed(2)} s).
 Quality: log-spectral distance of the decoded note to the source at 16 kHz (512-sample Hann frames, speech frames only:
 within 40 dB of the loudest), mean and worst of the sources; lower is closer. "Not SILK WB": frames of the WhatsApp
 encode that are not TOC config 9 (the repacker refuses those and encodes again at a lower bitrate).
 
-| profile | complexity | CPU per audio-minute (range) | × decode floor | LSD mean | LSD worst source | not SILK WB |
-|---|---|---|---|---|---|---|
+| profile | encoder | complexity | CPU per audio-minute (range) | × decode floor | LSD mean | LSD worst source | not SILK WB |
+|---|---|---|---|---|---|---|---|
 ${table.join('\n')}
 `;
   console.log(report);

@@ -7,6 +7,8 @@ import { TELEGRAM_WAVEFORM_BARS, WAVEFORM_BARS } from './waveform.js';
 
 export interface AudioLogger {
   debug(obj: object, msg?: string): void;
+  /** Once per pipeline: which Opus encoder it uses. */
+  info?(obj: object, msg?: string): void;
   warn(obj: object, msg?: string): void;
 }
 

@@ -61,7 +61,13 @@ export interface FfmpegResult {
 
 export interface FfmpegRunOptions {
   timeoutMs: number;
+  /**
+   * What ffmpeg writes to `pipe:1` and `pipe:3`, handed over as it arrives. A handler works
+   * synchronously, so ffmpeg waits on a full pipe while it does (the pipes' own backpressure); if it
+   * throws, ffmpeg is killed and run() rejects with that error.
+   */
   onStdout?: (chunk: Buffer) => void;
+  onPipe3?: (chunk: Buffer) => void;
   /** Kills the run (an attempt that was stopped must not keep a transcoder busy). */
   signal?: AbortSignal;
 }
@@ -97,11 +103,22 @@ export class FfmpegRunner {
 
   private spawnOnce(args: readonly string[], opts: FfmpegRunOptions): Promise<FfmpegResult> {
     return new Promise((resolve, reject) => {
-      const child = spawn(this.ffmpegPath, args, { stdio: ['ignore', opts.onStdout ? 'pipe' : 'ignore', 'pipe'], shell: false });
+      const stdio = ['ignore', opts.onStdout ? 'pipe' : 'ignore', 'pipe', ...(opts.onPipe3 ? ['pipe' as const] : [])] as const;
+      const child = spawn(this.ffmpegPath, args, { stdio: [...stdio], shell: false });
       if (this.niceness > 0 && child.pid !== undefined) lowerPriority(child.pid, this.niceness);
       let stderr = '';
       let timedOut = false;
       let killed = false;
+      let handlerFailed: { err: unknown } | undefined;
+      const guarded = (handler: (chunk: Buffer) => void) => (chunk: Buffer): void => {
+        if (handlerFailed) return;
+        try {
+          handler(chunk);
+        } catch (err) {
+          handlerFailed = { err };
+          child.kill('SIGKILL');
+        }
+      };
       const timer = setTimeout(() => {
         timedOut = true;
         child.kill('SIGKILL');
@@ -117,7 +134,8 @@ export class FfmpegRunner {
         stderr += chunk;
         if (stderr.length > 2 * STDERR_KEEP) stderr = stderr.slice(-STDERR_KEEP);
       });
-      if (opts.onStdout) child.stdout?.on('data', opts.onStdout);
+      if (opts.onStdout) child.stdout?.on('data', guarded(opts.onStdout));
+      if (opts.onPipe3) (child.stdio[3] as NodeJS.ReadableStream | null)?.on('data', guarded(opts.onPipe3));
       const exited = new Promise<void>((done) => {
         child.once('close', () => done());
         child.once('error', () => done());
@@ -139,7 +157,8 @@ export class FfmpegRunner {
         clearTimeout(timer);
         opts.signal?.removeEventListener('abort', onAbort);
         this.running.delete(child);
-        resolve({ exitCode, signal, timedOut, killed, stderr: stderr.slice(-STDERR_KEEP) });
+        if (handlerFailed) reject(handlerFailed.err as Error);
+        else resolve({ exitCode, signal, timedOut, killed, stderr: stderr.slice(-STDERR_KEEP) });
       });
     });
   }

@@ -8,6 +8,7 @@ import { AUDIO_CACHE_DIR, AudioCache, type AudioLogger, type CacheEntry, type So
 import { AudioError } from './errors.js';
 import { FfmpegRunner, Semaphore } from './ffmpeg.js';
 import { createAudioAgent, fetchAudio, type FetchedSource } from './fetch.js';
+import { chooseOpusEncoder } from './opus-encoder.js';
 import { detectSource, type SourceInfo } from './probe.js';
 import { ReadyUrls } from './ready-urls.js';
 import { DEFAULT_MAX_SOURCE_BYTES, type AudioFormat, type AudioProfile, type AudioTarget } from './targets.js';
@@ -53,6 +54,11 @@ export interface AudioPipelineInternals {
   addressPolicy?: AddressPolicy;
   /** Kill an ffmpeg run after this long; default 10 minutes. */
   ffmpegTimeoutMs?: number;
+  /**
+   * Replaces the loader of the libopus binding (opus-encoder.ts); one that throws makes the pipeline
+   * encode Opus with ffmpeg, as when the binding is not installed.
+   */
+  loadOpusBinding?: () => unknown;
 }
 
 export interface PreparedAudio {
@@ -137,6 +143,8 @@ export function createAudioPipeline(opts: AudioPipelineOptions, internals: Audio
   const fetchTimeoutMs = opts.fetchTimeoutMs ?? DEFAULT_FETCH_TIMEOUT_MS;
   const maxSourceBytes = opts.maxSourceBytes ?? DEFAULT_MAX_SOURCE_BYTES;
   const ffmpegTimeoutMs = internals.ffmpegTimeoutMs ?? DEFAULT_FFMPEG_TIMEOUT_MS;
+  // Decided at the first Opus note, so a process that never converts one never loads the binding.
+  const opusEncoder = chooseOpusEncoder(log, internals.loadOpusBinding);
   const closing = new AbortController();
   const inflight = new Map<string, Flight>();
   const urlFreshMs = opts.urlFreshMs ?? DEFAULT_URL_FRESH_MS;
@@ -185,7 +193,7 @@ export function createAudioPipeline(opts: AudioPipelineOptions, internals: Audio
           const permit = await conversions.acquire();
           let outcome: ConversionOutcome;
           try {
-            outcome = await convertAudio({ runner, sourcePath: src.path, info: detected, profile, outputPath, timeoutMs: ffmpegTimeoutMs, ...(signal ? { signal } : {}) });
+            outcome = await convertAudio({ runner, sourcePath: src.path, info: detected, profile, outputPath, timeoutMs: ffmpegTimeoutMs, opusEncoder, ...(signal ? { signal } : {}) });
           } finally {
             permit();
           }
@@ -200,7 +208,10 @@ export function createAudioPipeline(opts: AudioPipelineOptions, internals: Audio
           });
           opts.metrics?.converted(entry.meta.format, (performance.now() - started) / 1000);
           log?.debug(
-            { sha256: src.sha256, profile, passThrough: outcome.passThrough, ms: Math.round(performance.now() - started), container: detected.container, codec: detected.codec },
+            {
+              sha256: src.sha256, profile, passThrough: outcome.passThrough, ms: Math.round(performance.now() - started), container: detected.container, codec: detected.codec,
+              ...(outcome.opus ? { opus_encoder: outcome.opus.encoder, opus_kbps: outcome.opus.kbps } : {}),
+            },
             'audio converted',
           );
           // The commit pin belongs to the flight; it is dropped once every waiter has pinned for itself.

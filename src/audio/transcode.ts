@@ -3,6 +3,8 @@ import { MONO_WITHOUT_CLIPPING, OPUS_ENCODER } from './encoder-settings.js';
 import { AudioError } from './errors.js';
 import { baseInputArgs, type FfmpegResult, type FfmpegRunner } from './ffmpeg.js';
 import { OggOpusError, OUR_VENDOR, readOggOpus, withoutTags } from './ogg-opus.js';
+import type { NativeOpus, OpusEncoderChoice } from './opus-encoder.js';
+import { nativeNote } from './pcm-encode.js';
 import { lastFfmpegLine, parseInputStreams, type SourceInfo, type StreamLayout } from './probe.js';
 import type { AudioProfile } from './targets.js';
 import { TELEGRAM_OVERSHOOT_BPS, TELEGRAM_WAVEFORM_MAX_BYTES, telegramBitrateKbps } from './telegram-voice.js';
@@ -21,10 +23,11 @@ export function encodeArgs(profile: AudioProfile, kbps?: number): string[] {
 
 // A crude resampler (filter_size=1) is plenty for a 64-bar energy envelope and costs a sixth of the
 // default one; without -flush_packets 0 ffmpeg writes every tiny PCM packet to the pipe separately.
-const WAVEFORM_OUTPUT = [
+const waveformOutput = (pipe: 'pipe:1' | 'pipe:3'): string[] => [
   '-map', '0:a:0', '-ac', '1', '-af', `aresample=${WAVEFORM_SAMPLE_RATE}:filter_size=1:phase_shift=0`,
-  '-c:a', 'pcm_s16le', '-flush_packets', '0', '-f', 's16le', 'pipe:1',
+  '-c:a', 'pcm_s16le', '-flush_packets', '0', '-f', 's16le', pipe,
 ];
+const WAVEFORM_OUTPUT = waveformOutput('pipe:1');
 
 // Only the audio, without cover art, subtitles, data streams or any of the source's metadata.
 const AUDIO_ONLY = ['-map', '0:a:0', '-vn', '-sn', '-dn', '-map_metadata', '-1'];
@@ -47,6 +50,8 @@ function isTargetLayout(layout: StreamLayout, profile: AudioProfile): boolean {
 
 export interface ConversionOutcome {
   passThrough: boolean;
+  /** Which encoder made an Opus note and at what bitrate (the log says it). */
+  opus?: { encoder: 'in-process' | 'ffmpeg'; kbps: number };
   /** Length of the decoded source. */
   decodedSeconds: number;
   waveform: Uint8Array;
@@ -64,6 +69,8 @@ export interface ConvertOptions {
   timeoutMs: number;
   /** Kills ffmpeg when aborted. */
   signal?: AbortSignal;
+  /** The in-process Opus encoder, when there is one; without it ffmpeg encodes. */
+  opusEncoder?: OpusEncoderChoice;
 }
 
 function failure(result: FfmpegResult, what: string): Error {
@@ -125,10 +132,11 @@ async function keepableOgg(opts: ConvertOptions): Promise<'as-is' | Buffer | nul
 }
 
 /**
- * One ffmpeg run per job: decode once, encode the target and emit 8 kHz PCM for the waveform
- * side by side. A likely pass-through gets a decode-only run first, which also proves the file is
- * sound before its bytes go out unchanged. Ogg Opus output is then finished in TypeScript:
- * repacked into WhatsApp's push-to-talk profile, or (Telegram) given headers without tags.
+ * One ffmpeg run per job: decode once, and from that decode both the target and 8 kHz PCM for the
+ * waveform. A likely pass-through gets a decode-only run first, which also proves the file is sound
+ * before its bytes go out unchanged. Opus notes are encoded in this process by the libopus binding
+ * when it loaded (ffmpeg then only decodes), else by ffmpeg; either way the Ogg file is written in
+ * TypeScript: WhatsApp's push-to-talk profile, or Telegram's headers without tags.
  */
 export async function convertAudio(opts: ConvertOptions): Promise<ConversionOutcome> {
   const input = baseInputArgs(opts.sourcePath, opts.info.demuxer);
@@ -156,36 +164,36 @@ export async function convertAudio(opts: ConvertOptions): Promise<ConversionOutc
     return { passThrough: false, decodedSeconds: wave.seconds, waveform: wave.finish(), telegramWaveform: wave.telegramLevels() };
   }
 
-  // Ogg Opus: ffmpeg's file is an intermediate, finished into outputPath below.
+  const native = opts.opusEncoder?.() ?? null;
+  const wave = new WaveformAccumulator();
   const encoded = `${opts.outputPath}.enc`;
+  // One encode at a bitrate: the finished file's bytes. The first also fills the waveform.
+  const encode = (kbps: number, withWave: boolean): Promise<Buffer> =>
+    native ? encodeInProcess(opts, native, kbps, withWave ? wave : null) : encodeWithFfmpeg(opts, encoded, kbps, withWave ? wave : null);
+  const done = (kbps: number): ConversionOutcome => ({
+    passThrough: false,
+    opus: { encoder: native ? 'in-process' : 'ffmpeg', kbps },
+    decodedSeconds: wave.seconds,
+    waveform: wave.finish(),
+    telegramWaveform: wave.telegramLevels(),
+  });
   try {
-    const wave = new WaveformAccumulator();
-    const encode = async (kbps: number, withWave: boolean): Promise<Buffer> => {
-      const args = [...input, ...AUDIO_ONLY, ...encodeArgs(opts.profile, kbps), `file:${encoded}`, ...(withWave ? WAVEFORM_OUTPUT : [])];
-      const result = await opts.runner.run(args, runOpts(withWave ? wave : undefined));
-      if (withWave) checkDecoded(result, wave, opts.info, 'converting the audio');
-      else if (result.exitCode !== 0) throw failure(result, 'converting the audio');
-      return readFile(encoded);
-    };
-
     if (opts.profile === 'ogg_opus') {
-      const kbps = telegramBitrateKbps(opts.info.durationSeconds);
+      let kbps = telegramBitrateKbps(opts.info.durationSeconds);
       let file = await encode(kbps, true);
       // The container did not say how long it is (or said wrong): choose again from the decoded length.
       const again = telegramBitrateKbps(wave.seconds);
-      if (file.length > TELEGRAM_WAVEFORM_MAX_BYTES && again < kbps) file = await encode(again, false);
-      // ffmpeg's headers replaced by ours: no `encoder=` tag, no vendor version.
-      await writeFile(opts.outputPath, unpackable(() => withoutTags(file, OUR_VENDOR), 'a Telegram voice note'));
-      return { passThrough: false, decodedSeconds: wave.seconds, waveform: wave.finish(), telegramWaveform: wave.telegramLevels() };
+      if (file.length > TELEGRAM_WAVEFORM_MAX_BYTES && again < kbps) file = await encode((kbps = again), false);
+      await writeFile(opts.outputPath, file);
+      return done(kbps);
     }
 
     // WhatsApp: every frame must be SILK wideband 20 ms; a lower bitrate is tried if one is not.
     let last: NotPttFrames | undefined;
     for (const [i, kbps] of PTT_BITRATES_KBPS.entries()) {
-      const file = await encode(kbps, i === 0);
       try {
-        await writeFile(opts.outputPath, unpackable(() => repackAsPtt(file), 'a WhatsApp voice note'));
-        return { passThrough: false, decodedSeconds: wave.seconds, waveform: wave.finish(), telegramWaveform: wave.telegramLevels() };
+        await writeFile(opts.outputPath, await encode(kbps, i === 0));
+        return done(kbps);
       } catch (err) {
         if (!(err instanceof NotPttFrames)) throw err;
         last = err;
@@ -195,4 +203,62 @@ export async function convertAudio(opts: ConvertOptions): Promise<ConversionOutc
   } finally {
     await rm(encoded, { force: true });
   }
+}
+
+const runOptions = (opts: ConvertOptions, handlers: { onStdout?: (c: Buffer) => void; onPipe3?: (c: Buffer) => void }) => ({
+  timeoutMs: opts.timeoutMs,
+  ...handlers,
+  ...(opts.signal ? { signal: opts.signal } : {}),
+});
+
+/**
+ * ffmpeg encodes into `encoded` (its own Ogg Opus), finished here: repacked into WhatsApp's
+ * push-to-talk profile, or (Telegram) given headers without tags.
+ */
+async function encodeWithFfmpeg(opts: ConvertOptions, encoded: string, kbps: number, wave: WaveformAccumulator | null): Promise<Buffer> {
+  const input = baseInputArgs(opts.sourcePath, opts.info.demuxer);
+  const args = [...input, ...AUDIO_ONLY, ...encodeArgs(opts.profile, kbps), `file:${encoded}`, ...(wave ? WAVEFORM_OUTPUT : [])];
+  const result = await opts.runner.run(args, runOptions(opts, wave ? { onStdout: (c) => wave.push(c) } : {}));
+  if (wave) checkDecoded(result, wave, opts.info, 'converting the audio');
+  else if (result.exitCode !== 0) throw failure(result, 'converting the audio');
+  const file = await readFile(encoded);
+  if (opts.profile === 'ogg_opus_ptt') return unpackable(() => repackAsPtt(file), 'a WhatsApp voice note');
+  // ffmpeg's headers replaced by ours: no `encoder=` tag, no vendor version.
+  return unpackable(() => withoutTags(file, OUR_VENDOR), 'a Telegram voice note');
+}
+
+/**
+ * ffmpeg only decodes: the audio downmixed and resampled as the ffmpeg encode would have it, as
+ * 16-bit PCM at the encoder's rate on pipe:1 (encoded here frame by frame as it streams in) and the
+ * waveform's 8 kHz PCM on pipe:3, both from the one decode. The encode runs inside ffmpeg's run, so it
+ * counts under the same limit of concurrent conversions.
+ */
+async function encodeInProcess(opts: ConvertOptions, native: NativeOpus, kbps: number, wave: WaveformAccumulator | null): Promise<Buffer> {
+  const note = nativeNote(native, opts.profile === 'ogg_opus_ptt' ? 'ogg_opus_ptt' : 'ogg_opus', kbps);
+  const args = [
+    ...baseInputArgs(opts.sourcePath, opts.info.demuxer), ...AUDIO_ONLY, ...MONO_WITHOUT_CLIPPING, '-ar', String(note.sampleRate),
+    '-c:a', 'pcm_s16le', '-flush_packets', '0', '-f', 's16le', 'pipe:1', ...(wave ? waveformOutput('pipe:3') : []),
+  ];
+  // An encoder that throws stops ffmpeg; the run rejects with this error.
+  const push = (chunk: Buffer): void => {
+    try {
+      note.push(chunk);
+    } catch (err) {
+      throw encoderFailure(err);
+    }
+  };
+  const result = await opts.runner.run(args, runOptions(opts, { onStdout: push, ...(wave ? { onPipe3: (c: Buffer) => wave.push(c) } : {}) }));
+  if (wave) checkDecoded(result, wave, opts.info, 'converting the audio');
+  else if (result.exitCode !== 0) throw failure(result, 'converting the audio');
+  try {
+    return note.finish();
+  } catch (err) {
+    if (err instanceof NotPttFrames) throw err;
+    throw encoderFailure(err);
+  }
+}
+
+/** The in-process encoder failed on this audio: the same error kind as an ffmpeg encode that fails. */
+function encoderFailure(err: unknown): AudioError {
+  return new AudioError('audio_unsupported', `encoding the audio failed: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
 }

@@ -46,6 +46,44 @@ function frameKind(config: number, stereo: boolean): string {
 }
 
 /**
+ * Packs an encoder's packets into the profile's packets as they come: every frame must be config 9
+ * mono; frames go three to a code 3 packet. Both encode paths use it (ffmpeg's file in
+ * repackAsPtt, the in-process encoder's packets in pcm-encode.ts).
+ */
+export class PttPacker {
+  private readonly packets: Buffer[] = [];
+  private pending: Buffer[] = [];
+  private readonly offending = new Map<string, number>();
+  private frames = 0;
+
+  add(packet: Buffer): void {
+    const p = parseOpusPacket(packet);
+    for (const frame of p.frames) {
+      this.frames++;
+      if (p.config !== PTT_CONFIG || p.stereo) {
+        const kind = frameKind(p.config, p.stereo);
+        this.offending.set(kind, (this.offending.get(kind) ?? 0) + 1);
+      }
+      // Nothing mixed is ever written: once a frame is off, the rest are only counted.
+      if (this.offending.size > 0) continue;
+      this.pending.push(frame);
+      if (this.pending.length === PTT_FRAMES_PER_PACKET) {
+        this.packets.push(code3Packet(PTT_CONFIG, false, this.pending));
+        this.pending = [];
+      }
+    }
+  }
+
+  /** The code 3 packets; throws NotPttFrames if any frame was not config 9 mono. */
+  finish(): Buffer[] {
+    if (this.offending.size > 0) throw new NotPttFrames(this.offending, this.frames);
+    if (this.pending.length > 0) this.packets.push(code3Packet(PTT_CONFIG, false, this.pending));
+    this.pending = [];
+    return this.packets;
+  }
+}
+
+/**
  * Repacks an Ogg Opus file of one-frame SILK wideband packets (ffmpeg's output) into the native
  * profile: code 3 packets of three frames, our vendor string and no tags, the same pre-skip and
  * final granule position (so the same playable length), fresh pages and CRCs.
@@ -60,20 +98,9 @@ export function repackAsPtt(file: Buffer): Buffer {
   if (stream.head.preSkip !== PTT_PRE_SKIP && stream.head.preSkip * 3 !== PTT_PRE_SKIP) {
     throw new OggOpusError(`the encode's pre-skip is ${stream.head.preSkip}, expected ${PTT_PRE_SKIP} (or ${PTT_PRE_SKIP / 3} in 16 kHz samples)`);
   }
-  const frames: Buffer[] = [];
-  const offending = new Map<string, number>();
-  for (const packet of stream.packets) {
-    const p = parseOpusPacket(packet);
-    for (const frame of p.frames) {
-      if (p.config !== PTT_CONFIG || p.stereo) offending.set(frameKind(p.config, p.stereo), (offending.get(frameKind(p.config, p.stereo)) ?? 0) + 1);
-      frames.push(frame);
-    }
-  }
-  if (offending.size > 0) throw new NotPttFrames(offending, frames.length);
-  const packets: Buffer[] = [];
-  for (let i = 0; i < frames.length; i += PTT_FRAMES_PER_PACKET) {
-    packets.push(code3Packet(PTT_CONFIG, false, frames.slice(i, i + PTT_FRAMES_PER_PACKET)));
-  }
+  const packer = new PttPacker();
+  for (const packet of stream.packets) packer.add(packet);
+  const packets = packer.finish();
   // A serial number derived from the audio keeps the output reproducible for the same encode.
   const serial = createHash('sha256').update(file).digest().readUInt32LE(0);
   return writeOggOpus({
