@@ -1,4 +1,5 @@
 import { readFile, rm, writeFile } from 'node:fs/promises';
+import { restAfterEncoding } from './encode-share.js';
 import { MONO_WITHOUT_CLIPPING, OPUS_ENCODER } from './encoder-settings.js';
 import { AudioError } from './errors.js';
 import { baseInputArgs, type FfmpegResult, type FfmpegRunner } from './ffmpeg.js';
@@ -205,7 +206,7 @@ export async function convertAudio(opts: ConvertOptions): Promise<ConversionOutc
   }
 }
 
-const runOptions = (opts: ConvertOptions, handlers: { onStdout?: (c: Buffer) => void; onPipe3?: (c: Buffer) => void }) => ({
+const runOptions = (opts: ConvertOptions, handlers: { onStdout?: (c: Buffer) => void; onPipe3?: (c: Buffer) => void; restAfterStdout?: (spentMs: number) => number }) => ({
   timeoutMs: opts.timeoutMs,
   ...handlers,
   ...(opts.signal ? { signal: opts.signal } : {}),
@@ -247,7 +248,7 @@ async function encodeInProcess(opts: ConvertOptions, native: NativeOpus, kbps: n
       throw encoderFailure(err);
     }
   };
-  const result = await opts.runner.run(args, runOptions(opts, { onStdout: push, ...(wave ? { onPipe3: (c: Buffer) => wave.push(c) } : {}) }));
+  const result = await opts.runner.run(args, runOptions(opts, { onStdout: push, restAfterStdout: restAfterEncoding, ...(wave ? { onPipe3: (c: Buffer) => wave.push(c) } : {}) }));
   if (wave) checkDecoded(result, wave, opts.info, 'converting the audio');
   else if (result.exitCode !== 0) throw failure(result, 'converting the audio');
   try {

@@ -144,6 +144,11 @@ export class MessageClaims {
     return candidates.filter((c) => !mayConvert(c) || room-- > 0);
   }
 
+  /** Messages in hand whose audio may still be converting. */
+  get convertingCount(): number {
+    return this.#converting.size;
+  }
+
   /** A message's audio is ready (or failed): it no longer holds a conversion slot. True when it held one. */
   audioSettled(message: MessageRow): boolean {
     return this.#converting.delete(message.id);

@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
+import { shareEncodesWith } from '../audio/encode-share.js';
 import { MAX_CLAIMS_WITHOUT_OUTCOME, msUntilNextDue, type MessageRow } from '../store/messages.js';
 import { attemptWithLease, dbNow, ShuttingDown, type Job, type ResolvedWorkerOptions } from './attempt.js';
 import { MessageClaims } from './claim.js';
@@ -69,7 +70,11 @@ export class DeliveryWorker {
     });
   }
 
+  #stopSharing: () => void = () => undefined;
+
   start(): void {
+    // In-process encodes give way while notes whose audio is ready wait on this event loop.
+    this.#stopSharing = shareEncodesWith(() => this.#jobs.size > this.#claims.convertingCount);
     this.#loop.start();
   }
 
@@ -91,6 +96,7 @@ export class DeliveryWorker {
    * an attempt that does not stop within `abortWaitMs` keeps its lease, to run out.
    */
   async stop(graceMs = 10_000, abortWaitMs = 5_000): Promise<void> {
+    this.#stopSharing();
     if (!this.#loop.running) return;
     await this.#loop.stop(graceMs);
     if (this.#jobs.size > 0) {
