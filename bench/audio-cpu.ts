@@ -96,8 +96,9 @@ async function main(): Promise<void> {
       }),
     );
     const wall = (performance.now() - t0) / 1000;
-    const cpu = totalCpuSeconds() - cpu0;
+    // Closed first: its encoder processes (and the ffmpeg runs they started) count once they have exited.
     await pipeline.close();
+    const cpu = totalCpuSeconds() - cpu0;
     await rm(dataDir, { recursive: true, force: true });
     return { cpu, wall };
   };

@@ -22,7 +22,8 @@
  * Reported: each phase's rate, medians and ranges, the ratio of the medians (the goal: at least
  * 80 %), and what the conversions did meanwhile: their notes delivered within the cached notes'
  * window, ffmpeg processes running (sampled from /proc every 25 ms), CPU of the worker and of its
- * ffmpeg children over the window, and when the last distinct note was delivered.
+ * conversions (its ffmpeg runs and Opus encoder processes) over the window, and when the last
+ * distinct note was delivered.
  *
  * Environment: BENCH_ROUNDS (3), BENCH_MESSAGES (1000), BENCH_NOTES (50), BENCH_LEAD_MS (2000),
  * BENCH_WORKER_CONCURRENCY and BENCH_MAX_CONCURRENT_CONVERSIONS (passed to the worker as
@@ -67,7 +68,7 @@ type Mode = 'alone' | 'during';
 interface Sample {
   at: number;
   ffmpegs: number;
-  /** The worker's own CPU, and that of its ffmpeg children (reaped and running), in ms. */
+  /** The worker's own CPU, and that of its conversions (ffmpeg runs and encoder processes, reaped and running), in ms. */
   workerCpuMs: number;
   ffmpegCpuMs: number;
 }
@@ -127,14 +128,13 @@ function id3Padding(padding: number): Buffer {
   return Buffer.concat([Buffer.from('ID3\x03\x00\x00', 'latin1'), size, Buffer.alloc(padding)]);
 }
 
-/** The worker's children that are ffmpeg, from /proc. */
-async function ffmpegChildren(pid: number): Promise<number[]> {
-  const found: number[] = [];
+/** A process's children, from /proc: pid and command name. */
+async function childrenOf(pid: number): Promise<Array<{ pid: number; comm: string }>> {
+  const found: Array<{ pid: number; comm: string }> = [];
   for (const task of await readdir(`/proc/${pid}/task`).catch(() => [])) {
     const text = await readFile(`/proc/${pid}/task/${task}/children`, 'utf8').catch(() => '');
     for (const child of text.split(' ').filter(Boolean).map(Number)) {
-      const comm = await readFile(`/proc/${child}/comm`, 'utf8').catch(() => '');
-      if (comm.trim().startsWith('ffmpeg')) found.push(child);
+      found.push({ pid: child, comm: (await readFile(`/proc/${child}/comm`, 'utf8').catch(() => '')).trim() });
     }
   }
   return found;
@@ -149,13 +149,26 @@ async function cpuOf(pid: number): Promise<{ own: number; reaped: number }> {
   return { own: ((f[0] ?? 0) + (f[1] ?? 0)) * tick, reaped: ((f[2] ?? 0) + (f[3] ?? 0)) * tick };
 }
 
+/**
+ * The worker's own CPU, and that of its conversions: the ffmpeg runs it starts (the ffmpeg encode)
+ * and its Opus encoder processes with the ffmpeg runs they start (the libopus encode), reaped or running.
+ */
 async function sample(pid: number): Promise<Sample> {
   const at = Date.now();
-  const children = await ffmpegChildren(pid);
   const worker = await cpuOf(pid);
-  let live = 0;
-  for (const child of children) live += (await cpuOf(child)).own;
-  return { at, ffmpegs: children.length, workerCpuMs: worker.own, ffmpegCpuMs: worker.reaped + live };
+  let ffmpegs = 0;
+  let conversions = worker.reaped;
+  for (const child of await childrenOf(pid)) {
+    const cpu = await cpuOf(child.pid);
+    conversions += cpu.own + cpu.reaped;
+    if (child.comm.startsWith('ffmpeg')) ffmpegs++;
+    for (const grandchild of await childrenOf(child.pid)) {
+      if (!grandchild.comm.startsWith('ffmpeg')) continue;
+      ffmpegs++;
+      conversions += (await cpuOf(grandchild.pid)).own;
+    }
+  }
+  return { at, ffmpegs, workerCpuMs: worker.own, ffmpegCpuMs: conversions };
 }
 
 const median = (xs: number[]): number => {
@@ -311,7 +324,7 @@ async function main(): Promise<void> {
       console.error(
         `round ${result.round} ${mode}: ${result.rate.toFixed(0)} notes/s over ${windowMs} ms (first attempt after ${result.firstAttemptMs} ms, then ${result.runningRate.toFixed(0)}/s, ${result.inFlight.toFixed(1)} in hand, ${result.attemptMs.toFixed(0)} ms each)` +
           (mode === 'during' ? `; conversions: ${result.convertedBefore} before, ${result.convertedInWindow} within, ffmpeg running ${result.ffmpegBusyPercent!.toFixed(0)} % of the window (mean ${result.ffmpegMean!.toFixed(2)}), all ${NOTES} in ${(result.conversionsMs! / 1000).toFixed(1)} s` : '') +
-          `; CPU worker ${result.workerCores.toFixed(2)}, ffmpeg ${result.ffmpegCores.toFixed(2)} cores`,
+          `; CPU worker ${result.workerCores.toFixed(2)}, conversions ${result.ffmpegCores.toFixed(2)} cores`,
       );
       return result;
     };
@@ -373,10 +386,10 @@ log): the wait for the first claim counts. "First attempt" = from the due time t
 the rate from that start on. Each batch is made due ${DUE_AHEAD_MS / 1000} s ahead, so that an idle worker, which sleeps until the next due
 time, wakes for it on time. The two phases alternate in each round (alone first in odd rounds). "Converted before / within" = distinct
 notes delivered before and during the cached notes' window; "ffmpeg running" = share of /proc samples (every
-${SAMPLE_MS} ms) in that window with an ffmpeg child of the worker running (their mean count); "all converted" = from making the
-${NOTES} due to the last one's delivery. CPU in cores over the window: the worker process / its ffmpeg children.
+${SAMPLE_MS} ms) in that window with an ffmpeg of the worker (or of its encoder processes) running (their mean count); "all converted" = from making the
+${NOTES} due to the last one's delivery. CPU in cores over the window: the worker process / its conversions (ffmpeg runs and Opus encoder processes).
 
-| round | phase | notes/s | window | first attempt | then, notes/s | failed | converted before / within | ffmpeg running | all converted | CPU: worker / ffmpeg |
+| round | phase | notes/s | window | first attempt | then, notes/s | failed | converted before / within | ffmpeg running | all converted | CPU: worker / conversions |
 |---|---|---|---|---|---|---|---|---|---|---|
 ${rows.join('\n')}
 

@@ -197,20 +197,21 @@ describe('detecting and converting audio', () => {
 });
 
 /** Pids of this process's children whose program is `program` (zombies have no command line, so they do not count). */
-async function childrenRunning(program: string): Promise<number[]> {
-  const found: number[] = [];
+/** Processes started by this one, or by the processes it started (Opus encoders start their own ffmpeg), running `program`. */
+async function descendantsRunning(program: string): Promise<number[]> {
+  const parents = new Map<number, number>();
   for (const name of await readdir('/proc')) {
     if (!/^\d+$/.test(name)) continue;
-    try {
-      const stat = await readFile(`/proc/${name}/stat`, 'utf8');
-      // "pid (comm) state ppid …": comm may hold spaces and parentheses, so read after the last ")".
-      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
-      if (ppid !== process.pid) continue;
-      const argv0 = (await readFile(`/proc/${name}/cmdline`, 'utf8')).split('\0')[0];
-      if (argv0 === program) found.push(Number(name));
-    } catch {
-      // exited while we looked
-    }
+    const stat = await readFile(`/proc/${name}/stat`, 'utf8').catch(() => null);
+    // "pid (comm) state ppid …": comm may hold spaces and parentheses, so read after the last ")".
+    if (stat !== null) parents.set(Number(name), Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]));
+  }
+  const found: number[] = [];
+  for (const [pid, ppid] of parents) {
+    const ours = ppid === process.pid || parents.get(ppid) === process.pid;
+    if (!ours) continue;
+    const argv0 = (await readFile(`/proc/${pid}/cmdline`, 'utf8').catch(() => '')).split('\0')[0];
+    if (argv0 === program) found.push(pid);
   }
   return found;
 }
@@ -256,7 +257,7 @@ describe('aborting a conversion', () => {
     const prepared = pipeline.prepare({ url: server.url('/long-75s.mp3'), target: audioTargetFor('telegram'), signal: controller.signal });
     prepared.catch(() => undefined);
     const [pid] = await until('ffmpeg to be converting', async () => {
-      const pids = await childrenRunning(ffmpegPath);
+      const pids = await descendantsRunning(ffmpegPath);
       return pids.length > 0 ? pids : undefined;
     });
 
@@ -266,7 +267,7 @@ describe('aborting a conversion', () => {
       return true;
     });
     // SIGKILL takes effect at once; the bound only turns an ffmpeg left running (75 s of work) into a failure.
-    await until('ffmpeg to be gone', async () => ((await childrenRunning(ffmpegPath)).length === 0 ? true : undefined), 5_000);
+    await until('ffmpeg to be gone', async () => ((await descendantsRunning(ffmpegPath)).length === 0 ? true : undefined), 5_000);
     assert.ok(!(await readFile(`/proc/${pid}/cmdline`, 'utf8').catch(() => '')), `ffmpeg ${pid} no longer runs`);
     await until('the temp files to be removed', async () => ((await leftovers(dataDir)).length === 0 ? true : undefined), 5_000);
   });

@@ -1,12 +1,13 @@
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import { readFile, writeFile } from 'node:fs/promises';
+import { readdir, readFile, writeFile } from 'node:fs/promises';
+import { getPriority } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe } from 'node:test';
 import { promisify } from 'node:util';
 import { createAudioPipeline, type AudioPipeline, type PreparedAudio } from '../src/audio/index.js';
+import { nativeNoteFile, nativeSettings, PcmFramer } from '../src/audio/native-note.js';
 import { loadNativeOpus, opusLookahead, type OpusRate } from '../src/audio/opus-encoder.js';
-import { nativeNote } from '../src/audio/pcm-encode.js';
 import { SPEECH_LIKE_FILTER } from '../src/audio/speech-like.js';
 import { audioTargetFor } from '../src/platforms/registry.js';
 import { startAudioServer, type AudioServer } from './fakes/audio-server.js';
@@ -63,19 +64,42 @@ function assertGranules(d: OggOpusDescription, label: string): void {
   assert.equal(d.pages.filter((p) => p.flags & 0x04).length, 1, `${label}: one end of stream`);
 }
 
-/** A fake binding for the failure paths: `packet` is what each frame encodes to; `failAfter` frames, it throws. */
-function fakeBinding(packet: Buffer, failAfter = Infinity): () => unknown {
-  return () => ({
-    OpusEncoder: class {
-      private frames = 0;
-      encode(): Buffer {
+/**
+ * A fake binding for the failure paths, written as a module the encoder processes load: `packet` is what
+ * each frame encodes to; after `failAfter` frames, it throws. Returns the module's path.
+ */
+async function fakeBinding(dir: string, name: string, packet: Buffer, failAfter = Infinity): Promise<string> {
+  const path = join(dir, `${name}.cjs`);
+  await writeFile(path, `
+    const packet = Buffer.from(${JSON.stringify([...packet])});
+    const failAfter = ${Number.isFinite(failAfter) ? failAfter : 'Infinity'};
+    exports.OpusEncoder = class {
+      constructor() { this.frames = 0; }
+      encode() {
         if (++this.frames > failAfter) throw new Error('the fake encoder broke');
         return Buffer.from(packet);
       }
-      applyEncoderCTL(): void {}
-      setBitrate(): void {}
-    },
-  });
+      applyEncoderCTL() {}
+      setBitrate() {}
+    };
+  `);
+  return path;
+}
+
+/** This process's children (Linux): their command name and nice value, as `ps -o comm,ni` shows them. */
+async function children(): Promise<Array<{ comm: string; nice: number }>> {
+  const found: Array<{ comm: string; nice: number }> = [];
+  for (const task of await readdir('/proc/self/task')) {
+    const pids = (await readFile(`/proc/self/task/${task}/children`, 'utf8').catch(() => '')).split(' ').filter(Boolean);
+    for (const pid of pids) {
+      const stat = await readFile(`/proc/${pid}/stat`, 'utf8').catch(() => null);
+      if (stat === null) continue;
+      // The command name is in parentheses (it may hold spaces); nice is field 19.
+      const comm = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'));
+      found.push({ comm, nice: Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[16]) });
+    }
+  }
+  return found;
 }
 
 describe('Opus encoded in-process by the libopus binding', () => {
@@ -121,7 +145,7 @@ describe('Opus encoded in-process by the libopus binding', () => {
       const a = await prepare(pipeline, name, 'whatsapp');
       try {
         const converted = log.converted().at(-1)!;
-        assert.equal(converted.opus_encoder, 'in-process');
+        assert.equal(converted.opus_encoder, 'libopus');
         assert.equal(converted.opus_kbps, 16);
         const call = (await counting.calls()).at(-1)!;
         assert.doesNotMatch(call, /libopus/, 'ffmpeg did not encode');
@@ -149,7 +173,7 @@ describe('Opus encoded in-process by the libopus binding', () => {
       const a = await prepare(pipeline, name, 'telegram');
       try {
         const converted = log.converted().at(-1)!;
-        assert.equal(converted.opus_encoder, 'in-process');
+        assert.equal(converted.opus_encoder, 'libopus');
         assert.equal(converted.opus_kbps, 32);
         const d = describeOggOpus(await readFile(a.path));
         assert.deepEqual([d.channels, d.mapping, d.inputRate, d.preSkip, d.outputGain], [1, 0, 48000, 312, 0]);
@@ -176,16 +200,28 @@ describe('Opus encoded in-process by the libopus binding', () => {
     assert.match(String(said[0]!.obj.opus_encoder), /^@discordjs\/opus/);
   });
 
+  it("the encodes run in processes of their own, 10 below this process's priority", { skip: process.platform !== 'linux' }, async () => {
+    // The notes above were encoded by this pipeline, whose encoder processes stay for the next ones.
+    const encoders = (await children()).filter((c) => c.comm.startsWith('voicenote-enc'));
+    assert.ok(encoders.length >= 1, JSON.stringify(await children()));
+    for (const e of encoders) assert.equal(e.nice, Math.min(19, getPriority() + 10));
+  });
+
   for (const rate of [16000, 48000] as const) {
     it(`pre-skip is the encoder's look-ahead at ${rate / 1000} kHz: the decoded note lines up with its source, sample for sample`, async () => {
       const raw = join(dataDir, `speech-${rate}.pcm`);
       await ffmpeg(ffmpegPath, ['-f', 'lavfi', '-i', SPEECH_LIKE_FILTER(3, rate), '-ac', '1', '-f', 's16le', '-c:a', 'pcm_s16le', raw]);
       const pcm = await readFile(raw);
-      const note = nativeNote(loadNativeOpus(), rate === 16000 ? 'ogg_opus_ptt' : 'ogg_opus', rate === 16000 ? 16 : 32);
+      const profile = rate === 16000 ? 'ogg_opus_ptt' : 'ogg_opus';
+      const encoder = loadNativeOpus().encoder(nativeSettings(profile, rate === 16000 ? 16 : 32));
+      const packets: Buffer[] = [];
+      const framer = new PcmFramer(encoder, (p) => packets.push(p));
       // Chunks of odd sizes, as a pipe may cut them.
-      for (let at = 0; at < pcm.length; at += 4097) note.push(pcm.subarray(at, at + 4097));
+      for (let at = 0; at < pcm.length; at += 4097) framer.push(pcm.subarray(at, at + 4097));
+      const samples = framer.end();
+      assert.equal(samples, pcm.length / 2);
       const file = join(dataDir, `speech-${rate}.ogg`);
-      await writeFile(file, note.finish());
+      await writeFile(file, nativeNoteFile(profile, { sampleRate: encoder.sampleRate, lookahead: encoder.lookahead, packets, samples }));
       const d = describeOggOpus(await readFile(file));
       assert.equal(d.preSkip, opusLookahead(rate as OpusRate) * (48000 / rate));
       assert.equal(d.preSkip, 312);
@@ -203,7 +239,7 @@ describe('Opus encoded in-process by the libopus binding', () => {
     const fallbackLog = capturingLogger();
     const fallback = createAudioPipeline(
       { dataDir: join(dataDir, 'fallback'), ffmpegPath: counting.path, allowPrivateUrls: true, logger: fallbackLog.logger },
-      { loadOpusBinding: () => { throw new Error('Cannot find module opus.node'); } },
+      { opusBinding: join(dataDir, 'no-such-binding', 'opus.node') },
     );
     try {
       const w = await prepare(fallback, 'speech.mp3', 'whatsapp');
@@ -223,7 +259,7 @@ describe('Opus encoded in-process by the libopus binding', () => {
       const warned = fallbackLog.lines.filter((l) => l.level === 'warn');
       assert.equal(warned.length, 1, 'warned once');
       assert.equal(warned[0]!.obj.opus_encoder, 'ffmpeg');
-      assert.match(String(warned[0]!.obj.reason), /opus\.node/);
+      assert.match(String(warned[0]!.obj.reason), /no-such-binding/);
     } finally {
       await fallback.close();
     }
@@ -233,7 +269,7 @@ describe('Opus encoded in-process by the libopus binding', () => {
     const broken = createAudioPipeline(
       { dataDir: join(dataDir, 'broken'), ffmpegPath, allowPrivateUrls: true },
       // Valid SILK wideband frames (TOC 0x48) until the 50th frame.
-      { loadOpusBinding: fakeBinding(Buffer.from([0x48, 0x01, 0x02]), 50) },
+      { opusBinding: await fakeBinding(dataDir, 'broken', Buffer.from([0x48, 0x01, 0x02]), 50) },
     );
     try {
       await assert.rejects(prepare(broken, 'speech.mp3', 'whatsapp'), isAudioError('audio_unsupported', { message: /encoding the audio failed: the fake encoder broke/ }));
@@ -248,7 +284,7 @@ describe('Opus encoded in-process by the libopus binding', () => {
     const celt = createAudioPipeline(
       { dataDir: join(dataDir, 'celt'), ffmpegPath: counting.path, allowPrivateUrls: true, logger: celtLog.logger },
       // TOC config 23: CELT fullband 20 ms.
-      { loadOpusBinding: fakeBinding(Buffer.from([23 << 3, 0x01, 0x02])) },
+      { opusBinding: await fakeBinding(dataDir, 'celt', Buffer.from([23 << 3, 0x01, 0x02])) },
     );
     const before = (await counting.calls()).length;
     try {

@@ -67,8 +67,6 @@ export interface FfmpegRunOptions {
    * throws, ffmpeg is killed and run() rejects with that error.
    */
   onStdout?: (chunk: Buffer) => void;
-  /** After each stdout chunk's handler, how long (ms) to leave stdout unread; ffmpeg waits meanwhile. */
-  restAfterStdout?: (spentMs: number) => number;
   onPipe3?: (chunk: Buffer) => void;
   /** Kills the run (an attempt that was stopped must not keep a transcoder busy). */
   signal?: AbortSignal;
@@ -136,19 +134,7 @@ export class FfmpegRunner {
         stderr += chunk;
         if (stderr.length > 2 * STDERR_KEEP) stderr = stderr.slice(-STDERR_KEEP);
       });
-      if (opts.onStdout) {
-        const onStdout = guarded(opts.onStdout);
-        const rest = opts.restAfterStdout;
-        const stdout = child.stdout;
-        stdout?.on('data', (chunk: Buffer) => {
-          const started = performance.now();
-          onStdout(chunk);
-          const ms = rest ? rest(performance.now() - started) : 0;
-          if (ms <= 0 || !stdout) return;
-          stdout.pause();
-          setTimeout(() => stdout.resume(), ms);
-        });
-      }
+      if (opts.onStdout) child.stdout?.on('data', guarded(opts.onStdout));
       if (opts.onPipe3) (child.stdio[3] as NodeJS.ReadableStream | null)?.on('data', guarded(opts.onPipe3));
       const exited = new Promise<void>((done) => {
         child.once('close', () => done());

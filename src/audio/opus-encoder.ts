@@ -71,18 +71,24 @@ function isBinding(value: unknown): value is OpusBinding {
 
 const requireHere = createRequire(import.meta.url);
 
-/** Loads the binding; throws when it is missing, was not built, or cannot encode. */
-export function loadNativeOpus(load: () => unknown = () => requireHere('@discordjs/opus')): NativeOpus {
-  const binding = load();
+/** The package of the libopus binding. */
+export const OPUS_BINDING = '@discordjs/opus';
+
+/**
+ * Loads the binding from `module` (a package name or a file; a different one only in tests); throws
+ * when it is missing, was not built, or cannot encode.
+ */
+export function loadNativeOpus(module: string = OPUS_BINDING): NativeOpus {
+  const binding: unknown = requireHere(module);
   if (!isBinding(binding)) throw new Error('the module has no OpusEncoder class');
   let version = '';
   try {
-    version = ` ${(requireHere('@discordjs/opus/package.json') as { version?: string }).version ?? ''}`;
+    if (module === OPUS_BINDING) version = ` ${(requireHere(`${OPUS_BINDING}/package.json`) as { version?: string }).version ?? ''}`;
   } catch {
     // only the log line loses its version
   }
   const native: NativeOpus = {
-    name: `@discordjs/opus${version.trimEnd()}`,
+    name: `${module}${version.trimEnd()}`,
     encoder({ sampleRate, kbps, complexity }) {
       const enc = new binding.OpusEncoder(sampleRate, 1);
       // The same settings as ffmpeg's libopus wrapper with the arguments the ffmpeg path passes
@@ -117,22 +123,21 @@ export function loadNativeOpus(load: () => unknown = () => requireHere('@discord
   return native;
 }
 
-/** The Opus encoder a pipeline uses: decided at its first Opus note, then kept. */
-export type OpusEncoderChoice = () => NativeOpus | null;
-
 /**
- * Loads the binding at the first call and logs once which encoder Opus notes get; `load` replaces
- * the binding's loader (tests make it throw to take the ffmpeg path).
+ * Loads the binding at the first call (proving it runs here) and logs once which encoder Opus notes
+ * get: `encoders` makes what encodes them once it loaded (a pipeline's encoder threads); null: the
+ * binding did not load, ffmpeg encodes.
  */
-export function chooseOpusEncoder(log?: AudioLogger, load?: () => unknown): OpusEncoderChoice {
-  let chosen: NativeOpus | null | undefined;
+export function chooseOpusEncoder<T extends { name: string }>(log: AudioLogger | undefined, module: string, encoders: (native: NativeOpus) => T): () => T | null {
+  let chosen: T | null | undefined;
   return () => {
     if (chosen !== undefined) return chosen;
     try {
-      chosen = loadNativeOpus(load);
+      chosen = encoders(loadNativeOpus(module));
       const line = { opus_encoder: chosen.name };
-      if (log?.info) log.info(line, 'Opus voice notes are encoded in-process by libopus (ffmpeg decodes)');
-      else log?.debug(line, 'Opus voice notes are encoded in-process by libopus (ffmpeg decodes)');
+      const message = 'Opus voice notes are encoded in-process by libopus, on threads below normal priority (ffmpeg decodes)';
+      if (log?.info) log.info(line, message);
+      else log?.debug(line, message);
     } catch (err) {
       chosen = null;
       log?.warn(

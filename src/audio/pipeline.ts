@@ -6,9 +6,10 @@ import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
 import { AUDIO_CACHE_DIR, AudioCache, type AudioLogger, type CacheEntry, type SourceFacts } from './cache.js';
 import { AudioError } from './errors.js';
+import { EncoderProcesses } from './encoder-processes.js';
 import { FfmpegRunner, Semaphore } from './ffmpeg.js';
 import { createAudioAgent, fetchAudio, type FetchedSource } from './fetch.js';
-import { chooseOpusEncoder } from './opus-encoder.js';
+import { chooseOpusEncoder, OPUS_BINDING } from './opus-encoder.js';
 import { detectSource, type SourceInfo } from './probe.js';
 import { ReadyUrls } from './ready-urls.js';
 import { DEFAULT_MAX_SOURCE_BYTES, type AudioFormat, type AudioProfile, type AudioTarget } from './targets.js';
@@ -55,10 +56,11 @@ export interface AudioPipelineInternals {
   /** Kill an ffmpeg run after this long; default 10 minutes. */
   ffmpegTimeoutMs?: number;
   /**
-   * Replaces the loader of the libopus binding (opus-encoder.ts); one that throws makes the pipeline
-   * encode Opus with ffmpeg, as when the binding is not installed.
+   * Where the libopus binding is loaded from, in this thread and the encoder threads (a package
+   * name or a file; default opus-encoder.ts's OPUS_BINDING); one that does not load makes the
+   * pipeline encode Opus with ffmpeg, as when the binding is not installed.
    */
-  loadOpusBinding?: () => unknown;
+  opusBinding?: string;
 }
 
 export interface PreparedAudio {
@@ -112,7 +114,10 @@ const DEFAULT_FFMPEG_TIMEOUT_MS = 10 * 60_000;
 const STALE_DOWNLOAD_MS = 15 * 60_000;
 const DEFAULT_URL_FRESH_MS = 60_000;
 const MAX_KNOWN_URLS = 10_000;
-/** ffmpeg runs this much below the process's priority: on a busy machine deliveries go first, conversions take what is left. */
+/**
+ * ffmpeg and the Opus encoder processes run this much below the process's priority: on a busy machine
+ * deliveries go first, conversions take what is left.
+ */
 const FFMPEG_NICENESS = 10;
 
 /** Settles a conversion nobody is waiting for any more (every requester failed its own checks first). */
@@ -144,7 +149,13 @@ export function createAudioPipeline(opts: AudioPipelineOptions, internals: Audio
   const maxSourceBytes = opts.maxSourceBytes ?? DEFAULT_MAX_SOURCE_BYTES;
   const ffmpegTimeoutMs = internals.ffmpegTimeoutMs ?? DEFAULT_FFMPEG_TIMEOUT_MS;
   // Decided at the first Opus note, so a process that never converts one never loads the binding.
-  const opusEncoder = chooseOpusEncoder(log, internals.loadOpusBinding);
+  // Encodes run in processes of their own below normal priority, one per conversion that may run at once.
+  let encoders: EncoderProcesses | undefined;
+  const opusModule = internals.opusBinding ?? OPUS_BINDING;
+  const opusEncoder = chooseOpusEncoder(log, opusModule, (native) => {
+    encoders = new EncoderProcesses({ module: opusModule, name: native.name, processes: maxConversions, niceness: FFMPEG_NICENESS });
+    return encoders;
+  });
   const closing = new AbortController();
   const inflight = new Map<string, Flight>();
   const urlFreshMs = opts.urlFreshMs ?? DEFAULT_URL_FRESH_MS;
@@ -395,6 +406,7 @@ export function createAudioPipeline(opts: AudioPipelineOptions, internals: Audio
       closed = true;
       closing.abort();
       await runner.close();
+      await encoders?.close();
       await Promise.allSettled([...pending]);
       await Promise.allSettled([...inflight.values()].map((f) => f.entry));
       await agent.close().catch(noop);

@@ -1,16 +1,14 @@
 import { readFile, rm, writeFile } from 'node:fs/promises';
-import { restAfterEncoding } from './encode-share.js';
+import type { EncoderProcesses } from './encoder-processes.js';
 import { MONO_WITHOUT_CLIPPING, OPUS_ENCODER } from './encoder-settings.js';
 import { AudioError } from './errors.js';
-import { baseInputArgs, type FfmpegResult, type FfmpegRunner } from './ffmpeg.js';
+import { baseInputArgs, type FfmpegResult, type FfmpegRunner, type FfmpegRunOptions } from './ffmpeg.js';
 import { OggOpusError, OUR_VENDOR, readOggOpus, withoutTags } from './ogg-opus.js';
-import type { NativeOpus, OpusEncoderChoice } from './opus-encoder.js';
-import { nativeNote } from './pcm-encode.js';
 import { lastFfmpegLine, parseInputStreams, type SourceInfo, type StreamLayout } from './probe.js';
 import type { AudioProfile } from './targets.js';
 import { TELEGRAM_OVERSHOOT_BPS, TELEGRAM_WAVEFORM_MAX_BYTES, telegramBitrateKbps } from './telegram-voice.js';
 import { WAVEFORM_SAMPLE_RATE, WaveformAccumulator } from './waveform.js';
-import { NotPttFrames, PTT_BITRATES_KBPS, pttEncodeArgs, repackAsPtt, whyNotPtt } from './whatsapp-ptt.js';
+import { NotPttFrames, PTT_BITRATES_KBPS, PTT_INPUT_RATE, pttEncodeArgs, repackAsPtt, whyNotPtt } from './whatsapp-ptt.js';
 
 /** Encoder settings per profile (README, "Audio"); `kbps` only for Telegram's length-chosen bitrate. */
 export function encodeArgs(profile: AudioProfile, kbps?: number): string[] {
@@ -52,7 +50,7 @@ function isTargetLayout(layout: StreamLayout, profile: AudioProfile): boolean {
 export interface ConversionOutcome {
   passThrough: boolean;
   /** Which encoder made an Opus note and at what bitrate (the log says it). */
-  opus?: { encoder: 'in-process' | 'ffmpeg'; kbps: number };
+  opus?: { encoder: 'libopus' | 'ffmpeg'; kbps: number };
   /** Length of the decoded source. */
   decodedSeconds: number;
   waveform: Uint8Array;
@@ -70,8 +68,8 @@ export interface ConvertOptions {
   timeoutMs: number;
   /** Kills ffmpeg when aborted. */
   signal?: AbortSignal;
-  /** The in-process Opus encoder, when there is one; without it ffmpeg encodes. */
-  opusEncoder?: OpusEncoderChoice;
+  /** The libopus encoder processes, when the binding loaded; without them ffmpeg encodes. */
+  opusEncoder?: () => EncoderProcesses | null;
 }
 
 function failure(result: FfmpegResult, what: string): Error {
@@ -80,7 +78,17 @@ function failure(result: FfmpegResult, what: string): Error {
   return new AudioError('audio_unsupported', `${what} failed: ${lastFfmpegLine(result.stderr)}`);
 }
 
-function checkDecoded(result: FfmpegResult, wave: WaveformAccumulator, info: SourceInfo, what: string): StreamLayout {
+/** What the waveform decode gave: the decoded length, our 64 bars and Telegram's 100. */
+interface DecodedWave {
+  samples: number;
+  seconds: number;
+  bars: Uint8Array;
+  telegramBars: Uint8Array;
+}
+
+const decodedWave = (acc: WaveformAccumulator): DecodedWave => ({ samples: acc.samples, seconds: acc.seconds, bars: acc.finish(), telegramBars: acc.telegramLevels() });
+
+function checkDecoded(result: FfmpegResult, wave: { samples: number; seconds: number }, info: SourceInfo, what: string): StreamLayout {
   if (result.exitCode !== 0) throw failure(result, what);
   const layout = parseInputStreams(result.stderr);
   if (layout.audio === null) throw new AudioError('audio_unsupported', 'audio source has no audio track');
@@ -165,35 +173,41 @@ export async function convertAudio(opts: ConvertOptions): Promise<ConversionOutc
     return { passThrough: false, decodedSeconds: wave.seconds, waveform: wave.finish(), telegramWaveform: wave.telegramLevels() };
   }
 
-  const native = opts.opusEncoder?.() ?? null;
-  const wave = new WaveformAccumulator();
+  const encoders = opts.opusEncoder?.() ?? null;
   const encoded = `${opts.outputPath}.enc`;
-  // One encode at a bitrate: the finished file's bytes. The first also fills the waveform.
-  const encode = (kbps: number, withWave: boolean): Promise<Buffer> =>
-    native ? encodeInProcess(opts, native, kbps, withWave ? wave : null) : encodeWithFfmpeg(opts, encoded, kbps, withWave ? wave : null);
+  let wave: DecodedWave | undefined;
+  const keepWave = (w: DecodedWave): void => {
+    wave ??= w;
+  };
+  // One encode at a bitrate, written to outputPath: the note's size. The first also gives the waveform.
+  const encode = async (kbps: number): Promise<number> => {
+    if (encoders) return encodeWithLibopus(opts, encoders, kbps, wave === undefined, keepWave);
+    const file = await encodeWithFfmpeg(opts, encoded, kbps, wave === undefined ? keepWave : null);
+    await writeFile(opts.outputPath, file);
+    return file.length;
+  };
   const done = (kbps: number): ConversionOutcome => ({
     passThrough: false,
-    opus: { encoder: native ? 'in-process' : 'ffmpeg', kbps },
-    decodedSeconds: wave.seconds,
-    waveform: wave.finish(),
-    telegramWaveform: wave.telegramLevels(),
+    opus: { encoder: encoders ? 'libopus' : 'ffmpeg', kbps },
+    decodedSeconds: wave!.seconds,
+    waveform: wave!.bars,
+    telegramWaveform: wave!.telegramBars,
   });
   try {
     if (opts.profile === 'ogg_opus') {
       let kbps = telegramBitrateKbps(opts.info.durationSeconds);
-      let file = await encode(kbps, true);
+      const bytes = await encode(kbps);
       // The container did not say how long it is (or said wrong): choose again from the decoded length.
-      const again = telegramBitrateKbps(wave.seconds);
-      if (file.length > TELEGRAM_WAVEFORM_MAX_BYTES && again < kbps) file = await encode((kbps = again), false);
-      await writeFile(opts.outputPath, file);
+      const again = telegramBitrateKbps(wave!.seconds);
+      if (bytes > TELEGRAM_WAVEFORM_MAX_BYTES && again < kbps) await encode((kbps = again));
       return done(kbps);
     }
 
     // WhatsApp: every frame must be SILK wideband 20 ms; a lower bitrate is tried if one is not.
     let last: NotPttFrames | undefined;
-    for (const [i, kbps] of PTT_BITRATES_KBPS.entries()) {
+    for (const kbps of PTT_BITRATES_KBPS) {
       try {
-        await writeFile(opts.outputPath, await encode(kbps, i === 0));
+        await encode(kbps);
         return done(kbps);
       } catch (err) {
         if (!(err instanceof NotPttFrames)) throw err;
@@ -206,7 +220,7 @@ export async function convertAudio(opts: ConvertOptions): Promise<ConversionOutc
   }
 }
 
-const runOptions = (opts: ConvertOptions, handlers: { onStdout?: (c: Buffer) => void; onPipe3?: (c: Buffer) => void; restAfterStdout?: (spentMs: number) => number }) => ({
+const runOptions = (opts: ConvertOptions, handlers: Pick<FfmpegRunOptions, 'onStdout' | 'onPipe3'>) => ({
   timeoutMs: opts.timeoutMs,
   ...handlers,
   ...(opts.signal ? { signal: opts.signal } : {}),
@@ -214,14 +228,20 @@ const runOptions = (opts: ConvertOptions, handlers: { onStdout?: (c: Buffer) => 
 
 /**
  * ffmpeg encodes into `encoded` (its own Ogg Opus), finished here: repacked into WhatsApp's
- * push-to-talk profile, or (Telegram) given headers without tags.
+ * push-to-talk profile, or (Telegram) given headers without tags. With `keepWave`, the same run
+ * decodes the waveform too.
  */
-async function encodeWithFfmpeg(opts: ConvertOptions, encoded: string, kbps: number, wave: WaveformAccumulator | null): Promise<Buffer> {
+async function encodeWithFfmpeg(opts: ConvertOptions, encoded: string, kbps: number, keepWave: ((wave: DecodedWave) => void) | null): Promise<Buffer> {
   const input = baseInputArgs(opts.sourcePath, opts.info.demuxer);
+  const wave = keepWave ? new WaveformAccumulator() : null;
   const args = [...input, ...AUDIO_ONLY, ...encodeArgs(opts.profile, kbps), `file:${encoded}`, ...(wave ? WAVEFORM_OUTPUT : [])];
   const result = await opts.runner.run(args, runOptions(opts, wave ? { onStdout: (c) => wave.push(c) } : {}));
-  if (wave) checkDecoded(result, wave, opts.info, 'converting the audio');
-  else if (result.exitCode !== 0) throw failure(result, 'converting the audio');
+  if (wave) {
+    checkDecoded(result, wave, opts.info, 'converting the audio');
+    keepWave!(decodedWave(wave));
+  } else if (result.exitCode !== 0) {
+    throw failure(result, 'converting the audio');
+  }
   const file = await readFile(encoded);
   if (opts.profile === 'ogg_opus_ptt') return unpackable(() => repackAsPtt(file), 'a WhatsApp voice note');
   // ffmpeg's headers replaced by ours: no `encoder=` tag, no vendor version.
@@ -230,36 +250,39 @@ async function encodeWithFfmpeg(opts: ConvertOptions, encoded: string, kbps: num
 
 /**
  * ffmpeg only decodes: the audio downmixed and resampled as the ffmpeg encode would have it, as
- * 16-bit PCM at the encoder's rate on pipe:1 (encoded here frame by frame as it streams in) and the
- * waveform's 8 kHz PCM on pipe:3, both from the one decode. The encode runs inside ffmpeg's run, so it
- * counts under the same limit of concurrent conversions.
+ * 16-bit PCM at the encoder's rate on pipe:1 and the waveform's 8 kHz PCM on pipe:3, both from the
+ * one decode, run, encoded and written as a note by an encoder process (encoder-process.ts). The
+ * encode runs inside the conversion, so it counts under the same limit of concurrent conversions.
  */
-async function encodeInProcess(opts: ConvertOptions, native: NativeOpus, kbps: number, wave: WaveformAccumulator | null): Promise<Buffer> {
-  const note = nativeNote(native, opts.profile === 'ogg_opus_ptt' ? 'ogg_opus_ptt' : 'ogg_opus', kbps);
+async function encodeWithLibopus(opts: ConvertOptions, encoders: EncoderProcesses, kbps: number, withWave: boolean, keepWave: (wave: DecodedWave) => void): Promise<number> {
+  const profile = opts.profile === 'ogg_opus_ptt' ? 'ogg_opus_ptt' : 'ogg_opus';
+  const rate = profile === 'ogg_opus_ptt' ? PTT_INPUT_RATE : 48000;
   const args = [
-    ...baseInputArgs(opts.sourcePath, opts.info.demuxer), ...AUDIO_ONLY, ...MONO_WITHOUT_CLIPPING, '-ar', String(note.sampleRate),
-    '-c:a', 'pcm_s16le', '-flush_packets', '0', '-f', 's16le', 'pipe:1', ...(wave ? waveformOutput('pipe:3') : []),
+    ...baseInputArgs(opts.sourcePath, opts.info.demuxer), ...AUDIO_ONLY, ...MONO_WITHOUT_CLIPPING, '-ar', String(rate),
+    '-c:a', 'pcm_s16le', '-flush_packets', '0', '-f', 's16le', 'pipe:1', ...(withWave ? waveformOutput('pipe:3') : []),
   ];
-  // An encoder that throws stops ffmpeg; the run rejects with this error.
-  const push = (chunk: Buffer): void => {
-    try {
-      note.push(chunk);
-    } catch (err) {
-      throw encoderFailure(err);
-    }
-  };
-  const result = await opts.runner.run(args, runOptions(opts, { onStdout: push, restAfterStdout: restAfterEncoding, ...(wave ? { onPipe3: (c: Buffer) => wave.push(c) } : {}) }));
-  if (wave) checkDecoded(result, wave, opts.info, 'converting the audio');
-  else if (result.exitCode !== 0) throw failure(result, 'converting the audio');
-  try {
-    return note.finish();
-  } catch (err) {
-    if (err instanceof NotPttFrames) throw err;
-    throw encoderFailure(err);
+  const reply = await encoders.encode({
+    ffmpegPath: opts.runner.ffmpegPath, args, withWave, timeoutMs: opts.timeoutMs, profile, kbps, outputPath: opts.outputPath,
+    ...(opts.signal ? { signal: opts.signal } : {}),
+  });
+  if (reply.spawnError !== undefined) throw new Error(`ffmpeg could not be started: ${reply.spawnError}`);
+  // An encoder that fails stops ffmpeg; the note fails with what the encoder said.
+  if (reply.encodeError !== undefined) throw encoderFailure(reply.encodeError);
+  const result: FfmpegResult = { exitCode: reply.exitCode, signal: reply.signal, timedOut: reply.timedOut, killed: reply.killed, stderr: reply.stderr };
+  if (withWave && reply.wave) {
+    const { samples, bars, telegramBars } = reply.wave;
+    const wave = { samples, seconds: samples / WAVEFORM_SAMPLE_RATE, bars, telegramBars };
+    checkDecoded(result, wave, opts.info, 'converting the audio');
+    keepWave(wave);
+  } else if (result.exitCode !== 0) {
+    throw failure(result, 'converting the audio');
   }
+  if (reply.notPtt) throw new NotPttFrames(new Map(reply.notPtt.offending), reply.notPtt.frames);
+  if (reply.bytes === undefined) throw encoderFailure('the encoder wrote no note');
+  return reply.bytes;
 }
 
 /** The in-process encoder failed on this audio: the same error kind as an ffmpeg encode that fails. */
-function encoderFailure(err: unknown): AudioError {
-  return new AudioError('audio_unsupported', `encoding the audio failed: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
+function encoderFailure(why: string): AudioError {
+  return new AudioError('audio_unsupported', `encoding the audio failed: ${why}`);
 }

@@ -20,9 +20,9 @@ const CAPPED_NEW_WORK_MS = 20;
 const EXPIRED_LEASES_EVERY_MS = 1_000;
 
 /**
- * How many of a worker's `slots` notes that may need converting hold, with `conversions` run at once:
- * each running conversion and one more downloading or waiting its turn, and at least a quarter of the
- * slots (such a note's download holds its slot too, as long as its audio host takes to answer).
+ * How many conversion slots a worker with `slots` delivery slots has, with `conversions` run at once:
+ * each running conversion and one more downloading or waiting its turn, and at least a quarter of
+ * `slots` (such a note's download holds its slot too, as long as its audio host takes to answer).
  */
 export function conversionSlotsFor(slots: number, conversions: number): number {
   return Math.min(slots, Math.max(2 * conversions, Math.ceil(slots / 4)));
@@ -37,7 +37,7 @@ export interface ClaimSettings {
   pollMs: number;
   affinityHolder?: string;
   clock: () => number;
-  /** The most slots notes whose audio may need converting hold (see WorkerOptions.conversionSlots). */
+  /** Slots of their own for notes whose audio may need converting (see WorkerOptions.conversionSlots). */
   conversionSlots?: number;
   /** Whether a note's audio may need converting (not known to be ready). */
   mayConvert?: (message: { platform: string; audio_url: string }) => boolean;
@@ -126,8 +126,10 @@ export class MessageClaims {
     this.#capped = claimed.length < free && (leftBehind || excluded.length > 0) ? { at: claimedAt, free: free - claimed.length } : undefined;
     this.#backlog = claimed.length === free || this.#capped !== undefined;
     for (const message of claimed) {
-      slots.take(message.account_id);
-      if (this.#settings.mayConvert?.(message)) this.#converting.add(message.id);
+      // A note that may need converting holds a conversion slot, not one of its account's, until its
+      // audio is ready (audioSettled).
+      if (this.#settings.conversionSlots !== undefined && this.#settings.mayConvert?.(message)) this.#converting.add(message.id);
+      else slots.take(message.account_id);
     }
     return { claimed, claimedAt };
   }
@@ -144,19 +146,24 @@ export class MessageClaims {
     return candidates.filter((c) => !mayConvert(c) || room-- > 0);
   }
 
-  /** Messages in hand whose audio may still be converting. */
-  get convertingCount(): number {
+  /** Notes in hand that hold a conversion slot (their audio is not ready yet), beside the `concurrency` slots. */
+  get waitingForAudio(): number {
     return this.#converting.size;
   }
 
-  /** A message's audio is ready (or failed): it no longer holds a conversion slot. True when it held one. */
+  /**
+   * A message's audio is ready (or failed): it gives its conversion slot back and takes one of its
+   * account's slots for the rest of its attempt. True when it held a conversion slot.
+   */
   audioSettled(message: MessageRow): boolean {
-    return this.#converting.delete(message.id);
+    if (!this.#converting.delete(message.id)) return false;
+    this.#slots.take(message.account_id);
+    return true;
   }
 
   /** A message claimed at `claimedAt` (this process's clock) is done with (its outcome written or kept). */
   release(message: MessageRow, claimedAt: number): void {
-    this.#converting.delete(message.id);
+    if (this.#converting.delete(message.id)) return;
     this.#slots.release(message.account_id, claimedAt);
   }
 }

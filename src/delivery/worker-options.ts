@@ -41,12 +41,15 @@ export interface WorkerOptions {
   /** The voice format and limits of a platform; undefined for a platform this build does not have. */
   audioTargetFor(platform: string): AudioTarget | undefined;
   logger: Logger;
-  /** Messages handled at once by this process. */
+  /** Messages handled at once by this process (besides those in conversion slots). */
   concurrency?: number;
   /**
-   * The most of those slots notes whose audio may need converting hold (claimed while their audio was
-   * not known to be ready, until it is); default: all. A conversion holds its slot for seconds, most
-   * of it waiting for the transcoder: the other slots stay for notes whose audio is ready.
+   * Slots of their own, beside `concurrency`'s, for notes whose audio may need converting (claimed
+   * while their audio was not known to be ready), held until their audio is ready; a note then takes
+   * one of its account's slots for its platform call, which may leave this process that many over
+   * `concurrency` for a moment. A conversion holds its slot for seconds, most of it waiting for the
+   * transcoder: `concurrency` stays for notes whose audio is ready. Undefined: no such slots, every
+   * note takes one of `concurrency`'s.
    */
   conversionSlots?: number;
   /**

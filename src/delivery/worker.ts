@@ -1,6 +1,5 @@
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
-import { shareEncodesWith } from '../audio/encode-share.js';
 import { MAX_CLAIMS_WITHOUT_OUTCOME, msUntilNextDue, type MessageRow } from '../store/messages.js';
 import { attemptWithLease, dbNow, ShuttingDown, type Job, type ResolvedWorkerOptions } from './attempt.js';
 import { MessageClaims } from './claim.js';
@@ -70,11 +69,7 @@ export class DeliveryWorker {
     });
   }
 
-  #stopSharing: () => void = () => undefined;
-
   start(): void {
-    // In-process encodes give way while notes whose audio is ready wait on this event loop.
-    this.#stopSharing = shareEncodesWith(() => this.#jobs.size > this.#claims.convertingCount);
     this.#loop.start();
   }
 
@@ -96,7 +91,6 @@ export class DeliveryWorker {
    * an attempt that does not stop within `abortWaitMs` keeps its lease, to run out.
    */
   async stop(graceMs = 10_000, abortWaitMs = 5_000): Promise<void> {
-    this.#stopSharing();
     if (!this.#loop.running) return;
     await this.#loop.stop(graceMs);
     if (this.#jobs.size > 0) {
@@ -119,8 +113,10 @@ export class DeliveryWorker {
     // What this worker already did is written before it takes more work.
     if (this.#outcomes.pendingCount > 0 && !(await this.#outcomes.flushPending())) return { next: 'pause', ms: pollMs };
     let claimed: MessageRow[] = [];
-    const free = concurrency - this.#jobs.size;
-    const batch = this.#claims.batch(this.#jobs.size);
+    // Notes waiting for their audio hold conversion slots of their own, not these.
+    const delivering = this.#jobs.size - this.#claims.waitingForAudio;
+    const free = concurrency - delivering;
+    const batch = this.#claims.batch(delivering);
     if (this.#claims.due(free, batch)) {
       let claimedAt: number;
       try {

@@ -1,0 +1,200 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { getPriority, setPriority } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { EncodeReply, EncodeRequest, KillRequest } from './encoder-process.js';
+import type { NativeProfile } from './native-note.js';
+
+/**
+ * Opus notes decoded and encoded in processes of their own, below normal priority. In the process
+ * that delivers, a note's conversion cost the deliveries beside it more than the CPU of its encode:
+ * starting ffmpeg (a fork of the whole process, 15–20 ms here), reading 5.8 MB of PCM per
+ * audio-minute in 32 KB pieces, and their garbage. On threads of that process it was worse still:
+ * while a thread of a process runs on another core, each page the process gives back to the kernel
+ * costs it a cross-core TLB flush, and a 240 KB Buffer.concat took 18 times as long (BENCHMARKS.md,
+ * "Deliveries while distinct notes convert"). An encoder process starts the decoding ffmpeg, encodes
+ * what it decodes, folds the waveform and writes the note (encoder-process.ts); the delivering
+ * process gets a few hundred bytes per note.
+ */
+
+export interface EncoderProcessesOptions {
+  /** Where the binding is loaded from (opus-encoder.ts, OPUS_BINDING). */
+  module: string;
+  /** For the log: the binding's name and version. */
+  name: string;
+  /** Processes at most: a pipeline runs this many conversions at once, so each can have one. */
+  processes: number;
+  /** How much lower than this process's own the encoders' priority (and so their ffmpeg's) is. */
+  niceness: number;
+}
+
+export interface EncodeRun {
+  ffmpegPath: string;
+  args: string[];
+  withWave: boolean;
+  timeoutMs: number;
+  profile: NativeProfile;
+  kbps: number;
+  /** libopus complexity; default the profile's (encoder-settings.ts). */
+  complexity?: number;
+  outputPath: string;
+  /** Kills ffmpeg (the run then answers with `killed`). */
+  signal?: AbortSignal;
+}
+
+/** The encoder process went away (the pipeline closed, or it crashed): not the audio's fault. */
+export class EncoderProcessEnded extends Error {}
+
+interface Pending {
+  resolve: (reply: EncodeReply) => void;
+  reject: (err: Error) => void;
+}
+
+/** The program and the arguments that start an encoder: the build's JavaScript, or (in development) the TypeScript source through tsx. */
+function encoderCommand(): string[] {
+  const here = fileURLToPath(import.meta.url);
+  if (here.endsWith('.ts')) return ['--import', import.meta.resolve('tsx'), join(dirname(here), 'encoder-process.ts')];
+  return [join(dirname(here), 'encoder-process.js')];
+}
+
+/** One encoder process and the runs it owes answers for. */
+class EncoderProcess {
+  readonly child: ChildProcess;
+  readonly runs = new Map<number, Pending>();
+  ended: EncoderProcessEnded | null = null;
+  readonly #idleWaiters: Array<() => void> = [];
+
+  constructor(priority: number, onEnd: (encoder: EncoderProcess) => void) {
+    this.child = spawn(process.execPath, encoderCommand(), { stdio: ['ignore', 'ignore', 'inherit', 'ipc'], serialization: 'advanced' });
+    if (this.child.pid !== undefined) {
+      try {
+        setPriority(this.child.pid, priority);
+      } catch {
+        // The platform refuses: it runs at normal priority, as ffmpeg did before.
+      }
+    }
+    // An idle encoder must not keep the process alive; one with runs does (see start()).
+    this.#unref();
+    this.child.on('message', (reply: EncodeReply) => this.#answer(reply));
+    const end = (why: string): void => {
+      if (this.ended) return;
+      this.ended = new EncoderProcessEnded(`the Opus encoder process ended (${why})`);
+      for (const run of this.runs.values()) run.reject(this.ended);
+      this.runs.clear();
+      this.#settled();
+      onEnd(this);
+    };
+    this.child.on('error', (err) => end(err.message));
+    this.child.on('exit', (code, signal) => end(signal ? `signal ${signal}` : `exit code ${code}`));
+  }
+
+  #unref(): void {
+    this.child.unref();
+    this.child.channel?.unref();
+  }
+
+  start(request: EncodeRequest, pending: Pending): void {
+    if (this.runs.size === 0) {
+      this.child.ref();
+      this.child.channel?.ref();
+    }
+    this.runs.set(request.id, pending);
+    this.child.send(request);
+  }
+
+  kill(id: number): void {
+    if (this.runs.has(id) && !this.ended && this.child.connected) this.child.send({ op: 'kill', id } satisfies KillRequest);
+  }
+
+  /** Resolves once no run is left (answered, or failed with the process). */
+  idle(): Promise<void> {
+    if (this.runs.size === 0) return Promise.resolve();
+    return new Promise((resolve) => this.#idleWaiters.push(resolve));
+  }
+
+  #settled(): void {
+    if (this.runs.size > 0) return;
+    this.#unref();
+    for (const waiter of this.#idleWaiters.splice(0)) waiter();
+  }
+
+  #answer(reply: EncodeReply): void {
+    const run = this.runs.get(reply.id);
+    if (!run) return;
+    this.runs.delete(reply.id);
+    this.#settled();
+    run.resolve(reply);
+  }
+}
+
+/**
+ * Encoder processes, started when first needed and kept: each run goes to the one with the fewest
+ * runs. One that ends fails the runs it owed (the conversion fails and is retried as any failed
+ * conversion is); the next run starts a new one.
+ */
+export class EncoderProcesses {
+  readonly name: string;
+  readonly #encoders: EncoderProcess[] = [];
+  readonly #priority: number;
+  #nextId = 1;
+  #closed = false;
+
+  constructor(private readonly options: EncoderProcessesOptions) {
+    this.name = options.name;
+    this.#priority = Math.min(19, getPriority() + options.niceness);
+  }
+
+  /** Decodes with ffmpeg in an encoder process, encodes there and writes the note to `outputPath`. */
+  encode(run: EncodeRun): Promise<EncodeReply> {
+    if (this.#closed) return Promise.reject(new EncoderProcessEnded('the Opus encoder processes are closed'));
+    const encoder = this.#leastBusy();
+    const id = this.#nextId++;
+    const { signal, ...rest } = run;
+    return new Promise<EncodeReply>((resolve, reject) => {
+      const onAbort = (): void => encoder.kill(id);
+      const settle = (): void => signal?.removeEventListener('abort', onAbort);
+      encoder.start({ op: 'encode', id, module: this.options.module, ...rest }, {
+        resolve: (reply) => {
+          settle();
+          resolve(reply);
+        },
+        reject: (err) => {
+          settle();
+          reject(err);
+        },
+      });
+      signal?.addEventListener('abort', onAbort, { once: true });
+      if (signal?.aborted) onAbort();
+    });
+  }
+
+  #leastBusy(): EncoderProcess {
+    let best: EncoderProcess | undefined;
+    for (const e of this.#encoders) if (!best || e.runs.size < best.runs.size) best = e;
+    if (best && (best.runs.size === 0 || this.#encoders.length >= this.options.processes)) return best;
+    const encoder = new EncoderProcess(this.#priority, (ended) => {
+      const at = this.#encoders.indexOf(ended);
+      if (at >= 0) this.#encoders.splice(at, 1);
+    });
+    this.#encoders.push(encoder);
+    return encoder;
+  }
+
+  /** Kills the runs' ffmpeg and waits for their answers, then ends every encoder process. */
+  async close(): Promise<void> {
+    this.#closed = true;
+    const encoders = [...this.#encoders];
+    for (const encoder of encoders) for (const id of encoder.runs.keys()) encoder.kill(id);
+    await Promise.all(encoders.map((e) => e.idle()));
+    await Promise.all(
+      encoders.map(async (e) => {
+        if (e.ended) return;
+        const exited = new Promise<void>((resolve) => e.child.once('exit', () => resolve()));
+        // Disconnecting ends it (encoder-process.ts); it exits at once, having nothing left to do.
+        if (e.child.connected) e.child.disconnect();
+        else e.child.kill();
+        await exited;
+      }),
+    );
+  }
+}
