@@ -26,7 +26,13 @@ export interface EncoderProcessesOptions {
   processes: number;
   /** How much lower than this process's own the encoders' priority (and so their ffmpeg's) is. */
   niceness: number;
+  /** Whether the process has deliveries waiting on its CPU: conversions then give way (see #giveWay). */
+  busy?: () => boolean;
 }
+
+/** While deliveries wait: how long the encoders run, then how long they are stopped. */
+const GIVE_WAY_RUN_MS = 10;
+const GIVE_WAY_REST_MS = 190;
 
 export interface EncodeRun {
   ffmpegPath: string;
@@ -65,7 +71,10 @@ class EncoderProcess {
   readonly #idleWaiters: Array<() => void> = [];
 
   constructor(priority: number, onEnd: (encoder: EncoderProcess) => void) {
-    this.child = spawn(process.execPath, encoderCommand(), { stdio: ['ignore', 'ignore', 'inherit', 'ipc'], serialization: 'advanced' });
+    // A process group of its own, which the ffmpeg runs it starts join: giving way stops and continues
+    // them all with one signal. If this process dies while they are stopped, the kernel continues the
+    // orphaned group with a SIGHUP, which ends them.
+    this.child = spawn(process.execPath, encoderCommand(), { stdio: ['ignore', 'ignore', 'inherit', 'ipc'], serialization: 'advanced', detached: true });
     if (this.child.pid !== undefined) {
       try {
         setPriority(this.child.pid, priority);
@@ -100,6 +109,16 @@ class EncoderProcess {
     }
     this.runs.set(request.id, pending);
     this.child.send(request);
+  }
+
+  /** Stops (SIGSTOP) or continues (SIGCONT) the encoder and its ffmpeg runs. */
+  signalGroup(signal: 'SIGSTOP' | 'SIGCONT'): void {
+    if (this.ended || this.child.pid === undefined) return;
+    try {
+      process.kill(-this.child.pid, signal);
+    } catch {
+      // It exited meanwhile: its end is handled by the exit event.
+    }
   }
 
   kill(id: number): void {
@@ -138,17 +157,62 @@ export class EncoderProcesses {
   readonly #priority: number;
   #nextId = 1;
   #closed = false;
+  /** The give-way cycle's next step, while runs are in hand. */
+  #cycle: NodeJS.Timeout | undefined;
+  #stopped = false;
 
   constructor(private readonly options: EncoderProcessesOptions) {
     this.name = options.name;
     this.#priority = Math.min(19, getPriority() + options.niceness);
   }
 
+  /**
+   * While runs are in hand and `options.busy()` says so, the encoders (and their ffmpeg) are stopped
+   * for GIVE_WAY_REST_MS after each GIVE_WAY_RUN_MS they run: conversions then take about a sixth of
+   * the time they would, and the process's deliveries the CPU they leave. A lower priority alone was
+   * not enough: on this machine conversions on the other core still slowed the deliveries' event loop
+   * by a third (caches and memory shared), BENCHMARKS.md.
+   */
+  #giveWay(): void {
+    if (this.#cycle !== undefined || this.options.busy === undefined) return;
+    const busy = this.options.busy;
+    const step = (): void => {
+      this.#cycle = undefined;
+      const running = this.#encoders.some((e) => e.runs.size > 0);
+      if (this.#stopped) {
+        this.#signalAll('SIGCONT');
+        if (running) this.#schedule(step, GIVE_WAY_RUN_MS);
+        return;
+      }
+      if (!running) return;
+      if (busy()) {
+        this.#signalAll('SIGSTOP');
+        this.#schedule(step, GIVE_WAY_REST_MS);
+      } else {
+        this.#schedule(step, GIVE_WAY_RUN_MS);
+      }
+    };
+    this.#schedule(step, GIVE_WAY_RUN_MS);
+  }
+
+  /** The cycle runs only while runs are in hand, which keep the process alive anyway. */
+  #schedule(step: () => void, ms: number): void {
+    this.#cycle = setTimeout(step, ms);
+  }
+
+  #signalAll(signal: 'SIGSTOP' | 'SIGCONT'): void {
+    this.#stopped = signal === 'SIGSTOP';
+    for (const e of this.#encoders) e.signalGroup(signal);
+  }
+
   /** Decodes with ffmpeg in an encoder process, encodes there and writes the note to `outputPath`. */
   encode(run: EncodeRun): Promise<EncodeReply> {
     if (this.#closed) return Promise.reject(new EncoderProcessEnded('the Opus encoder processes are closed'));
     const encoder = this.#leastBusy();
+    // A new encoder joins a stopped cycle as it is: continued with the others at the next step.
+    if (this.#stopped) encoder.signalGroup('SIGSTOP');
     const id = this.#nextId++;
+    this.#giveWay();
     const { signal, ...rest } = run;
     return new Promise<EncodeReply>((resolve, reject) => {
       const onAbort = (): void => encoder.kill(id);
@@ -183,6 +247,9 @@ export class EncoderProcesses {
   /** Kills the runs' ffmpeg and waits for their answers, then ends every encoder process. */
   async close(): Promise<void> {
     this.#closed = true;
+    clearTimeout(this.#cycle);
+    this.#cycle = undefined;
+    if (this.#stopped) this.#signalAll('SIGCONT');
     const encoders = [...this.#encoders];
     for (const encoder of encoders) for (const id of encoder.runs.keys()) encoder.kill(id);
     await Promise.all(encoders.map((e) => e.idle()));

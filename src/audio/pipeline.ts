@@ -105,6 +105,11 @@ export interface AudioPipeline {
   prepare(input: PrepareInput): Promise<PreparedAudio>;
   /** This process had the audio of `url` ready for the target within the last hour (a guess: no download). */
   isReady(url: string, target: AudioTarget): boolean;
+  /**
+   * While `busy()` says so, Opus conversions give the CPU way: their encoder processes are stopped most
+   * of the time (encoder-processes.ts). The process's worker says when; returns the undo.
+   */
+  giveWayWhile(busy: () => boolean): () => void;
   close(): Promise<void>;
 }
 
@@ -151,9 +156,16 @@ export function createAudioPipeline(opts: AudioPipelineOptions, internals: Audio
   // Decided at the first Opus note, so a process that never converts one never loads the binding.
   // Encodes run in processes of their own below normal priority, one per conversion that may run at once.
   let encoders: EncoderProcesses | undefined;
+  let deliveriesWaiting: (() => boolean) | undefined;
   const opusModule = internals.opusBinding ?? OPUS_BINDING;
   const opusEncoder = chooseOpusEncoder(log, opusModule, (native) => {
-    encoders = new EncoderProcesses({ module: opusModule, name: native.name, processes: maxConversions, niceness: FFMPEG_NICENESS });
+    encoders = new EncoderProcesses({
+      module: opusModule,
+      name: native.name,
+      processes: maxConversions,
+      niceness: FFMPEG_NICENESS,
+      busy: () => deliveriesWaiting?.() ?? false,
+    });
     return encoders;
   });
   const closing = new AbortController();
@@ -400,6 +412,12 @@ export function createAudioPipeline(opts: AudioPipelineOptions, internals: Audio
     },
     isReady(url, target) {
       return readyUrls.has(url, target.profile);
+    },
+    giveWayWhile(busy) {
+      deliveriesWaiting = busy;
+      return () => {
+        if (deliveriesWaiting === busy) deliveriesWaiting = undefined;
+      };
     },
     async close() {
       if (closed) return;

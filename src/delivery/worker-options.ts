@@ -27,6 +27,11 @@ export interface AudioSource {
    * claim's guess, before any download. Without it every note counts as ready.
    */
   isReady?(url: string, target: AudioTarget): boolean;
+  /**
+   * While `busy()` says so, conversions give the CPU way to the deliveries (the pipeline pauses its
+   * encoders most of the time); returns the undo, for a worker that stops.
+   */
+  giveWayWhile?(busy: () => boolean): () => void;
 }
 
 /** `facts` (source as detected, cache key) is what the message log keeps of the audio. */

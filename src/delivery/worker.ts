@@ -28,6 +28,10 @@ export class DeliveryWorker {
   readonly #options: ResolvedWorkerOptions;
   /** Attempts in hand, by message id (their promises are the loop's work in flight). */
   readonly #jobs = new Map<string, Job>();
+  /** When a message falls due that a capped sleep was cut short for (this process's clock). */
+  #newWorkDueAt: number | undefined;
+  /** Messages in hand whose audio is ready: their platform call is what is left. */
+  readonly #audioReady = new Set<string>();
   readonly #storage: StorageWatch;
   readonly #claims: MessageClaims;
   readonly #outcomes: OutcomeWriter;
@@ -69,7 +73,12 @@ export class DeliveryWorker {
     });
   }
 
+  #stopGivingWay: () => void = () => undefined;
+
   start(): void {
+    // A backlog of notes whose audio is ready: conversions wait most of the time until it has gone.
+    const backlog = Math.ceil(this.#options.concurrency / 4);
+    this.#stopGivingWay = this.#options.audio.giveWayWhile?.(() => this.#audioReady.size >= backlog) ?? (() => undefined);
     this.#loop.start();
   }
 
@@ -91,6 +100,7 @@ export class DeliveryWorker {
    * an attempt that does not stop within `abortWaitMs` keeps its lease, to run out.
    */
   async stop(graceMs = 10_000, abortWaitMs = 5_000): Promise<void> {
+    this.#stopGivingWay();
     if (!this.#loop.running) return;
     await this.#loop.stop(graceMs);
     if (this.#jobs.size > 0) {
@@ -112,6 +122,11 @@ export class DeliveryWorker {
     const { concurrency, leaseMs, pollMs, affinityHolder, db } = this.#options;
     // What this worker already did is written before it takes more work.
     if (this.#outcomes.pendingCount > 0 && !(await this.#outcomes.flushPending())) return { next: 'pause', ms: pollMs };
+    // Woken for work that fell due while the accounts in hand were capped: it is new work to look at.
+    if (this.#newWorkDueAt !== undefined && this.#options.clock() >= this.#newWorkDueAt) {
+      this.#newWorkDueAt = undefined;
+      this.#claims.newWork();
+    }
     let claimed: MessageRow[] = [];
     // Notes waiting for their audio hold conversion slots of their own, not these.
     const delivering = this.#jobs.size - this.#claims.waitingForAudio;
@@ -133,11 +148,13 @@ export class DeliveryWorker {
         const job: Job = { message, controller: new AbortController(), dbClaimedAt, claimedAt, leaseUntil: dbClaimedAt + leaseMs, reachedPlatform: false, rhythms, senders };
         // A conversion slot freed: a note left queued for the lack of one may be claimed now.
         job.audioSettled = () => {
+          this.#audioReady.add(message.id);
           if (this.#claims.audioSettled(message)) this.#loop.nudge();
         };
         this.#jobs.set(message.id, job);
         const done = this.#handle(job).finally(() => {
           this.#jobs.delete(message.id);
+          this.#audioReady.delete(message.id);
           this.#claims.release(message, claimedAt);
         });
         this.#loop.track(message.id, done);
@@ -145,8 +162,13 @@ export class DeliveryWorker {
     }
     if (claimed.length > 0 && claimed.length === free) return { next: 'again' };
     // Slots in use: the end of a message wakes this loop. Otherwise sleep until the next message is due.
+    // Accounts at their cap: look again then, or when new work falls due before that (it may be another's).
     const cappedWait = this.#claims.cappedWaitMs();
-    if (cappedWait !== undefined) return { next: 'sleep', ms: cappedWait };
+    if (cappedWait !== undefined) {
+      const ms = await untilNextDue(() => msUntilNextDue(db.kysely, { ...(affinityHolder !== undefined ? { affinityHolder } : {}), later: true }), cappedWait);
+      if (ms < cappedWait) this.#newWorkDueAt = this.#options.clock() + ms;
+      return { next: 'sleep', ms };
+    }
     if (free < batch) return { next: 'sleep', ms: pollMs };
     const ms = await untilNextDue(() => msUntilNextDue(db.kysely, affinityHolder !== undefined ? { affinityHolder } : {}), pollMs);
     return { next: 'sleep', ms };

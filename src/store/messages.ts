@@ -316,8 +316,10 @@ export async function extendLease(db: Kysely<Database>, id: string, workerId: st
 /**
  * How long until the next message this worker may claim falls due, in ms on the database's clock, to
  * let it sleep until then (undefined: nothing waits). `affinityHolder` as for claimDueMessages.
+ * `later`: only queued messages not due yet count (a worker whose due messages wait for its slots
+ * asks when new work falls due).
  */
-export async function msUntilNextDue(db: Kysely<Database>, options: { affinityHolder?: string } = {}): Promise<number | undefined> {
+export async function msUntilNextDue(db: Kysely<Database>, options: { affinityHolder?: string; later?: boolean } = {}): Promise<number | undefined> {
   // A message under a lease (in flight here or on another worker) is not due before the lease runs
   // out; counting it as due at next_attempt_at made idle workers poll every few ms during deliveries.
   // Likewise a message whose affinity key another process holds: it waits there, not here (if that
@@ -338,6 +340,18 @@ export async function msUntilNextDue(db: Kysely<Database>, options: { affinityHo
       .orderBy('due_at')
       .limit(1)
       .executeTakeFirst();
+  if (options.later) {
+    const row = await db
+      .selectFrom('messages')
+      .select(['next_attempt_at as due_at', dbNow(db).as('now')])
+      .where('status', '=', 'queued')
+      .where('next_attempt_at', '>', now)
+      .where((eb) => eb.not(heldByAnotherProcess(eb, options.affinityHolder, now)))
+      .orderBy('next_attempt_at')
+      .limit(1)
+      .executeTakeFirst();
+    return row ? Math.max(0, Number(row.due_at) - Number(row.now)) : undefined;
+  }
   const rows = [
     await firstDue('queued', (eb) => eb.ref('next_attempt_at')),
     await firstDue('processing', (eb) =>
