@@ -257,6 +257,8 @@ export class EncoderProcesses {
       encoders.map(async (e) => {
         if (e.ended) return;
         const exited = new Promise<void>((resolve) => e.child.once('exit', () => resolve()));
+        // Waited for: the process must not end (with nothing else to do) before it has.
+        e.child.ref();
         // Disconnecting ends it (encoder-process.ts); it exits at once, having nothing left to do.
         if (e.child.connected) e.child.disconnect();
         else e.child.kill();

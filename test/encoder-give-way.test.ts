@@ -1,0 +1,92 @@
+import assert from 'node:assert/strict';
+import { readFile, readdir } from 'node:fs/promises';
+import { join } from 'node:path';
+import { after, before, describe } from 'node:test';
+import { EncoderProcesses } from '../src/audio/encoder-processes.js';
+import { OPUS_BINDING } from '../src/audio/opus-encoder.js';
+import { SPEECH_LIKE_FILTER } from '../src/audio/speech-like.js';
+import { ffmpeg, testFfmpegPath } from './fixtures/audio-fixtures.js';
+import { makeDataDir, removeDir } from './fixtures/audio-harness.js';
+import { describeOggOpus } from './fixtures/ogg-opus-reader.js';
+import { it } from './fixtures/timed.js';
+
+/**
+ * Opus encoder processes beside deliveries: while the process says deliveries wait on its CPU, the
+ * encoders and their ffmpeg are stopped most of the time (`ps` shows them `T`), and still finish the
+ * note; otherwise they never stop; closing continues and ends them.
+ */
+
+/** Processes started by this one or by its children, with their state letter (R, S, T…) and name. */
+async function descendants(): Promise<Array<{ pid: number; state: string; comm: string }>> {
+  const rows: Array<{ pid: number; ppid: number; state: string; comm: string }> = [];
+  for (const name of await readdir('/proc')) {
+    if (!/^\d+$/.test(name)) continue;
+    const stat = await readFile(`/proc/${name}/stat`, 'utf8').catch(() => null);
+    if (stat === null) continue;
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    rows.push({ pid: Number(name), ppid: Number(fields[1]), state: fields[0]!, comm: stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')')) });
+  }
+  const ours = new Set([process.pid]);
+  for (let grew = true; grew; ) {
+    grew = false;
+    for (const r of rows) if (!ours.has(r.pid) && ours.has(r.ppid)) (ours.add(r.pid), (grew = true));
+  }
+  return rows.filter((r) => r.pid !== process.pid && ours.has(r.pid));
+}
+
+describe('Opus encoder processes giving way to deliveries', { skip: process.platform !== 'linux' }, () => {
+  let dir: string;
+  let ffmpegPath: string;
+  let source: string;
+
+  before(async () => {
+    ffmpegPath = await testFfmpegPath();
+    dir = await makeDataDir('give-way');
+    source = join(dir, 'speech.wav');
+    await ffmpeg(ffmpegPath, ['-f', 'lavfi', '-i', SPEECH_LIKE_FILTER(20, 48000), '-ac', '1', source]);
+  });
+
+  after(async () => {
+    await removeDir(dir);
+  });
+
+  const encodeWhile = async (busy: () => boolean, out: string) => {
+    const encoders = new EncoderProcesses({ module: OPUS_BINDING, name: 'test', processes: 1, niceness: 10, busy });
+    const states = new Set<string>();
+    let watching = true;
+    const watch = (async () => {
+      while (watching) {
+        for (const p of await descendants()) if (p.comm.startsWith('voicenote-enc') || p.comm.startsWith('ffmpeg')) states.add(p.state);
+        await new Promise((r) => setTimeout(r, 5));
+      }
+    })();
+    try {
+      const args = ['-nostdin', '-v', 'error', '-i', source, '-ac', '1', '-ar', '48000', '-c:a', 'pcm_s16le', '-f', 's16le', 'pipe:1'];
+      const reply = await encoders.encode({ ffmpegPath, args, withWave: false, timeoutMs: 120_000, profile: 'ogg_opus', kbps: 32, outputPath: out });
+      return { reply, states };
+    } finally {
+      watching = false;
+      await watch;
+      await encoders.close();
+    }
+  };
+
+  it('never stops them while no deliveries wait', { timeout: 60_000 }, async () => {
+    const { reply, states } = await encodeWhile(() => false, join(dir, 'free.ogg'));
+    assert.equal(reply.exitCode, 0, reply.stderr);
+    assert.ok(!states.has('T'), `states seen: ${[...states].join(' ')}`);
+    const note = describeOggOpus(await readFile(join(dir, 'free.ogg')));
+    assert.ok(Math.abs(Number(note.lastGranule - BigInt(note.preSkip)) / 48000 - 20) < 0.01, 'plays 20 s');
+  });
+
+  it('stops them most of the time while deliveries wait, and the note still comes out whole', { timeout: 120_000 }, async () => {
+    await encodeWhile(() => false, join(dir, 'free-again.ogg'));
+    const { reply, states } = await encodeWhile(() => true, join(dir, 'held.ogg'));
+    assert.equal(reply.exitCode, 0, reply.stderr);
+    assert.ok(states.has('T'), `states seen: ${[...states].join(' ')}`);
+    const held = await readFile(join(dir, 'held.ogg'));
+    assert.deepEqual(held, await readFile(join(dir, 'free-again.ogg')), 'the same note, byte for byte');
+    // Closed: nothing of ours is left, stopped or not.
+    assert.deepEqual((await descendants()).filter((p) => p.comm.startsWith('voicenote-enc') || p.comm.startsWith('ffmpeg')), []);
+  });
+});
