@@ -2,13 +2,15 @@
  * The CPU a distinct note costs: `node --import tsx bench/audio-cpu.ts`
  * N distinct one-minute speech sources (espeak-ng voices and speeds, 44.1 kHz stereo 128 kb/s MP3, served over
  * HTTP on loopback) go through `prepare()` for WhatsApp and for Telegram on a fresh cache: download, hashing,
- * probe, the one ffmpeg run that decodes for the encoder and the waveform, the encode (in this process with the
- * libopus binding, else by that ffmpeg run), the Ogg pages, the cache. Reported per
- * audio-minute: the CPU of this process and of its ffmpeg children (user + system), beside the decode floor
+ * probe, the one ffmpeg run that decodes for the encoder and the waveform, the encode (in the pipeline's encoder
+ * processes with the libopus binding, else by that ffmpeg run), the Ogg pages, the cache. Reported per
+ * audio-minute: the CPU of this process and of its children (user + system; encoder processes and ffmpeg runs,
+ * counted once they have exited: the pipeline is closed before the reading), beside the decode floor
  * (ffmpeg decoding the same sources to nothing), with the wall time and the notes a core converts a minute.
  * With BENCH_BASELINE_DIR (a checkout of the code to compare with, e.g. `git archive main | tar -x -C DIR`
  * and DIR/node_modules linked to ours), the baseline's pipeline runs in the same process, alternately with
  * ours, round by round, so drift in a shared machine's load hits both alike.
+ * Ours is the compiled dist/ (`npm run build` first), as a newcomer's `npm start` runs it.
  * Needs `espeak-ng` (Debian: `apt-get install espeak-ng`). Writes its section of BENCHMARKS.md.
  */
 import { execFile, execFileSync } from 'node:child_process';
@@ -67,7 +69,10 @@ async function main(): Promise<void> {
     const url = pathToFileURL(join(resolve(BASELINE_DIR), 'src/audio/index.ts')).href;
     sides.push({ label: 'baseline', audio: (await import(url)) as Pipelines });
   }
-  sides.push({ label: BASELINE_DIR ? 'this branch' : 'this code', audio: ours });
+  // The compiled pipeline, as `npm start` runs it: its encoder processes then start from JavaScript
+  // (from the TypeScript sources each would spend a second of CPU compiling itself through tsx).
+  const compiled = (await import(pathToFileURL(resolve('dist/audio/index.js')).href)) as Pipelines;
+  sides.push({ label: BASELINE_DIR ? 'this branch' : 'this code', audio: compiled });
   const work = await mkdtemp(join(tmpdir(), 'voicenote-bench-audio-cpu-'));
   const sources = await makeSources(ffmpegPath, work);
   const server = await startAudioServer();
@@ -141,7 +146,7 @@ async function main(): Promise<void> {
   }
   const ffVersion = execFileSync(ffmpegPath, ['-version'], { encoding: 'utf8' }).split('\n')[0] ?? '';
   const encoderNote = nativeName
-    ? `this branch: in this process by \`${nativeName}\`, the ffmpeg run only decoding${BASELINE_DIR ? '; the baseline: as its code does it' : ''}`
+    ? `this branch: by \`${nativeName}\` in the pipeline's encoder processes (started by its first Opus note, ended by its close, both counted), the ffmpeg run only decoding${BASELINE_DIR ? '; the baseline: as its code does it' : ''}`
     : 'by the ffmpeg run: the libopus binding is not installed';
   const report = `## The CPU of a distinct note
 
@@ -155,7 +160,7 @@ ${NOTES} distinct one-minute speech sources (espeak-ng, a voice and speed each; 
 on loopback) through \`prepare()\` on a fresh cache, ${availableParallelism()} at a time: download, hashing, probe, the ffmpeg run
 that decodes for the encoder and the waveform, the Opus encode (${encoderNote}), the Ogg pages (WhatsApp's three frames a
 packet), the cache. CPU = this process's user +
-system time and that of its ffmpeg children (10 ms clock ticks), per audio-minute: median of ${ROUNDS} rounds (the
+system time and that of its children (encoder processes and ffmpeg runs; 10 ms clock ticks), per audio-minute: median of ${ROUNDS} rounds (the
 range in brackets is the noise), ${BASELINE_DIR ? 'the baseline (the code before) and this branch alternately in each round, ' : ''}the
 decode floor measured in each round too. Delivery itself is not in it (a fake platform's delivery costs about a
 millisecond of CPU per note: "Delivery" above). "Notes a minute per core" = 60 s / CPU per note.

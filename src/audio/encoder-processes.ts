@@ -2,8 +2,10 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { getPriority, setPriority } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import type { AudioLogger } from './cache.js';
 import type { EncodeReply, EncodeRequest, KillRequest } from './encoder-process.js';
 import type { NativeProfile } from './native-note.js';
+import { chooseOpusEncoder } from './opus-encoder.js';
 
 /**
  * Opus notes decoded and encoded in processes of their own, below normal priority. In the process
@@ -265,5 +267,36 @@ export class EncoderProcesses {
         await exited;
       }),
     );
+  }
+}
+
+/**
+ * A pipeline's Opus encoders: the binding is loaded (and which encoder Opus notes get is logged) at
+ * the first Opus note, the encoder processes started as runs need them. `choice` is null when the
+ * binding did not load (ffmpeg then encodes).
+ */
+export class PipelineEncoders {
+  readonly choice: () => EncoderProcesses | null;
+  #encoders: EncoderProcesses | undefined;
+  #busy: (() => boolean) | undefined;
+
+  constructor(options: { log: AudioLogger | undefined; module: string; processes: number; niceness: number }) {
+    const { log, module, processes, niceness } = options;
+    this.choice = chooseOpusEncoder(log, module, (native) => {
+      this.#encoders = new EncoderProcesses({ module, name: native.name, processes, niceness, busy: () => this.#busy?.() ?? false });
+      return this.#encoders;
+    });
+  }
+
+  /** While `busy()` says so, the encoders give way (EncoderProcesses); returns the undo. */
+  giveWayWhile(busy: () => boolean): () => void {
+    this.#busy = busy;
+    return () => {
+      if (this.#busy === busy) this.#busy = undefined;
+    };
+  }
+
+  async close(): Promise<void> {
+    await this.#encoders?.close();
   }
 }

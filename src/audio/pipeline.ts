@@ -6,10 +6,10 @@ import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
 import { AUDIO_CACHE_DIR, AudioCache, type AudioLogger, type CacheEntry, type SourceFacts } from './cache.js';
 import { AudioError } from './errors.js';
-import { EncoderProcesses } from './encoder-processes.js';
+import { PipelineEncoders } from './encoder-processes.js';
 import { FfmpegRunner, Semaphore } from './ffmpeg.js';
 import { createAudioAgent, fetchAudio, type FetchedSource } from './fetch.js';
-import { chooseOpusEncoder, OPUS_BINDING } from './opus-encoder.js';
+import { OPUS_BINDING } from './opus-encoder.js';
 import { detectSource, type SourceInfo } from './probe.js';
 import { ReadyUrls } from './ready-urls.js';
 import { DEFAULT_MAX_SOURCE_BYTES, type AudioFormat, type AudioProfile, type AudioTarget } from './targets.js';
@@ -154,20 +154,8 @@ export function createAudioPipeline(opts: AudioPipelineOptions, internals: Audio
   const maxSourceBytes = opts.maxSourceBytes ?? DEFAULT_MAX_SOURCE_BYTES;
   const ffmpegTimeoutMs = internals.ffmpegTimeoutMs ?? DEFAULT_FFMPEG_TIMEOUT_MS;
   // Decided at the first Opus note, so a process that never converts one never loads the binding.
-  // Encodes run in processes of their own below normal priority, one per conversion that may run at once.
-  let encoders: EncoderProcesses | undefined;
-  let deliveriesWaiting: (() => boolean) | undefined;
-  const opusModule = internals.opusBinding ?? OPUS_BINDING;
-  const opusEncoder = chooseOpusEncoder(log, opusModule, (native) => {
-    encoders = new EncoderProcesses({
-      module: opusModule,
-      name: native.name,
-      processes: maxConversions,
-      niceness: FFMPEG_NICENESS,
-      busy: () => deliveriesWaiting?.() ?? false,
-    });
-    return encoders;
-  });
+  // Opus notes are encoded in processes of their own below normal priority, one per conversion at once.
+  const opus = new PipelineEncoders({ log, module: internals.opusBinding ?? OPUS_BINDING, processes: maxConversions, niceness: FFMPEG_NICENESS });
   const closing = new AbortController();
   const inflight = new Map<string, Flight>();
   const urlFreshMs = opts.urlFreshMs ?? DEFAULT_URL_FRESH_MS;
@@ -216,7 +204,7 @@ export function createAudioPipeline(opts: AudioPipelineOptions, internals: Audio
           const permit = await conversions.acquire();
           let outcome: ConversionOutcome;
           try {
-            outcome = await convertAudio({ runner, sourcePath: src.path, info: detected, profile, outputPath, timeoutMs: ffmpegTimeoutMs, opusEncoder, ...(signal ? { signal } : {}) });
+            outcome = await convertAudio({ runner, sourcePath: src.path, info: detected, profile, outputPath, timeoutMs: ffmpegTimeoutMs, opusEncoder: opus.choice, ...(signal ? { signal } : {}) });
           } finally {
             permit();
           }
@@ -414,17 +402,14 @@ export function createAudioPipeline(opts: AudioPipelineOptions, internals: Audio
       return readyUrls.has(url, target.profile);
     },
     giveWayWhile(busy) {
-      deliveriesWaiting = busy;
-      return () => {
-        if (deliveriesWaiting === busy) deliveriesWaiting = undefined;
-      };
+      return opus.giveWayWhile(busy);
     },
     async close() {
       if (closed) return;
       closed = true;
       closing.abort();
       await runner.close();
-      await encoders?.close();
+      await opus.close();
       await Promise.allSettled([...pending]);
       await Promise.allSettled([...inflight.values()].map((f) => f.entry));
       await agent.close().catch(noop);
