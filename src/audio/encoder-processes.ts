@@ -14,9 +14,9 @@ import { chooseOpusEncoder } from './opus-encoder.js';
  * audio-minute in 32 KB pieces, and their garbage. On threads of that process it was worse still:
  * while a thread of a process runs on another core, each page the process gives back to the kernel
  * costs it a cross-core TLB flush, and a 240 KB Buffer.concat took 18 times as long (BENCHMARKS.md,
- * "Deliveries while distinct notes convert"). An encoder process starts the decoding ffmpeg, encodes
- * what it decodes, folds the waveform and writes the note (encoder-process.ts); the delivering
- * process gets a few hundred bytes per note.
+ * the rows of 2026-11-27). An encoder process starts the decoding ffmpeg, encodes what it decodes,
+ * folds the waveform and writes the note (encoder-process.ts); the delivering process gets ffmpeg's
+ * report and the waveform, a few kilobytes per note.
  */
 
 export interface EncoderProcessesOptions {
@@ -170,8 +170,8 @@ export class EncoderProcesses {
 
   /**
    * While runs are in hand and `options.busy()` says so, the encoders (and their ffmpeg) are stopped
-   * for GIVE_WAY_REST_MS after each GIVE_WAY_RUN_MS they run: conversions then take about a sixth of
-   * the time they would, and the process's deliveries the CPU they leave. A lower priority alone was
+   * for GIVE_WAY_REST_MS after each GIVE_WAY_RUN_MS they run: conversions then go on at a twentieth of
+   * their pace, and the process's deliveries get the CPU they leave. A lower priority alone was
    * not enough: on this machine conversions on the other core still slowed the deliveries' event loop
    * by a third (caches and memory shared), BENCHMARKS.md.
    */
