@@ -4,7 +4,6 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { AudioLogger } from './cache.js';
 import type { EncodeReply, EncodeRequest, KillRequest } from './encoder-process.js';
-import type { NativeProfile } from './native-note.js';
 import { chooseOpusEncoder } from './opus-encoder.js';
 
 /**
@@ -36,19 +35,11 @@ export interface EncoderProcessesOptions {
 const GIVE_WAY_RUN_MS = 10;
 const GIVE_WAY_REST_MS = 190;
 
-export interface EncodeRun {
-  ffmpegPath: string;
-  args: string[];
-  withWave: boolean;
-  timeoutMs: number;
-  profile: NativeProfile;
-  kbps: number;
-  /** libopus complexity; default the profile's (encoder-settings.ts). */
-  complexity?: number;
-  outputPath: string;
+/** One note for an encoder process: its request (encoder-process.ts) without what the pool adds. */
+export type EncodeRun = Omit<EncodeRequest, 'op' | 'id' | 'module'> & {
   /** Kills ffmpeg (the run then answers with `killed`). */
   signal?: AbortSignal;
-}
+};
 
 /** The encoder process went away (the pipeline closed, or it crashed): not the audio's fault. */
 export class EncoderProcessEnded extends Error {}
