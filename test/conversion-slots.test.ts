@@ -87,6 +87,52 @@ describe(`conversions beside deliveries (${STORAGE_LABEL})`, () => {
     }
   });
 
+  it('leaves every ordinary slot to notes whose audio is ready while converting notes hold their own', { timeout: 90_000 }, async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'voicenote-conversion-slots-'));
+    const hold = join(dir, 'hold');
+    const fixtures = await sharedFixtures(await testFfmpegPath());
+    // 4 ordinary slots, one conversion at once: 2 conversion slots beside them. Each delivery takes 5 s.
+    // One account sends everything.
+    const t = await startTestApp({ env: { WORKER_CONCURRENCY: '4', MAX_CONCURRENT_CONVERSIONS: '1', SANDBOX_LATENCY_MS: '5000', FFMPEG_PATH: await heldFfmpeg(dir, hold), SHUTDOWN_GRACE_MS: '0' } });
+    try {
+      const a = await t.createAccount();
+      const send = async (url: string): Promise<string> => {
+        const res = await t.send(a.testKey, defaultSendBody('telegram', url));
+        assert.equal(res.statusCode, 202, res.body);
+        return res.json().id as string;
+      };
+      const status = async (id: string): Promise<string> => (await t.request({ method: 'GET', url: `/api/v1/status/${id}`, key: a.testKey })).json().status as string;
+      // The worker has this note's audio ready from now on.
+      assert.equal((await t.waitForStatus(a.testKey, await send(t.voiceUrl), ['delivered', 'failed'], 30_000)).status, 'delivered');
+
+      // Two notes wait for the held transcoder, in the two conversion slots.
+      await writeFile(hold, '');
+      for (const name of DISTINCT.slice(0, 2)) t.audio.route(`/distinct/${name}`, { kind: 'file', path: fixtures[name] });
+      for (const name of DISTINCT.slice(0, 2)) await send(t.audio.url(`/distinct/${name}`));
+      const fetched = () => t.audio.requests.filter((r) => r.path.startsWith('/distinct/')).length;
+      for (const deadline = Date.now() + 20_000; fetched() < 2; await new Promise((r) => setTimeout(r, 20))) {
+        assert.ok(Date.now() < deadline, `${fetched()} of 2 fetches`);
+      }
+
+      // Ready notes take the account's whole share of the ordinary slots (3 of 4) at once, all in their
+      // 5 s platform call. Before, the converting notes held two of the four slots and counted in that
+      // share: one of these went at a time.
+      const ready = await Promise.all([1, 2, 3].map(() => send(t.voiceUrl)));
+      let seen: string[] = [];
+      for (const deadline = Date.now() + 4_000; Date.now() < deadline; await new Promise((r) => setTimeout(r, 50))) {
+        seen = await Promise.all(ready.map(status));
+        if (seen.every((s) => s === 'processing') || seen.some((s) => s === 'delivered')) break;
+      }
+      assert.deepEqual(seen, ['processing', 'processing', 'processing']);
+      await rm(hold);
+      for (const id of ready) assert.equal((await t.waitForStatus(a.testKey, id, ['delivered', 'failed'], 30_000)).status, 'delivered');
+    } finally {
+      await rm(hold, { force: true });
+      await t.close();
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
   it('runs ffmpeg 10 below the priority of the process that converts', async () => {
     const dir = await mkdtemp(join(tmpdir(), 'voicenote-ffmpeg-nice-'));
     const seen = join(dir, 'niceness');
