@@ -1,9 +1,10 @@
 import assert from 'node:assert/strict';
 type VoicePlatform = 'linkedin' | 'telegram' | 'whatsapp';
 import { audioTargetFor } from '../src/platforms/registry.js';
-import { chmod, readdir, readFile, stat, writeFile } from 'node:fs/promises';
+import { chmod, readFile, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, afterEach, before, describe } from 'node:test';
+import { descendants } from './fixtures/processes.js';
 import { it } from './fixtures/timed.js';
 import { createAudioPipeline, type AudioPipeline, type PreparedAudio } from '../src/audio/index.js';
 import { startAudioServer, type AudioServer } from './fakes/audio-server.js';
@@ -197,23 +198,9 @@ describe('detecting and converting audio', () => {
 });
 
 /** Pids of this process's children whose program is `program` (zombies have no command line, so they do not count). */
-/** Processes started by this one, or by the processes it started (Opus encoders start their own ffmpeg), running `program`. */
+/** Processes started by this one, or by the processes it started, running `program`. */
 async function descendantsRunning(program: string): Promise<number[]> {
-  const parents = new Map<number, number>();
-  for (const name of await readdir('/proc')) {
-    if (!/^\d+$/.test(name)) continue;
-    const stat = await readFile(`/proc/${name}/stat`, 'utf8').catch(() => null);
-    // "pid (comm) state ppid …": comm may hold spaces and parentheses, so read after the last ")".
-    if (stat !== null) parents.set(Number(name), Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]));
-  }
-  const found: number[] = [];
-  for (const [pid, ppid] of parents) {
-    const ours = ppid === process.pid || parents.get(ppid) === process.pid;
-    if (!ours) continue;
-    const argv0 = (await readFile(`/proc/${pid}/cmdline`, 'utf8').catch(() => '')).split('\0')[0];
-    if (argv0 === program) found.push(pid);
-  }
-  return found;
+  return (await descendants()).filter((p) => p.argv0 === program).map((p) => p.pid);
 }
 
 async function until<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 10_000): Promise<T> {

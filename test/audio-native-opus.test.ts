@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import { readdir, readFile, writeFile } from 'node:fs/promises';
+import { readFile, writeFile } from 'node:fs/promises';
 import { getPriority } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe } from 'node:test';
@@ -14,6 +14,7 @@ import { startAudioServer, type AudioServer } from './fakes/audio-server.js';
 import { ffmpeg, testFfmpegPath } from './fixtures/audio-fixtures.js';
 import { capturingLogger, countingFfmpeg, isAudioError, leftovers, makeDataDir, removeDir, type CountingFfmpeg } from './fixtures/audio-harness.js';
 import { describeOggOpus, type OggOpusDescription } from './fixtures/ogg-opus-reader.js';
+import { descendants } from './fixtures/processes.js';
 import { it } from './fixtures/timed.js';
 
 /**
@@ -84,22 +85,6 @@ async function fakeBinding(dir: string, name: string, packet: Buffer, failAfter 
     };
   `);
   return path;
-}
-
-/** This process's children (Linux): their command name and nice value, as `ps -o comm,ni` shows them. */
-async function children(): Promise<Array<{ comm: string; nice: number }>> {
-  const found: Array<{ comm: string; nice: number }> = [];
-  for (const task of await readdir('/proc/self/task')) {
-    const pids = (await readFile(`/proc/self/task/${task}/children`, 'utf8').catch(() => '')).split(' ').filter(Boolean);
-    for (const pid of pids) {
-      const stat = await readFile(`/proc/${pid}/stat`, 'utf8').catch(() => null);
-      if (stat === null) continue;
-      // The command name is in parentheses (it may hold spaces); nice is field 19.
-      const comm = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'));
-      found.push({ comm, nice: Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[16]) });
-    }
-  }
-  return found;
 }
 
 describe('Opus encoded in-process by the libopus binding', () => {
@@ -202,8 +187,8 @@ describe('Opus encoded in-process by the libopus binding', () => {
 
   it("the encodes run in processes of their own, 10 below this process's priority", { skip: process.platform !== 'linux' }, async () => {
     // The notes above were encoded by this pipeline, whose encoder processes stay for the next ones.
-    const encoders = (await children()).filter((c) => c.comm.startsWith('voicenote-enc'));
-    assert.ok(encoders.length >= 1, JSON.stringify(await children()));
+    const encoders = (await descendants()).filter((c) => c.comm.startsWith('voicenote-enc'));
+    assert.ok(encoders.length >= 1, JSON.stringify(await descendants()));
     for (const e of encoders) assert.equal(e.nice, Math.min(19, getPriority() + 10));
   });
 

@@ -9,7 +9,7 @@ import { conversionSlotsFor } from '../src/delivery/claim.js';
 import { audioTargetFor } from '../src/platforms/registry.js';
 import { startAudioServer } from './fakes/audio-server.js';
 import { sharedFixtures, testFfmpegPath, type FixtureName } from './fixtures/audio-fixtures.js';
-import { closeSharedAudio, defaultSendBody, STORAGE_LABEL, startTestApp } from './fixtures/app-harness.js';
+import { closeSharedAudio, defaultSendBody, STORAGE_LABEL, startTestApp, type TestApp } from './fixtures/app-harness.js';
 
 /**
  * Conversions do not starve deliveries: notes whose audio needs converting hold only a few of a
@@ -41,79 +41,84 @@ describe('conversion slots (unit)', () => {
   });
 });
 
+/** An app whose transcoder the test holds, one account, and its note for `t.voiceUrl` already converted. */
+interface HeldTranscoder {
+  t: TestApp;
+  key: string;
+  send(url: string): Promise<string>;
+  status(id: string): Promise<string>;
+  /** Holds the transcoder, sends one note per source, and waits until the two conversion slots fetched theirs. */
+  convertHeld(names: readonly FixtureName[]): Promise<string[]>;
+  /** Sources of those notes fetched so far. */
+  fetched(): number;
+  /** Lets the transcoder go on. */
+  release(): Promise<void>;
+}
+
+/** 4 ordinary slots, one conversion at once (2 conversion slots), `env` besides; one account sends everything. */
+async function withHeldTranscoder(env: Record<string, string>, body: (scene: HeldTranscoder) => Promise<void>): Promise<void> {
+  const dir = await mkdtemp(join(tmpdir(), 'voicenote-conversion-slots-'));
+  const hold = join(dir, 'hold');
+  const fixtures = await sharedFixtures(await testFfmpegPath());
+  const t = await startTestApp({ env: { WORKER_CONCURRENCY: '4', MAX_CONCURRENT_CONVERSIONS: '1', FFMPEG_PATH: await heldFfmpeg(dir, hold), SHUTDOWN_GRACE_MS: '0', ...env } });
+  try {
+    const key = (await t.createAccount()).testKey;
+    const send = async (url: string): Promise<string> => {
+      const res = await t.send(key, defaultSendBody('telegram', url));
+      assert.equal(res.statusCode, 202, res.body);
+      return res.json().id as string;
+    };
+    const fetched = () => t.audio.requests.filter((r) => r.path.startsWith('/distinct/')).length;
+    // The worker has this note's audio ready from now on.
+    assert.equal((await t.waitForStatus(key, await send(t.voiceUrl), ['delivered', 'failed'], 30_000)).status, 'delivered');
+    await body({
+      t,
+      key,
+      send,
+      fetched,
+      status: async (id) => (await t.request({ method: 'GET', url: `/api/v1/status/${id}`, key })).json().status as string,
+      async convertHeld(names) {
+        await writeFile(hold, '');
+        const ids: string[] = [];
+        for (const name of names) t.audio.route(`/distinct/${name}`, { kind: 'file', path: fixtures[name] });
+        for (const name of names) ids.push(await send(t.audio.url(`/distinct/${name}`)));
+        for (const deadline = Date.now() + 20_000; fetched() < 2; await new Promise((r) => setTimeout(r, 20))) {
+          assert.ok(Date.now() < deadline, `${fetched()} of 2 fetches`);
+        }
+        return ids;
+      },
+      release: () => rm(hold),
+    });
+  } finally {
+    await rm(hold, { force: true });
+    await t.close();
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
 describe(`conversions beside deliveries (${STORAGE_LABEL})`, () => {
   it('delivers a note whose audio is ready while notes that need converting wait for the transcoder, and claims no more of those than its conversion slots', { timeout: 90_000 }, async () => {
-    const dir = await mkdtemp(join(tmpdir(), 'voicenote-conversion-slots-'));
-    const hold = join(dir, 'hold');
-    const fixtures = await sharedFixtures(await testFfmpegPath());
-    // 4 slots, one conversion at once: 2 conversion slots. One account sends everything (its share: 3 slots).
-    const t = await startTestApp({ env: { WORKER_CONCURRENCY: '4', MAX_CONCURRENT_CONVERSIONS: '1', FFMPEG_PATH: await heldFfmpeg(dir, hold), SHUTDOWN_GRACE_MS: '0' } });
-    try {
-      const a = await t.createAccount();
-      const send = async (url: string): Promise<string> => {
-        const res = await t.send(a.testKey, defaultSendBody('telegram', url));
-        assert.equal(res.statusCode, 202, res.body);
-        return res.json().id as string;
-      };
-      // The worker has this note's audio ready from now on.
-      assert.equal((await t.waitForStatus(a.testKey, await send(t.voiceUrl), ['delivered', 'failed'])).status, 'delivered');
-
-      await writeFile(hold, '');
-      for (const name of DISTINCT) t.audio.route(`/distinct/${name}`, { kind: 'file', path: fixtures[name] });
-      const converting: string[] = [];
-      for (const name of DISTINCT) converting.push(await send(t.audio.url(`/distinct/${name}`)));
-      const fetched = () => t.audio.requests.filter((r) => r.path.startsWith('/distinct/')).length;
-      const deadline = Date.now() + 20_000;
-      while (fetched() < 2) {
-        assert.ok(Date.now() < deadline, `${fetched()} of 2 fetches`);
-        await new Promise((r) => setTimeout(r, 20));
-      }
-
+    await withHeldTranscoder({}, async ({ t, key, send, status, convertHeld, fetched, release }) => {
+      const converting = await convertHeld(DISTINCT);
       // With the transcoder held, the ready note still goes out (before: the converting notes held the
       // account's three slots and it waited behind them).
-      const ready = await t.waitForStatus(a.testKey, await send(t.voiceUrl), ['delivered', 'failed'], 15_000);
+      const ready = await t.waitForStatus(key, await send(t.voiceUrl), ['delivered', 'failed'], 15_000);
       assert.equal(ready.status, 'delivered');
       assert.equal(fetched(), 2, 'the other notes that need converting were left in the queue');
-      const statuses = await Promise.all(converting.map(async (id) => (await t.request({ method: 'GET', url: `/api/v1/status/${id}`, key: a.testKey })).json().status as string));
+      const statuses = await Promise.all(converting.map(status));
       assert.equal(statuses.filter((s) => s === 'queued').length, DISTINCT.length - 2, statuses.join());
       assert.equal(statuses.filter((s) => s === 'processing').length, 2, statuses.join());
 
-      await rm(hold);
-      for (const id of converting) assert.equal((await t.waitForStatus(a.testKey, id, ['delivered', 'failed'], 30_000)).status, 'delivered');
-    } finally {
-      await rm(hold, { force: true });
-      await t.close();
-      await rm(dir, { recursive: true, force: true });
-    }
+      await release();
+      for (const id of converting) assert.equal((await t.waitForStatus(key, id, ['delivered', 'failed'], 30_000)).status, 'delivered');
+    });
   });
 
   it('leaves every ordinary slot to notes whose audio is ready while converting notes hold their own', { timeout: 90_000 }, async () => {
-    const dir = await mkdtemp(join(tmpdir(), 'voicenote-conversion-slots-'));
-    const hold = join(dir, 'hold');
-    const fixtures = await sharedFixtures(await testFfmpegPath());
-    // 4 ordinary slots, one conversion at once: 2 conversion slots beside them. Each delivery takes 5 s.
-    // One account sends everything.
-    const t = await startTestApp({ env: { WORKER_CONCURRENCY: '4', MAX_CONCURRENT_CONVERSIONS: '1', SANDBOX_LATENCY_MS: '5000', FFMPEG_PATH: await heldFfmpeg(dir, hold), SHUTDOWN_GRACE_MS: '0' } });
-    try {
-      const a = await t.createAccount();
-      const send = async (url: string): Promise<string> => {
-        const res = await t.send(a.testKey, defaultSendBody('telegram', url));
-        assert.equal(res.statusCode, 202, res.body);
-        return res.json().id as string;
-      };
-      const status = async (id: string): Promise<string> => (await t.request({ method: 'GET', url: `/api/v1/status/${id}`, key: a.testKey })).json().status as string;
-      // The worker has this note's audio ready from now on.
-      assert.equal((await t.waitForStatus(a.testKey, await send(t.voiceUrl), ['delivered', 'failed'], 30_000)).status, 'delivered');
-
+    // Each delivery takes 5 s.
+    await withHeldTranscoder({ SANDBOX_LATENCY_MS: '5000' }, async ({ t, key, send, status, convertHeld, release }) => {
       // Two notes wait for the held transcoder, in the two conversion slots.
-      await writeFile(hold, '');
-      for (const name of DISTINCT.slice(0, 2)) t.audio.route(`/distinct/${name}`, { kind: 'file', path: fixtures[name] });
-      for (const name of DISTINCT.slice(0, 2)) await send(t.audio.url(`/distinct/${name}`));
-      const fetched = () => t.audio.requests.filter((r) => r.path.startsWith('/distinct/')).length;
-      for (const deadline = Date.now() + 20_000; fetched() < 2; await new Promise((r) => setTimeout(r, 20))) {
-        assert.ok(Date.now() < deadline, `${fetched()} of 2 fetches`);
-      }
-
+      await convertHeld(DISTINCT.slice(0, 2));
       // Ready notes take the account's whole share of the ordinary slots (3 of 4) at once, all in their
       // 5 s platform call. Before, the converting notes held two of the four slots and counted in that
       // share: one of these went at a time.
@@ -124,13 +129,9 @@ describe(`conversions beside deliveries (${STORAGE_LABEL})`, () => {
         if (seen.every((s) => s === 'processing') || seen.some((s) => s === 'delivered')) break;
       }
       assert.deepEqual(seen, ['processing', 'processing', 'processing']);
-      await rm(hold);
-      for (const id of ready) assert.equal((await t.waitForStatus(a.testKey, id, ['delivered', 'failed'], 30_000)).status, 'delivered');
-    } finally {
-      await rm(hold, { force: true });
-      await t.close();
-      await rm(dir, { recursive: true, force: true });
-    }
+      await release();
+      for (const id of ready) assert.equal((await t.waitForStatus(key, id, ['delivered', 'failed'], 30_000)).status, 'delivered');
+    });
   });
 
   it('runs ffmpeg 10 below the priority of the process that converts', async () => {

@@ -276,6 +276,8 @@ describe(`when the next message falls due (${STORAGE_LABEL})`, () => {
       within(await msUntilNextDue(db.kysely), 15_000, 20_000, 'queued for a retry in 20 s');
       await accepted(t, account.testKey, defaultSendBody('telegram', t.voiceUrl));
       within(await msUntilNextDue(db.kysely), 0, 0, 'a second message, due at once');
+      // What a worker whose accounts are capped asks: when work not due yet falls due.
+      within(await msUntilNextDue(db.kysely, { later: true }), 15_000, 20_000, 'later: the message due now left out, the retry counted');
       await claimDueMessages(db.kysely, db.dialect, 'worker_b', { limit: 1, leaseMs: 60_000 });
       within(await msUntilNextDue(db.kysely), 15_000, 20_000, 'the retry comes before the lease in hand');
     } finally {

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { readFile, readdir } from 'node:fs/promises';
+import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { after, before, describe } from 'node:test';
 import { EncoderProcesses } from '../src/audio/encoder-processes.js';
@@ -8,6 +8,7 @@ import { SPEECH_LIKE_FILTER } from '../src/audio/speech-like.js';
 import { ffmpeg, testFfmpegPath } from './fixtures/audio-fixtures.js';
 import { makeDataDir, removeDir } from './fixtures/audio-harness.js';
 import { describeOggOpus } from './fixtures/ogg-opus-reader.js';
+import { descendants } from './fixtures/processes.js';
 import { it } from './fixtures/timed.js';
 
 /**
@@ -15,24 +16,6 @@ import { it } from './fixtures/timed.js';
  * encoders and their ffmpeg are stopped most of the time (`ps` shows them `T`), and still finish the
  * note; otherwise they never stop; closing continues and ends them.
  */
-
-/** Processes started by this one or by its children, with their state letter (R, S, T…) and name. */
-async function descendants(): Promise<Array<{ pid: number; state: string; comm: string }>> {
-  const rows: Array<{ pid: number; ppid: number; state: string; comm: string }> = [];
-  for (const name of await readdir('/proc')) {
-    if (!/^\d+$/.test(name)) continue;
-    const stat = await readFile(`/proc/${name}/stat`, 'utf8').catch(() => null);
-    if (stat === null) continue;
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    rows.push({ pid: Number(name), ppid: Number(fields[1]), state: fields[0]!, comm: stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')')) });
-  }
-  const ours = new Set([process.pid]);
-  for (let grew = true; grew; ) {
-    grew = false;
-    for (const r of rows) if (!ours.has(r.pid) && ours.has(r.ppid)) (ours.add(r.pid), (grew = true));
-  }
-  return rows.filter((r) => r.pid !== process.pid && ours.has(r.pid));
-}
 
 describe('Opus encoder processes giving way to deliveries', { skip: process.platform !== 'linux' }, () => {
   let dir: string;

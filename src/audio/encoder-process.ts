@@ -1,7 +1,7 @@
-import { spawn, type ChildProcess } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
+import { FfmpegRunner, type FfmpegResult } from './ffmpeg.js';
 import { nativeNoteFile, nativeSettings, PcmFramer, type NativeProfile } from './native-note.js';
-import { loadNativeOpus, type NativeOpus } from './opus-encoder.js';
+import { loadNativeOpus, type NativeOpus, type OpusFrameEncoder } from './opus-encoder.js';
 import { WaveformAccumulator } from './waveform.js';
 import { NotPttFrames } from './whatsapp-ptt.js';
 
@@ -36,14 +36,9 @@ export interface KillRequest {
   id: number;
 }
 
-export interface EncodeReply {
+/** How ffmpeg ended (as FfmpegRunner reports it), and what came of the note. */
+export interface EncodeReply extends FfmpegResult {
   id: number;
-  exitCode: number | null;
-  signal: NodeJS.Signals | null;
-  timedOut: boolean;
-  killed: boolean;
-  /** The last part of ffmpeg's stderr (stream layout and errors). */
-  stderr: string;
   /** The note's size in bytes, once written. */
   bytes?: number;
   /** With `withWave`: what the waveform decode gave. */
@@ -56,94 +51,74 @@ export interface EncodeReply {
   notPtt?: { offending: Array<[string, number]>; frames: number };
 }
 
-const STDERR_KEEP = 64 * 1024;
 const message = (err: unknown): string => (err instanceof Error ? err.message : String(err));
 
 const bindings = new Map<string, NativeOpus>();
-const running = new Map<number, () => void>();
+/** One runner per ffmpeg binary, unbounded: the process that sends the requests bounds how many run. */
+const runners = new Map<string, FfmpegRunner>();
+/** What stops each request's ffmpeg. */
+const running = new Map<number, AbortController>();
 
-function send(reply: EncodeReply): void {
-  running.delete(reply.id);
-  process.send?.(reply);
-}
-
-function encode(request: EncodeRequest): void {
-  const reply: EncodeReply = { id: request.id, exitCode: null, signal: null, timedOut: false, killed: false, stderr: '' };
-  let framer: PcmFramer;
+async function encode(request: EncodeRequest): Promise<EncodeReply> {
+  const base = { id: request.id, exitCode: null, signal: null, timedOut: false, killed: false, stderr: '' };
   const packets: Buffer[] = [];
-  let encoder;
+  let encoder: OpusFrameEncoder;
+  let framer: PcmFramer;
   try {
     let native = bindings.get(request.module);
     if (!native) bindings.set(request.module, (native = loadNativeOpus(request.module)));
     encoder = native.encoder(nativeSettings(request.profile, request.kbps, request.complexity));
     framer = new PcmFramer(encoder, (p) => packets.push(p));
   } catch (err) {
-    send({ ...reply, encodeError: message(err) });
-    return;
+    return { ...base, encodeError: message(err) };
   }
   const wave = request.withWave ? new WaveformAccumulator() : null;
-  let child: ChildProcess;
-  try {
-    child = spawn(request.ffmpegPath, request.args, { stdio: ['ignore', 'pipe', 'pipe', ...(wave ? ['pipe' as const] : [])], shell: false });
-  } catch (err) {
-    send({ ...reply, spawnError: message(err) });
-    return;
-  }
+  let runner = runners.get(request.ffmpegPath);
+  if (!runner) runners.set(request.ffmpegPath, (runner = new FfmpegRunner(request.ffmpegPath, Infinity)));
+  const stop = new AbortController();
+  running.set(request.id, stop);
+  // An encoder that throws stops ffmpeg (the run rejects with its error); any other rejection is the spawn's.
   let encodeError: string | undefined;
-  running.set(request.id, () => {
-    reply.killed = true;
-    child.kill('SIGKILL');
-  });
-  const timer = setTimeout(() => {
-    reply.timedOut = true;
-    child.kill('SIGKILL');
-  }, request.timeoutMs);
-  let stderr = '';
-  child.stderr?.setEncoding('utf8');
-  child.stderr?.on('data', (s: string) => {
-    stderr += s;
-    if (stderr.length > 2 * STDERR_KEEP) stderr = stderr.slice(-STDERR_KEEP);
-  });
-  child.stdout?.on('data', (chunk: Buffer) => {
-    if (encodeError !== undefined) return;
-    try {
-      framer.push(chunk);
-    } catch (err) {
-      encodeError = message(err);
-      child.kill('SIGKILL');
-    }
-  });
-  if (wave) (child.stdio[3] as NodeJS.ReadableStream | null)?.on('data', (chunk: Buffer) => wave.push(chunk));
-  child.once('error', (err) => {
-    clearTimeout(timer);
-    send({ ...reply, spawnError: message(err) });
-  });
-  child.once('close', (exitCode, signal) => {
-    clearTimeout(timer);
-    if (!running.has(request.id)) return; // answered already (spawn error)
-    Object.assign(reply, { exitCode, signal, stderr: stderr.slice(-STDERR_KEEP) });
-    if (wave) reply.wave = { samples: wave.samples, bars: wave.finish(), telegramBars: wave.telegramLevels() };
-    if (encodeError !== undefined) return send({ ...reply, encodeError });
-    if (exitCode !== 0) return send(reply);
-    try {
-      const samples = framer.end();
-      const file = nativeNoteFile(request.profile, { sampleRate: encoder.sampleRate, lookahead: encoder.lookahead, packets, samples });
-      writeFileSync(request.outputPath, file);
-      send({ ...reply, bytes: file.length });
-    } catch (err) {
-      if (err instanceof NotPttFrames) send({ ...reply, notPtt: { offending: [...err.offending], frames: err.frames } });
-      else send({ ...reply, encodeError: message(err) });
-    }
-  });
+  let result: FfmpegResult;
+  try {
+    result = await runner.run(request.args, {
+      timeoutMs: request.timeoutMs,
+      signal: stop.signal,
+      onStdout: (chunk) => {
+        try {
+          framer.push(chunk);
+        } catch (err) {
+          encodeError = message(err);
+          throw err;
+        }
+      },
+      ...(wave ? { onPipe3: (chunk: Buffer) => wave.push(chunk) } : {}),
+    });
+  } catch (err) {
+    return encodeError !== undefined ? { ...base, encodeError } : { ...base, spawnError: message(err) };
+  } finally {
+    running.delete(request.id);
+  }
+  const reply: EncodeReply = { ...base, ...result, ...(wave ? { wave: { samples: wave.samples, bars: wave.finish(), telegramBars: wave.telegramLevels() } } : {}) };
+  if (result.exitCode !== 0) return reply;
+  try {
+    const samples = framer.end();
+    const file = nativeNoteFile(request.profile, { sampleRate: encoder.sampleRate, lookahead: encoder.lookahead, packets, samples });
+    writeFileSync(request.outputPath, file);
+    return { ...reply, bytes: file.length };
+  } catch (err) {
+    if (err instanceof NotPttFrames) return { ...reply, notPtt: { offending: [...err.offending], frames: err.frames } };
+    return { ...reply, encodeError: message(err) };
+  }
 }
 
 process.title = 'voicenote-encoder';
 process.on('message', (m: EncodeRequest | KillRequest) => {
-  if (m.op === 'encode') encode(m);
-  else running.get(m.id)?.();
+  if (m.op === 'encode') void encode(m).then((reply) => process.send?.(reply));
+  else running.get(m.id)?.abort();
 });
 // The process that started this one is gone: stop what runs (ffmpeg too) and end.
 process.on('disconnect', () => {
-  for (const kill of running.values()) kill();
+  for (const stop of running.values()) stop.abort();
   process.exit(0);
 });

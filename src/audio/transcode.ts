@@ -268,14 +268,13 @@ async function encodeWithLibopus(opts: ConvertOptions, encoders: EncoderProcesse
   if (reply.spawnError !== undefined) throw new Error(`ffmpeg could not be started: ${reply.spawnError}`);
   // An encoder that fails stops ffmpeg; the note fails with what the encoder said.
   if (reply.encodeError !== undefined) throw encoderFailure(reply.encodeError);
-  const result: FfmpegResult = { exitCode: reply.exitCode, signal: reply.signal, timedOut: reply.timedOut, killed: reply.killed, stderr: reply.stderr };
   if (withWave && reply.wave) {
     const { samples, bars, telegramBars } = reply.wave;
     const wave = { samples, seconds: samples / WAVEFORM_SAMPLE_RATE, bars, telegramBars };
-    checkDecoded(result, wave, opts.info, 'converting the audio');
+    checkDecoded(reply, wave, opts.info, 'converting the audio');
     keepWave(wave);
-  } else if (result.exitCode !== 0) {
-    throw failure(result, 'converting the audio');
+  } else if (reply.exitCode !== 0) {
+    throw failure(reply, 'converting the audio');
   }
   if (reply.notPtt) throw new NotPttFrames(new Map(reply.notPtt.offending), reply.notPtt.frames);
   if (reply.bytes === undefined) throw encoderFailure('the encoder wrote no note');

@@ -63,6 +63,8 @@ export class MessageClaims {
   #capped: { at: number; free: number } | undefined;
   /** New work was announced since the last claim. */
   #newWork = false;
+  /** When queued work not due at the last claim falls due (this process's clock): new work from then on. */
+  #newWorkDueAt: number | undefined;
   /** When the last claim looked for messages whose lease ran out (this process's clock). */
   #expiredLookAt = Number.NEGATIVE_INFINITY;
   /** Messages in hand claimed as "may need converting" whose audio is not ready yet. */
@@ -78,6 +80,15 @@ export class MessageClaims {
     this.#newWork = true;
   }
 
+  /** Queued work falls due in `ms`: from then on it counts as new work (a capped claim looks at once). */
+  newWorkDueIn(ms: number): void {
+    this.#newWorkDueAt = this.#settings.clock() + ms;
+  }
+
+  #hasNewWork(): boolean {
+    return this.#newWork || (this.#newWorkDueAt !== undefined && this.#settings.clock() >= this.#newWorkDueAt);
+  }
+
   /** How many slots must be free before a claim: with a backlog, a quarter of them (one statement for many). */
   batch(inFlight: number): number {
     // With a backlog, every finished message would free one slot and cost one claim statement (a
@@ -90,7 +101,7 @@ export class MessageClaims {
   due(free: number, batch: number): boolean {
     const capped = this.#capped;
     const claimNow = capped
-      ? free >= capped.free + batch || this.#settings.clock() - capped.at >= (this.#newWork ? CAPPED_NEW_WORK_MS : this.#cappedLookMs)
+      ? free >= capped.free + batch || this.#settings.clock() - capped.at >= (this.#hasNewWork() ? CAPPED_NEW_WORK_MS : this.#cappedLookMs)
       : free >= batch;
     return claimNow && free > 0;
   }
@@ -98,7 +109,7 @@ export class MessageClaims {
   /** While capped: how long until looking again is worth it; undefined when not capped. */
   cappedWaitMs(): number | undefined {
     if (!this.#capped) return undefined;
-    return Math.max(1, (this.#newWork ? CAPPED_NEW_WORK_MS : this.#cappedLookMs) - (this.#settings.clock() - this.#capped.at));
+    return Math.max(1, (this.#hasNewWork() ? CAPPED_NEW_WORK_MS : this.#cappedLookMs) - (this.#settings.clock() - this.#capped.at));
   }
 
   /** Claims up to `free` due messages (throws when storage does not answer); `claimedAt` on this process's clock. */
@@ -108,6 +119,7 @@ export class MessageClaims {
     const slots = this.#slots;
     const excluded = slots.full();
     this.#newWork = false;
+    this.#newWorkDueAt = undefined;
     const expiredLeases = claimedAt - this.#expiredLookAt >= EXPIRED_LEASES_EVERY_MS;
     if (expiredLeases) this.#expiredLookAt = claimedAt;
     const { claimed, leftBehind } = await claimDueMessagesFairly(db.kysely, db.dialect, workerId, {

@@ -28,8 +28,6 @@ export class DeliveryWorker {
   readonly #options: ResolvedWorkerOptions;
   /** Attempts in hand, by message id (their promises are the loop's work in flight). */
   readonly #jobs = new Map<string, Job>();
-  /** When a message falls due that a capped sleep was cut short for (this process's clock). */
-  #newWorkDueAt: number | undefined;
   /** Messages in hand whose audio is ready: their platform call is what is left. */
   readonly #audioReady = new Set<string>();
   readonly #storage: StorageWatch;
@@ -122,11 +120,6 @@ export class DeliveryWorker {
     const { concurrency, leaseMs, pollMs, affinityHolder, db } = this.#options;
     // What this worker already did is written before it takes more work.
     if (this.#outcomes.pendingCount > 0 && !(await this.#outcomes.flushPending())) return { next: 'pause', ms: pollMs };
-    // Woken for work that fell due while the accounts in hand were capped: it is new work to look at.
-    if (this.#newWorkDueAt !== undefined && this.#options.clock() >= this.#newWorkDueAt) {
-      this.#newWorkDueAt = undefined;
-      this.#claims.newWork();
-    }
     let claimed: MessageRow[] = [];
     // Notes waiting for their audio hold conversion slots of their own, not these.
     const delivering = this.#jobs.size - this.#claims.waitingForAudio;
@@ -166,7 +159,7 @@ export class DeliveryWorker {
     const cappedWait = this.#claims.cappedWaitMs();
     if (cappedWait !== undefined) {
       const ms = await untilNextDue(() => msUntilNextDue(db.kysely, { ...(affinityHolder !== undefined ? { affinityHolder } : {}), later: true }), cappedWait);
-      if (ms < cappedWait) this.#newWorkDueAt = this.#options.clock() + ms;
+      if (ms < cappedWait) this.#claims.newWorkDueIn(ms);
       return { next: 'sleep', ms };
     }
     if (free < batch) return { next: 'sleep', ms: pollMs };

@@ -330,34 +330,25 @@ export async function msUntilNextDue(db: Kysely<Database>, options: { affinityHo
   // the later of the two times read every waiting message (50 ms with 100,000 waiting retries, on
   // the event loop at every turn of a worker that found nothing to claim).
   const now = Date.now();
-  const firstDue = (status: MessageStatus, dueAt: (eb: ExpressionBuilder<Database, 'messages'>) => AliasableExpression<number | null>) =>
+  const firstDue = (status: MessageStatus, dueAt: (eb: ExpressionBuilder<Database, 'messages'>) => AliasableExpression<number | null>, after?: number) =>
     db
       .selectFrom('messages')
       .select((eb) => dueAt(eb).as('due_at'))
       .select(dbNow(db).as('now'))
       .where('status', '=', status)
+      .$if(after !== undefined, (qb) => qb.where('next_attempt_at', '>', after!))
       .where((eb) => eb.not(heldByAnotherProcess(eb, options.affinityHolder, now)))
       .orderBy('due_at')
       .limit(1)
       .executeTakeFirst();
-  if (options.later) {
-    const row = await db
-      .selectFrom('messages')
-      .select(['next_attempt_at as due_at', dbNow(db).as('now')])
-      .where('status', '=', 'queued')
-      .where('next_attempt_at', '>', now)
-      .where((eb) => eb.not(heldByAnotherProcess(eb, options.affinityHolder, now)))
-      .orderBy('next_attempt_at')
-      .limit(1)
-      .executeTakeFirst();
-    return row ? Math.max(0, Number(row.due_at) - Number(row.now)) : undefined;
-  }
-  const rows = [
-    await firstDue('queued', (eb) => eb.ref('next_attempt_at')),
-    await firstDue('processing', (eb) =>
-      eb.case().when('lease_expires_at', '>', eb.ref('next_attempt_at')).then(eb.ref('lease_expires_at')).else(eb.ref('next_attempt_at')).end(),
-    ),
-  ];
+  const rows = options.later
+    ? [await firstDue('queued', (eb) => eb.ref('next_attempt_at'), now)]
+    : [
+        await firstDue('queued', (eb) => eb.ref('next_attempt_at')),
+        await firstDue('processing', (eb) =>
+          eb.case().when('lease_expires_at', '>', eb.ref('next_attempt_at')).then(eb.ref('lease_expires_at')).else(eb.ref('next_attempt_at')).end(),
+        ),
+      ];
   const due = rows.flatMap((row) => (row && row.due_at !== null ? [Math.max(0, Number(row.due_at) - Number(row.now))] : []));
   return due.length > 0 ? Math.min(...due) : undefined;
 }
