@@ -54,7 +54,7 @@ export interface EncodeReply extends FfmpegResult {
 const message = (err: unknown): string => (err instanceof Error ? err.message : String(err));
 
 const bindings = new Map<string, NativeOpus>();
-/** One runner per ffmpeg binary, unbounded: the process that sends the requests bounds how many run. */
+/** One runner per ffmpeg binary; the process that sends the requests bounds how many run. */
 const runners = new Map<string, FfmpegRunner>();
 /** What stops each request's ffmpeg. */
 const running = new Map<number, AbortController>();
@@ -74,7 +74,7 @@ async function encode(request: EncodeRequest): Promise<EncodeReply> {
   }
   const wave = request.withWave ? new WaveformAccumulator() : null;
   let runner = runners.get(request.ffmpegPath);
-  if (!runner) runners.set(request.ffmpegPath, (runner = new FfmpegRunner(request.ffmpegPath, Infinity)));
+  if (!runner) runners.set(request.ffmpegPath, (runner = new FfmpegRunner(request.ffmpegPath)));
   const stop = new AbortController();
   running.set(request.id, stop);
   // An encoder that throws stops ffmpeg (the run rejects with its error); any other rejection is the spawn's.

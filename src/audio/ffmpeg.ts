@@ -74,31 +74,24 @@ export interface FfmpegRunOptions {
 
 const STDERR_KEEP = 64 * 1024;
 
-/** Spawns ffmpeg without a shell, bounded by a semaphore and a timeout; close() kills what still runs. */
+/**
+ * Spawns ffmpeg without a shell, with a timeout; close() kills what still runs. How many run at once
+ * is the caller's to bound (the pipeline's limit of concurrent conversions).
+ */
 export class FfmpegRunner {
-  private readonly semaphore: Semaphore;
   private readonly running = new Map<ChildProcess, { kill: () => void; exited: Promise<void> }>();
   private closed = false;
-  runs = 0;
 
   /**
    * `niceness`: how much lower than this process's own the scheduling priority of each ffmpeg is, so
    * that on a busy machine the process's deliveries (and whatever else runs at normal priority) go
    * first and conversions take the CPU left over; 0 leaves ffmpeg at this process's priority.
    */
-  constructor(readonly ffmpegPath: string, maxConcurrent: number, private readonly niceness = 0) {
-    this.semaphore = new Semaphore(maxConcurrent);
-  }
+  constructor(readonly ffmpegPath: string, private readonly niceness = 0) {}
 
   async run(args: readonly string[], opts: FfmpegRunOptions): Promise<FfmpegResult> {
-    const release = await this.semaphore.acquire();
-    try {
-      if (this.closed) throw new Error('audio pipeline is closed');
-      this.runs++;
-      return await this.spawnOnce(args, opts);
-    } finally {
-      release();
-    }
+    if (this.closed) throw new Error('audio pipeline is closed');
+    return this.spawnOnce(args, opts);
   }
 
   private spawnOnce(args: readonly string[], opts: FfmpegRunOptions): Promise<FfmpegResult> {

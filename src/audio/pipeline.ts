@@ -144,8 +144,8 @@ export function createAudioPipeline(opts: AudioPipelineOptions, internals: Audio
   const tmpDir = join(opts.dataDir, 'tmp', 'audio');
   const cache = new AudioCache(join(opts.dataDir, AUDIO_CACHE_DIR), opts.cacheMaxBytes ?? GiB, log);
   const maxConversions = opts.maxConcurrentConversions ?? availableParallelism();
-  // The runner's own bound is the same: it is never the one that makes a conversion wait.
-  const runner = new FfmpegRunner(opts.ffmpegPath, maxConversions, FFMPEG_NICENESS);
+  // Every ffmpeg run is part of a conversion, so `conversions` bounds them too.
+  const runner = new FfmpegRunner(opts.ffmpegPath, FFMPEG_NICENESS);
   const conversions = new Semaphore(maxConversions);
   // The caller is told only that the host is not public; the operator's log says which and why.
   const onRefused = (detail: { host: string; reason: string }): void => opts.logger?.warn({ audio_host: detail.host, reason: detail.reason }, 'audio fetch refused: the host is not a public address');
