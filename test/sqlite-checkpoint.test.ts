@@ -8,6 +8,7 @@ import { after, describe } from 'node:test';
 import { it } from './fixtures/timed.js';
 import { sql } from 'kysely';
 import { openDb, SQLITE_CACHE_SIZE, SQLITE_FILE } from '../src/store/db.js';
+import { RESTART_AFTER_FRAMES } from '../src/store/sqlite-checkpointer.js';
 import { closeSharedAudio, defaultSendBody, startTestApp, TEST_DATABASE_URL } from './fixtures/app-harness.js';
 
 /**
@@ -42,6 +43,46 @@ describe('SQLite write-ahead log copied back in the background', { skip: TEST_DA
         index = walIndex(t.dataDir);
       }
       assert.ok(index.copied >= written.frames, `copied ${index.copied} of ${written.frames} frames`);
+    } finally {
+      await t.close();
+    }
+  });
+
+  it('under a steady stream of sends the log starts again from its beginning instead of growing for as long as the stream lasts', async () => {
+    const t = await startTestApp({ worker: false });
+    try {
+      const a = await t.createAccount({ quota: 1_000_000, rateLimit: 1_000_000 });
+      const body = defaultSendBody('telegram', t.voiceUrl);
+      let streaming = true;
+      // 16 callers, each sending again as soon as its 202 comes back: a commit lands every few milliseconds.
+      const callers = Array.from({ length: 16 }, async (_, caller) => {
+        for (let i = 0; streaming; i++) {
+          const res = await t.send(a.testKey, { ...body, recipient: String(600_000 + caller * 100_000 + i) });
+          assert.equal(res.statusCode, 202, res.body);
+        }
+      });
+      // Frames committed in all, counted from the log's length: a restart shows as a length that drops.
+      let committed = 0;
+      let last = 0;
+      let restarts = 0;
+      let longest = 0;
+      const started = Date.now();
+      try {
+        while (Date.now() - started < 60_000 && committed < 8 * RESTART_AFTER_FRAMES) {
+          await sleep(10);
+          const { frames } = walIndex(t.dataDir);
+          if (frames < last) restarts++;
+          committed += frames >= last ? frames - last : frames;
+          last = frames;
+          longest = Math.max(longest, frames);
+        }
+      } finally {
+        streaming = false;
+        await Promise.all(callers);
+      }
+      assert.ok(committed >= 8 * RESTART_AFTER_FRAMES, `the stream committed only ${committed} frames in 60 s`);
+      assert.ok(restarts > 0, `the log never started again: ${committed} frames committed, its length only grew (to ${longest})`);
+      assert.ok(longest < committed / 2, `the log reached ${longest} frames of ${committed} committed`);
     } finally {
       await t.close();
     }

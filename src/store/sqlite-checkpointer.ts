@@ -5,18 +5,37 @@ import { Worker } from 'node:worker_threads';
 const CHECKPOINT_EVERY_MS = 200;
 /** SQLite's own threshold, for when the thread is gone. */
 const AUTOCHECKPOINT_PAGES = 1000;
+/**
+ * A WAL longer than this after the thread's copy is started again from its beginning (below). The same
+ * size as SQLite's own threshold: about 4 MB of 4 KiB pages.
+ */
+export const RESTART_AFTER_FRAMES = 1000;
+/** How long the restart may wait for the writer and for readers of the log (SQLite's busy handler, on the thread). */
+const RESTART_PATIENCE_MS = 10;
 
 // The thread's whole program: its own connection to the database, a PASSIVE checkpoint (never waits
-// for, nor blocks, the writer or readers) whenever the WAL has grown past the threshold. Plain
-// CommonJS, so it runs the same from TypeScript sources and from the build.
+// for, nor blocks, the writer or readers) every CHECKPOINT_EVERY_MS, then, when the log is long, a
+// RESTART checkpoint. Plain CommonJS, so it runs the same from TypeScript sources and from the build.
+//
+// Why the restart: SQLite writes the log from its beginning again only when a write transaction starts
+// with every frame already copied. Under a steady stream of commits that never happens (each commit
+// lands while the copy of the earlier ones runs), so the log grew for as long as the load lasted
+// (200 MB in 12 s of POST /send), and every commit appended to it: a disk flush that extends a file
+// costs about twice one that overwrites (BENCHMARKS.md). RESTART takes the write lock, copies the few
+// frames committed since the PASSIVE pass, and waits for readers to leave the log; the next commit then
+// overwrites the log from its start. Writers meanwhile wait between tries, off the event loop
+// (sqlite-lock-wait.ts); when the lock or the readers take longer than RESTART_PATIENCE_MS it gives up
+// until the next round.
 const THREAD_SOURCE = `
 const { parentPort, workerData } = require('node:worker_threads');
 const Database = require(workerData.driver);
 const db = new Database(workerData.file, { fileMustExist: true });
 db.pragma('synchronous = NORMAL');
+db.pragma('busy_timeout = ' + workerData.restartPatienceMs);
 const timer = setInterval(() => {
   try {
-    db.pragma('wal_checkpoint(PASSIVE)');
+    const copied = db.pragma('wal_checkpoint(PASSIVE)')[0];
+    if (copied && copied.log >= workerData.restartAfterFrames) db.pragma('wal_checkpoint(RESTART)');
   } catch (err) {
     parentPort.postMessage({ error: String(err && err.message || err) });
   }
@@ -45,7 +64,7 @@ export class WalCheckpointer {
     const { writer, onError } = options;
     const driver = createRequire(import.meta.url).resolve('better-sqlite3');
     writer.pragma('wal_autocheckpoint = 0');
-    this.#worker = new Worker(THREAD_SOURCE, { eval: true, workerData: { file: options.file, driver, everyMs: CHECKPOINT_EVERY_MS } });
+    this.#worker = new Worker(THREAD_SOURCE, { eval: true, workerData: { file: options.file, driver, everyMs: CHECKPOINT_EVERY_MS, restartAfterFrames: RESTART_AFTER_FRAMES, restartPatienceMs: RESTART_PATIENCE_MS } });
     // The thread alone must not keep the process alive.
     this.#worker.unref();
     this.#worker.on('message', (m: { error?: string }) => {
