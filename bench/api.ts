@@ -59,6 +59,7 @@ async function runStorage(storage: Storage, phase: Phase, pgUrl: string | undefi
         endpoints: http.endpoints,
         readKeys: http.readKeys,
         rowsAfterSendLoad: http.rowsAfterSendLoad,
+        ...(http.walBytes !== undefined ? { walBytesAfterSendLoad: http.walBytes } : {}),
         rss: { start: http.httpStart, max: http.httpMax, peak: http.peak },
       };
     }

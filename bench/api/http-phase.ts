@@ -6,6 +6,9 @@ import { startHttpServer } from './processes.js';
 import { READ_RPS_CEILING, SECONDS, type Storage, WARMUP_SECONDS } from './settings.js';
 import { openStorage } from './storage.js';
 import type { Endpoint } from './types.js';
+import { stat } from 'node:fs/promises';
+import { join } from 'node:path';
+import { SQLITE_FILE } from '../../src/store/db.js';
 
 export async function runHttp(storage: Storage, pgUrl: string | undefined, sendBody: Record<string, unknown>) {
   const httpStorage = await openStorage(storage, pgUrl);
@@ -45,7 +48,9 @@ export async function runHttp(storage: Storage, pgUrl: string | undefined, sendB
       const httpMax = await rss.stop();
       const peak = (await procStats(pid)).hwm;
       const rowsAfterSendLoad = (await server.request('count')).count;
-      return { endpoints, readKeys: readKeys.length, rowsAfterSendLoad, httpStart, httpMax, peak };
+      // How long the write-ahead log grew under the send load (its file never shrinks while the app runs).
+      const walBytes = storage === 'sqlite' ? (await stat(join(httpStorage.dataDir, `${SQLITE_FILE}-wal`)).catch(() => undefined))?.size : undefined;
+      return { endpoints, readKeys: readKeys.length, rowsAfterSendLoad, ...(walBytes !== undefined ? { walBytes } : {}), httpStart, httpMax, peak };
     } finally {
       await server.close();
     }

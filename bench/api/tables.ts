@@ -64,7 +64,11 @@ export function httpReport(results: StorageResult[], notes: string[], startedAt:
     `\`GET /status\` reads one message, rotating over ${results.map((r) => `${r.readKeys} keys (${r.storage})`).join(', ')} of the account: ` +
       `the read bucket is ${READ_REQUESTS_PER_MINUTE} requests per key per minute whatever the plan, so one key would measure 429s. ` +
       `\`POST /send\` is a valid Telegram sandbox body with no Idempotency-Key; the queue grows during the run ` +
-      `(${results.map((r) => `${fmt(r.rowsAfterSendLoad)} rows (${r.storage})`).join(', ')} at the end, warm-up included).`,
+      `(${results.map((r) => `${fmt(r.rowsAfterSendLoad)} rows (${r.storage})`).join(', ')} at the end, warm-up included).` +
+      results
+        .filter((r) => r.walBytesAfterSendLoad !== undefined)
+        .map((r) => ` SQLite's write-ahead log file after the send load: ${(r.walBytesAfterSendLoad! / 1024 / 1024).toFixed(1)} MiB.`)
+        .join(''),
     '',
   );
   memoryTable(

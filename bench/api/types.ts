@@ -21,6 +21,8 @@ export interface StorageResult {
   endpoints: Endpoint[];
   readKeys: number;
   rowsAfterSendLoad: number;
+  /** SQLite: the size of the write-ahead log file after the send load. */
+  walBytesAfterSendLoad?: number;
   delivery?: {
     messages: number;
     delivered: number;

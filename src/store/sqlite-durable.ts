@@ -29,36 +29,47 @@ const noop = (): void => undefined;
 /** At most this many flushes at once (each holds a thread of libuv's pool, shared with file and DNS work). */
 const MAX_PARALLEL_FLUSHES = 2;
 
+/** Opens the WAL file for its flushes (node's `open`; a test can stand in for the disk). */
+export type OpenFile = (path: string, flags: string) => Promise<Pick<FileHandle, 'datasync' | 'sync' | 'close'>>;
+
 /**
- * Flushes the `-wal` file. Writers that ask before a flush has started share it; a writer that asks
- * while one is running gets a new one (the running one may have started before its write), which runs
- * alongside when a slot is free, so a commit waits about one disk flush, not one and a half.
+ * Flushes the `-wal` file. A flush starts at once when fewer than MAX_PARALLEL_FLUSHES run (the commit
+ * it covers is already written: waiting would only add to the caller's wait, and under load a turn of
+ * the event loop parses several requests before it ends). When that many run, writers share the one
+ * flush that starts next. A writer never joins a flush that has already started: that one may have
+ * begun before its write reached the file.
  */
 export class WalFlusher {
   readonly #walPath: string;
   readonly #dir: string;
-  #file: Promise<FileHandle | undefined> | undefined;
-  /** The flush not yet started, which any writer may still join. */
+  readonly #open: OpenFile;
+  #file: Promise<Pick<FileHandle, 'datasync' | 'close'> | undefined> | undefined;
+  /** The flush not yet started (every slot busy), which any writer may still join. */
   #pending: Promise<void> | undefined;
   #running = new Set<Promise<void>>();
   #slotWaiters: Array<() => void> = [];
 
-  constructor(databaseFile: string) {
+  constructor(databaseFile: string, openFile: OpenFile = open) {
     this.#walPath = `${databaseFile}-wal`;
     this.#dir = dirname(databaseFile);
+    this.#open = openFile;
   }
 
   /** Resolves once everything written to the WAL before this call is on disk. */
   flush(): Promise<void> {
-    this.#pending ??= this.#startSoon();
+    if (this.#pending) return this.#pending;
+    if (this.#running.size < MAX_PARALLEL_FLUSHES) return this.#run();
+    this.#pending = this.#runWhenFree();
     return this.#pending;
   }
 
-  async #startSoon(): Promise<void> {
-    // Let every write of this turn of the event loop join, then wait for a slot.
-    await new Promise<void>((resolve) => setImmediate(resolve));
+  async #runWhenFree(): Promise<void> {
     while (this.#running.size >= MAX_PARALLEL_FLUSHES) await new Promise<void>((resolve) => this.#slotWaiters.push(resolve));
     this.#pending = undefined; // from here on, a new write needs a flush that starts after it
+    await this.#run();
+  }
+
+  async #run(): Promise<void> {
     const run = this.#flushOnce();
     this.#running.add(run);
     try {
@@ -83,16 +94,16 @@ export class WalFlusher {
    * Kept open: SQLite removes the WAL file only when the last connection closes, and ours is open for
    * as long as this flusher is used. Its directory entry is flushed once, when first opened.
    */
-  async #openWal(): Promise<FileHandle | undefined> {
-    let file: FileHandle;
+  async #openWal(): Promise<Pick<FileHandle, 'datasync' | 'close'> | undefined> {
+    let file: Pick<FileHandle, 'datasync' | 'close'>;
     try {
-      file = await open(this.#walPath, 'r+');
+      file = await this.#open(this.#walPath, 'r+');
     } catch (err) {
       // No WAL file: nothing was written through it, so every commit is in the database file.
       if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
       throw err;
     }
-    const dir = await open(this.#dir, 'r');
+    const dir = await this.#open(this.#dir, 'r');
     try {
       await dir.sync();
     } finally {
