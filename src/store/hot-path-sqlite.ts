@@ -89,7 +89,9 @@ export class SqliteHotPath implements HotPath {
     // flushes the WAL (sqlite-durable.ts) before this resolves. The batch runs once the write lock is in
     // hand, waited for off the event loop and without the connection while another process holds it
     // (sqlite-lock-wait.ts).
-    const inWriteTransaction = <T>(work: () => T): Promise<T> => withWriteLock(writer, (inside) => kysely.connection().execute(inside), work);
+    // (The executor's provideConnection, not `kysely.connection()`, which builds a Kysely instance per hold.)
+    const executor = kysely.getExecutor();
+    const inWriteTransaction = <T>(work: () => T): Promise<T> => withWriteLock(writer, (inside) => executor.provideConnection(inside), work);
     const acceptBatch = async (sends: AcceptSend[]): Promise<Array<ItemResult<AcceptOutcome>>> => {
       try {
         return await inWriteTransaction(() => this.#acceptAll(sends));
