@@ -12,6 +12,11 @@ const AUTOCHECKPOINT_PAGES = 1000;
 export const RESTART_AFTER_FRAMES = 1000;
 /** How long the restart may wait for the writer and for readers of the log (SQLite's busy handler, on the thread). */
 const RESTART_PATIENCE_MS = 10;
+/**
+ * After a restart that gave up (a long read held the log), the next is tried this many rounds later:
+ * writers wait at most RESTART_PATIENCE_MS a second for it, not every round.
+ */
+const ROUNDS_AFTER_BUSY_RESTART = 5;
 
 // The thread's whole program: its own connection to the database, a PASSIVE checkpoint (never waits
 // for, nor blocks, the writer or readers) every CHECKPOINT_EVERY_MS, then, when the log is long, a
@@ -25,17 +30,22 @@ const RESTART_PATIENCE_MS = 10;
 // frames committed since the PASSIVE pass, and waits for readers to leave the log; the next commit then
 // overwrites the log from its start. Writers meanwhile wait between tries, off the event loop
 // (sqlite-lock-wait.ts); when the lock or the readers take longer than RESTART_PATIENCE_MS it gives up
-// until the next round.
+// and is tried again ROUNDS_AFTER_BUSY_RESTART rounds later.
 const THREAD_SOURCE = `
 const { parentPort, workerData } = require('node:worker_threads');
 const Database = require(workerData.driver);
 const db = new Database(workerData.file, { fileMustExist: true });
 db.pragma('synchronous = NORMAL');
 db.pragma('busy_timeout = ' + workerData.restartPatienceMs);
+let restartIn = 0;
 const timer = setInterval(() => {
   try {
     const copied = db.pragma('wal_checkpoint(PASSIVE)')[0];
-    if (copied && copied.log >= workerData.restartAfterFrames) db.pragma('wal_checkpoint(RESTART)');
+    if (copied && copied.log >= workerData.restartAfterFrames && --restartIn <= 0) {
+      const restarted = db.pragma('wal_checkpoint(RESTART)')[0];
+      // A reader kept the log past the patience: writers waited that long for nothing; not again for a while.
+      restartIn = restarted && restarted.busy ? workerData.roundsAfterBusyRestart : 0;
+    }
   } catch (err) {
     parentPort.postMessage({ error: String(err && err.message || err) });
   }
@@ -64,7 +74,7 @@ export class WalCheckpointer {
     const { writer, onError } = options;
     const driver = createRequire(import.meta.url).resolve('better-sqlite3');
     writer.pragma('wal_autocheckpoint = 0');
-    this.#worker = new Worker(THREAD_SOURCE, { eval: true, workerData: { file: options.file, driver, everyMs: CHECKPOINT_EVERY_MS, restartAfterFrames: RESTART_AFTER_FRAMES, restartPatienceMs: RESTART_PATIENCE_MS } });
+    this.#worker = new Worker(THREAD_SOURCE, { eval: true, workerData: { file: options.file, driver, everyMs: CHECKPOINT_EVERY_MS, restartAfterFrames: RESTART_AFTER_FRAMES, restartPatienceMs: RESTART_PATIENCE_MS, roundsAfterBusyRestart: ROUNDS_AFTER_BUSY_RESTART } });
     // The thread alone must not keep the process alive.
     this.#worker.unref();
     this.#worker.on('message', (m: { error?: string }) => {
