@@ -25,8 +25,9 @@ const ROUNDS_AFTER_BUSY_RESTART = 5;
 // Why the restart: SQLite writes the log from its beginning again only when a write transaction starts
 // with every frame already copied. Under a steady stream of commits that never happens (each commit
 // lands while the copy of the earlier ones runs), so the log grew for as long as the load lasted
-// (200 MB in 12 s of POST /send), and every commit appended to it: a disk flush that extends a file
-// costs about twice one that overwrites (BENCHMARKS.md). RESTART takes the write lock, copies the few
+// (130-235 MiB after 10-11 s of POST /send in the bench), and every commit appended to it: a disk
+// flush that extends a file costs 1.3 to 1.7 times one that overwrites (bench/flush-cost.ts,
+// BENCHMARKS.md). RESTART takes the write lock, copies the few
 // frames committed since the PASSIVE pass, and waits for readers to leave the log; the next commit then
 // overwrites the log from its start. Writers meanwhile wait between tries, off the event loop
 // (sqlite-lock-wait.ts); when the lock or the readers take longer than RESTART_PATIENCE_MS it gives up
