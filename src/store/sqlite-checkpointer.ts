@@ -27,11 +27,11 @@ const ROUNDS_AFTER_BUSY_RESTART = 5;
 // lands while the copy of the earlier ones runs), so the log grew for as long as the load lasted
 // (130-235 MiB after 10-11 s of POST /send in the bench), and every commit appended to it: a disk
 // flush that extends a file costs 1.3 to 1.7 times one that overwrites (bench/flush-cost.ts,
-// BENCHMARKS.md). RESTART takes the write lock, copies the few
-// frames committed since the PASSIVE pass, and waits for readers to leave the log; the next commit then
-// overwrites the log from its start. Writers meanwhile wait between tries, off the event loop
-// (sqlite-lock-wait.ts); when the lock or the readers take longer than RESTART_PATIENCE_MS it gives up
-// and is tried again ROUNDS_AFTER_BUSY_RESTART rounds later.
+// BENCHMARKS.md). RESTART takes the write lock, copies the few frames committed since the PASSIVE
+// pass, and waits for readers to leave the log; the next commit then overwrites the log from its
+// start. Writers meanwhile wait between tries, off the event loop (sqlite-lock-wait.ts); when the lock
+// or the readers take longer than RESTART_PATIENCE_MS it gives up and is tried again
+// ROUNDS_AFTER_BUSY_RESTART rounds later.
 const THREAD_SOURCE = `
 const { parentPort, workerData } = require('node:worker_threads');
 const Database = require(workerData.driver);
