@@ -38,14 +38,8 @@ export const sentMessageView = (row: Pick<MessageStatusFields, 'id' | 'status' |
   created_at: iso(row.created_at),
 });
 
-// Written out rather than spread from sentMessageView: GET /status builds one per request, and a spread
-// copies the object it spreads.
 export const messageStatusView = (row: MessageStatusFields) => ({
-  id: row.id,
-  status: row.status,
-  platform: row.platform,
-  recipient: row.recipient,
-  created_at: iso(row.created_at),
+  ...sentMessageView(row),
   delivered_at: row.status === 'delivered' ? isoOrNull(row.delivered_at) : null,
   // An error kept from a retried attempt stays internal until the message has failed for good.
   error: row.status === 'failed' ? { code: row.error_code ?? 'platform_error', message: row.error_message ?? 'delivery failed' } : null,

@@ -15,8 +15,8 @@ import { isSqliteBusy, retryWhileBusy } from './sqlite-lock-wait.js';
  * database stays consistent after a crash), and this module flushes the WAL itself, on libuv's thread
  * pool, after every hold of the connection that wrote something and BEFORE the caller's promise
  * resolves. So no write is reported done (no 202 is sent, no outcome is acted on) before it is on
- * disk, exactly as with FULL; but writes that finish while a flush is running share the next flush
- * (one fsync for every commit made meanwhile), and the event loop keeps serving requests during it.
+ * disk, exactly as with FULL; but writes that finish while both flush slots are busy share the next
+ * flush (one fsync for every commit made meanwhile), and the event loop keeps serving requests during it.
  *
  * A commit is visible to readers a few milliseconds before it is flushed. A power cut in that window
  * loses it like any unflushed commit, and nobody was told it succeeded; the one difference is that a

@@ -62,7 +62,7 @@ export async function retryWhileBusy<T>(attempt: () => T | Promise<T>, options: 
 
 /**
  * Runs `work` (synchronous better-sqlite3 calls) in one transaction that holds the write lock, while
- * holding the connection through `hold` (Kysely's `connection().execute`, so that no other statement
+ * holding the connection through `hold` (Kysely's executor's `provideConnection`, so that no other statement
  * of this process runs inside it); commits when `work` returns, rolls back when it throws. The
  * connection is let go between tries for the lock. Transaction functions of better-sqlite3 called
  * inside `work` become savepoints of this transaction.
