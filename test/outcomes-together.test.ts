@@ -83,5 +83,14 @@ describe(`outcomes settled together (${STORAGE_LABEL})`, () => {
     assert.equal(usage.usage.total_sent, 26);
     assert.equal(usage.usage.total_delivered, 24);
     assert.equal(usage.usage.total_failed, 2);
+
+    // Every note went through one bot: one sender record, counting each delivered note once (on
+    // PostgreSQL the burst's notes are counted by one statement that meets the same record many times).
+    const senders = (await t.request({ method: 'GET', url: '/api/v1/senders', key: account.testKey })).json();
+    assert.equal(senders.data.length, 1, JSON.stringify(senders));
+    assert.deepEqual([senders.data[0].kind, senders.data[0].status, senders.data[0].sent_today], ['telegram_bot', 'ok', 24]);
+    const lastDelivery = Math.max(...statuses.slice(0, 24).map((s) => Date.parse(s.delivered_at)));
+    assert.ok(Number.isFinite(lastDelivery), JSON.stringify(statuses[0]));
+    assert.equal(Date.parse(senders.data[0].last_sent_at), lastDelivery);
   });
 });

@@ -2,7 +2,8 @@ import fs from 'node:fs';
 import path from 'node:path';
 import SqliteDatabase from 'better-sqlite3';
 import { Kysely, Migrator, PostgresDialect, sql, type Migration, type MigrationProvider, type SqliteDialectConfig } from 'kysely';
-import pg from 'pg';
+import { createRequire } from 'node:module';
+import type pg from 'pg';
 import type { Database } from './schema.js';
 import type { Dialect } from './dialect.js';
 import { PRIVATE_DIR_MODE, PRIVATE_FILE_MODE } from '../core/private-files.js';
@@ -46,8 +47,18 @@ export interface Db {
   close(): Promise<void>;
 }
 
-// BIGINT (epoch ms, counts) arrives as a string from pg by default; every value we store fits a double.
-pg.types.setTypeParser(pg.types.builtins.INT8, (value) => Number(value));
+let pgModule: typeof pg | undefined;
+/**
+ * The PostgreSQL driver, loaded when a PostgreSQL database is first opened: a process on SQLite does
+ * not load it (it took about 70 ms of each start).
+ */
+function loadPg(): typeof pg {
+  if (pgModule) return pgModule;
+  pgModule = createRequire(import.meta.url)('pg') as typeof pg;
+  // BIGINT (epoch ms, counts) arrives as a string from pg by default; every value we store fits a double.
+  pgModule.types.setTypeParser(pgModule.types.builtins.INT8, (value) => Number(value));
+  return pgModule;
+}
 
 export interface OpenDbOptions {
   databaseUrl: string | undefined;
@@ -115,7 +126,7 @@ export async function openDb(options: OpenDbOptions): Promise<Db> {
   if (options.databaseUrl) {
     const schema = options.pgSchema;
     if (schema !== undefined && !/^[a-z_][a-z0-9_]*$/.test(schema)) throw new Error(`bad schema name ${schema}`);
-    const pool = new pg.Pool({
+    const pool = new (loadPg().Pool)({
       connectionString: options.databaseUrl,
       max: options.poolSize ?? 10,
       // Bounded waits, so a request never hangs on a database that is away: it gets a 503 instead.

@@ -38,17 +38,42 @@ export interface SenderChange {
 // The worker writes this with every settled note, in the settle's transaction: one statement that
 // creates the record on first use and counts the note when it was delivered. Written out once
 // (fixed-statement.ts).
+//
+// (`sent_today` is 1 for a delivered note, with its day in `sent_day`; 0 and no day for a failed one.)
+// On PostgreSQL an outcome batch's notes are counted by ONE statement (statement-batch.ts): one row per
+// sender, as one statement may not change a row twice. It comes to what the calls one after the other
+// would: the first call's id, kind and creation time; the last label given; the latest send; and the
+// notes delivered on the latest day among them, added to the record's count when the record is of that
+// day (a batch that spans midnight counts only the new day's notes, as the last of those calls would).
+const TOUCH_UPDATE = `on conflict (sender_key, platform, account_id, env) do update set
+     label = coalesce(excluded.label, sender_records.label),
+     sent_today = case when excluded.sent_day is null then sender_records.sent_today
+                       when sender_records.sent_day = excluded.sent_day then sender_records.sent_today + excluded.sent_today
+                       else excluded.sent_today end,
+     sent_day = coalesce(excluded.sent_day, sender_records.sent_day),
+     last_sent_at = coalesce(excluded.last_sent_at, sender_records.last_sent_at),
+     updated_at = excluded.updated_at`;
 const TOUCH = new FixedStatement(
   `insert into sender_records (id, account_id, env, platform, sender_key, kind, label, status, last_sent_at, sent_day, sent_today, created_at, updated_at)
    values (?, ?, ?, ?, ?, ?, ?, 'ok', cast(? as bigint), cast(? as bigint), ?, cast(? as bigint), cast(? as bigint))
-   on conflict (sender_key, platform, account_id, env) do update set
-     label = coalesce(excluded.label, sender_records.label),
-     sent_today = case when excluded.sent_day is null then sender_records.sent_today
-                       when sender_records.sent_day = excluded.sent_day then sender_records.sent_today + 1
-                       else 1 end,
-     sent_day = coalesce(excluded.sent_day, sender_records.sent_day),
-     last_sent_at = coalesce(excluded.last_sent_at, sender_records.last_sent_at),
-     updated_at = excluded.updated_at`,
+   ${TOUCH_UPDATE}`,
+  {
+    text: `insert into sender_records (id, account_id, env, platform, sender_key, kind, label, status, last_sent_at, sent_day, sent_today, created_at, updated_at)
+      select (array_agg(id order by i))[1], account_id, env, platform, sender_key, (array_agg(kind order by i))[1],
+        (array_agg(label order by i desc) filter (where label is not null))[1], 'ok', max(last_sent_at), max(sent_day),
+        coalesce(sum(sent_today) filter (where sent_day = latest_day), 0)::integer, (array_agg(created_at order by i))[1], max(updated_at)
+      from (
+        select u.*, max(u.sent_day) over (partition by u.sender_key, u.platform, u.account_id, u.env) as latest_day
+        from unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::bigint[], $9::bigint[], $10::integer[], $11::bigint[], $12::bigint[])
+          with ordinality as u(id, account_id, env, platform, sender_key, kind, label, last_sent_at, sent_day, sent_today, created_at, updated_at, i)
+      ) as v
+      group by sender_key, platform, account_id, env
+      -- Rows locked in one order by every batch: two batches at once never wait for each other in a circle.
+      order by sender_key, platform, account_id, env
+      ${TOUCH_UPDATE}`,
+    arrays: [[0, 'text[]'], [1, 'text[]'], [2, 'text[]'], [3, 'text[]'], [4, 'text[]'], [5, 'text[]'], [6, 'text[]'], [7, 'bigint[]'], [8, 'bigint[]'], [9, 'integer[]'], [10, 'bigint[]'], [11, 'bigint[]']],
+    perCall: 'none',
+  },
 );
 
 /** A note of this sender was settled at `at` (delivered or failed): the record made or brought up to date. */

@@ -30,7 +30,16 @@ export interface BatchedForm {
    * ordinality`), so each call learns how many rows it changed; `none`: callers read no result.
    */
   perCall: 'ordinal' | 'none';
+  /**
+   * Runs once every piece is done, right before the commit, and its callers go on at once (only with
+   * `perCall: 'none'`). For a count on a row that every batch changes (an account's usage): a row lock is
+   * held until the commit, so taken early it made the next batch wait for all of this one's round trips;
+   * taken last, only for the commit. A failure still fails the whole batch before it commits.
+   */
+  atEnd?: true;
 }
+
+const noop = (): void => undefined;
 
 interface Call {
   parameters: readonly unknown[];
@@ -49,6 +58,8 @@ interface Group {
 class StatementBatch {
   readonly #trx: QueryRunner;
   #groups = new Map<BatchedForm, Group>();
+  /** The `atEnd` statements called so far, run by `finish`. */
+  #atEnd = new Map<BatchedForm, Group>();
   #scheduled = false;
 
   constructor(trx: QueryRunner) {
@@ -56,6 +67,12 @@ class StatementBatch {
   }
 
   add(single: string, form: BatchedForm, parameters: readonly unknown[]): Promise<QueryResult<unknown>> {
+    if (form.atEnd) {
+      let group = this.#atEnd.get(form);
+      if (!group) this.#atEnd.set(form, (group = { single, form, calls: [] }));
+      group.calls.push({ parameters, resolve: noop, reject: noop });
+      return Promise.resolve({ rows: [] });
+    }
     return new Promise((resolve, reject) => {
       let group = this.#groups.get(form);
       if (!group) this.#groups.set(form, (group = { single, form, calls: [] }));
@@ -79,6 +96,13 @@ class StatementBatch {
         for (const call of group.calls) call.reject(error);
       }
     }
+  }
+
+  /** Runs the `atEnd` statements (once every piece is done); throws what one of them throws. */
+  async finish(): Promise<void> {
+    const groups = [...this.#atEnd.values()];
+    this.#atEnd = new Map();
+    for (const group of groups) await this.#run(group);
   }
 
   async #run({ single, form, calls }: Group): Promise<void> {
@@ -112,11 +136,13 @@ export function statementBatchOf(db: object): { add(single: string, form: Batche
  * transaction back and runs the pieces again one by one).
  */
 export async function runSideBySide<DB, T>(trx: Kysely<DB>, works: ReadonlyArray<(trx: Kysely<DB>) => Promise<T>>): Promise<T[]> {
-  batches.set(trx, new StatementBatch(trx));
+  const batch = new StatementBatch(trx);
+  batches.set(trx, batch);
   try {
     const settled = await Promise.allSettled(works.map((work) => work(trx)));
     const failed = settled.find((s): s is PromiseRejectedResult => s.status === 'rejected');
     if (failed) throw failed.reason;
+    await batch.finish();
     return settled.map((s) => (s as PromiseFulfilledResult<T>).value);
   } finally {
     batches.delete(trx);

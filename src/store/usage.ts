@@ -52,7 +52,8 @@ export async function readSent(db: Kysely<Database>, scope: UsageScope): Promise
 }
 
 // One of these runs for every settled message: written out once (fixed-statement.ts).
-// On PostgreSQL, the counts of an outcome batch are one statement (statement-batch.ts).
+// On PostgreSQL, the counts of an outcome batch are one statement (statement-batch.ts), run last before
+// its commit: every batch of the account counts on the same row, and holds its lock until it commits.
 const countOutcome = (column: 'delivered' | 'failed') =>
   new FixedStatement(`update usage_periods set ${column} = ${column} + 1 where account_id = ? and env = ? and period_start = ?`, {
     text: `update usage_periods as u set ${column} = u.${column} + v.n
@@ -60,6 +61,7 @@ const countOutcome = (column: 'delivered' | 'failed') =>
       where u.account_id = v.a and u.env = v.e and u.period_start = v.p`,
     arrays: [[0, 'text[]'], [1, 'text[]'], [2, 'bigint[]']],
     perCall: 'none',
+    atEnd: true,
   });
 const COUNT_OUTCOME = { delivered: countOutcome('delivered'), failed: countOutcome('failed') };
 

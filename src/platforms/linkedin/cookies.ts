@@ -7,7 +7,14 @@
  * delivery, as in the browser: the jar is tough-cookie's, which reads `Set-Cookie` (expiry, deletion,
  * domain and path matching) as RFC 6265 says, so cookies never go to another host than theirs.
  */
-import { Cookie, CookieJar } from 'tough-cookie';
+import { createRequire } from 'node:module';
+import type * as ToughCookie from 'tough-cookie';
+import type { CookieJar } from 'tough-cookie';
+
+// Loaded at the first LinkedIn delivery, not at start: most processes (a worker for Telegram or
+// WhatsApp only, every CLI command) never use it, and loading it took about 70 ms of each start.
+let toughCookie: typeof ToughCookie | undefined;
+const loadToughCookie = (): typeof ToughCookie => (toughCookie ??= createRequire(import.meta.url)('tough-cookie') as typeof ToughCookie);
 
 export interface CookiePair {
   name: string;
@@ -47,7 +54,7 @@ export const unquoted = (value: string): string => (value.length >= 2 && value.s
 
 /** The cookies of one delivery: the browser's to begin with, then whatever LinkedIn sets. */
 export class DeliveryCookies {
-  readonly #jar = new CookieJar(undefined, { looseMode: true });
+  readonly #jar: CookieJar = new (loadToughCookie().CookieJar)(undefined, { looseMode: true });
   readonly #origin: string;
 
   private constructor(origin: string) {
@@ -67,7 +74,7 @@ export class DeliveryCookies {
     if (!pairs.some((p) => p.name === 'li_at')) pairs.push({ name: 'li_at', value: session.li_at });
     if (!pairs.some((p) => p.name === 'JSESSIONID')) pairs.push({ name: 'JSESSIONID', value: `"${session.csrf_token}"` });
     for (const { name, value } of pairs) {
-      const cookie = new Cookie({ key: name, value, path: '/' });
+      const cookie = new (loadToughCookie().Cookie)({ key: name, value, path: '/' });
       await cookies.#jar.setCookie(cookie, `${origin}/`, { ignoreError: true });
     }
     return cookies;
@@ -93,7 +100,7 @@ export class DeliveryCookies {
     if (setCookie === undefined) return;
     const store = this.#jar.store;
     for (const header of Array.isArray(setCookie) ? setCookie : [setCookie]) {
-      const cookie = Cookie.parse(header, { loose: true });
+      const cookie = loadToughCookie().Cookie.parse(header, { loose: true });
       if (!cookie) continue;
       const stored = await this.#jar.setCookie(cookie, String(url), { ignoreError: true });
       if (!stored) continue;
