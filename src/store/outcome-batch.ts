@@ -27,9 +27,12 @@ export class OutcomeBatch {
 
   constructor(db: Db) {
     this.#db = db;
-    // Two batches at once: one writes while the other's disk flush runs; what arrives meanwhile waits
-    // and goes together into the next.
-    this.#batch = new TurnBatch((works) => this.#commit(works), { maxItems: MAX_BATCH, maxInFlight: 2 });
+    // SQLite: two batches at once, one writing while the other's disk flush runs; what arrives meanwhile
+    // waits and goes together into the next. PostgreSQL: one at a time. Its batch is a handful of round
+    // trips whatever its size, and the server's CPU is shared with the worker: one batch at a time made
+    // batches twice as large and delivered 11 % more a second (6 alternate runs; 4 at once: 10 % fewer).
+    const inFlight = db.dialect === 'postgres' ? 1 : 2;
+    this.#batch = new TurnBatch((works) => this.#commit(works), { maxItems: MAX_BATCH, maxInFlight: inFlight });
   }
 
   run<T>(work: Work<T>): Promise<T> {
