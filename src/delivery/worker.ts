@@ -134,8 +134,8 @@ export class DeliveryWorker {
         this.#storage.away(err, 'claim');
         return { next: 'pause', ms: pollMs };
       }
-      const rhythms = await this.#readAhead(claimed);
-      const senders = await this.#readSenders(claimed);
+      // Side by side: on PostgreSQL each is a round trip, and the next claim waits for this turn.
+      const [rhythms, senders] = await Promise.all([this.#readAhead(claimed), this.#readSenders(claimed)]);
       for (const message of claimed) {
         const dbClaimedAt = Number(message.updated_at);
         const job: Job = { message, controller: new AbortController(), dbClaimedAt, claimedAt, leaseUntil: dbClaimedAt + leaseMs, reachedPlatform: false, rhythms, senders };

@@ -36,15 +36,14 @@ export interface SenderChange {
 }
 
 // The worker writes this with every settled note, in the settle's transaction: one statement that
-// creates the record on first use and counts the note when it was delivered. Written out once
-// (fixed-statement.ts).
+// creates the record on first use and counts the note when it was delivered (`sent_today` 1 and its
+// UTC day in `sent_day`; a failed note has 0 and no day). Written out once (fixed-statement.ts).
 //
-// (`sent_today` is 1 for a delivered note, with its day in `sent_day`; 0 and no day for a failed one.)
-// On PostgreSQL an outcome batch's notes are counted by ONE statement (statement-batch.ts): one row per
-// sender, as one statement may not change a row twice. It comes to what the calls one after the other
-// would: the first call's id, kind and creation time; the last label given; the latest send; and the
-// notes delivered on the latest day among them, added to the record's count when the record is of that
-// day (a batch that spans midnight counts only the new day's notes, as the last of those calls would).
+// On PostgreSQL an outcome batch's notes are counted by ONE statement (statement-batch.ts), with one row
+// per sender, as one statement may not change a row twice. It comes to what the calls one after the
+// other would: the first call's id, kind and creation time; the last label given; the latest send; and
+// the notes delivered on the latest day among them, added to the record's count when the record is of
+// that day (a batch that spans midnight counts only the new day's notes, as the last call would).
 const TOUCH_UPDATE = `on conflict (sender_key, platform, account_id, env) do update set
      label = coalesce(excluded.label, sender_records.label),
      sent_today = case when excluded.sent_day is null then sender_records.sent_today
