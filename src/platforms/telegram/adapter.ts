@@ -78,6 +78,8 @@ const MAX_REPLY_BYTES = 1 * MiB;
 
 interface TelegramReply {
   ok: boolean;
+  /** What a successful call returns (for sendVoice, the Message sent). */
+  result?: unknown;
   error_code?: unknown;
   description?: unknown;
   parameters?: { retry_after?: unknown; migrate_to_chat_id?: unknown } | null;
@@ -349,7 +351,7 @@ function handleReply(status: number, text: string | undefined, scrub: (text: str
     const hint = status === 404 ? "; TELEGRAM_API_ROOT is probably wrong (it is the Bot API's root, such as https://api.telegram.org)" : '';
     throw new DeliveryError('platform_error', `Telegram answered HTTP ${status} without a Bot API reply${hint}`, true);
   }
-  if (reply.ok) return void (job && tellBotName(job, text));
+  if (reply.ok) return void (job && tellBotName(job, reply));
   const failure = telegramFailure(status, reply);
   throw new DeliveryError(failure.code, scrub(failure.message), failure.transient, failure.retryAfterMs);
 }

@@ -2,15 +2,12 @@ import type { DeliveryJob } from '../platform.js';
 
 /**
  * The bot's @username, from the message Telegram says it sent (`result.from`: the bot itself, the same
- * user getMe describes), told to the sender's record as its label. Never the token.
+ * user getMe describes), told to the sender's record as its label. Never the token. `reply` is the
+ * Bot API's reply as parsed already (its `ok` checked).
  */
-export function tellBotName(job: DeliveryJob, text: string | undefined): void {
-  if (!job.onSenderLabel || text === undefined) return;
-  let from: { is_bot?: unknown; username?: unknown } | undefined;
-  try {
-    from = (JSON.parse(text) as { result?: { from?: typeof from } }).result?.from ?? undefined;
-  } catch {
-    return;
-  }
+export function tellBotName(job: DeliveryJob, reply: { result?: unknown }): void {
+  if (!job.onSenderLabel) return;
+  const result = reply.result;
+  const from = result !== null && typeof result === 'object' ? (result as { from?: { is_bot?: unknown; username?: unknown } | null }).from : undefined;
   if (from?.is_bot === true && typeof from.username === 'string' && /^[A-Za-z0-9_]{1,64}$/.test(from.username)) job.onSenderLabel(`@${from.username}`);
 }

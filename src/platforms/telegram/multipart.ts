@@ -1,4 +1,4 @@
-import { randomBytes } from 'node:crypto';
+import { randomBytesPooled } from '../../core/random.js';
 import type { FileHandle } from 'node:fs/promises';
 
 // The Bot API's uploads: multipart/form-data around one voice file, streamed from an open handle.
@@ -16,7 +16,7 @@ const escapeName = (value: string): string => value.replace(/"/g, '%22').replace
 
 /** multipart/form-data around one file: what comes before its bytes and what comes after. */
 export function multipartParts(fields: Array<[string, string]>, part: Omit<FilePart, 'file' | 'size'>): { contentType: string; head: Buffer; tail: Buffer } {
-  const boundary = `voicenote-${randomBytes(24).toString('base64url')}`;
+  const boundary = `voicenote-${randomBytesPooled(24).toString('base64url')}`;
   const head = Buffer.concat([
     ...fields.map(([name, value]) =>
       Buffer.from(`--${boundary}\r\nContent-Disposition: form-data; name="${escapeName(name)}"\r\n\r\n${value}\r\n`, 'utf8'),
