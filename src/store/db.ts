@@ -1,8 +1,8 @@
 import fs from 'node:fs';
+import { createRequire } from 'node:module';
 import path from 'node:path';
 import SqliteDatabase from 'better-sqlite3';
 import { Kysely, Migrator, PostgresDialect, sql, type Migration, type MigrationProvider, type SqliteDialectConfig } from 'kysely';
-import { createRequire } from 'node:module';
 import type pg from 'pg';
 import type { Database } from './schema.js';
 import type { Dialect } from './dialect.js';
