@@ -63,6 +63,13 @@ describe(`a rate-limited request with a bad key (${STORAGE_LABEL})`, () => {
     const app = await startTestApp({ worker: false, logger, env: { METRICS_TOKEN: token } });
     t.after(() => app.close());
     const badKey = `sk_test_${'a'.repeat(32)}`;
+    // With Redis, the counts are shared only once its connection is ready; a request before that is
+    // counted by the process alone, and the 302nd would then not be the shared count's 302nd.
+    const { redis, rateLimiter } = app.app.services;
+    for (const started = Date.now(); redis && !rateLimiter.shared; ) {
+      assert.ok(Date.now() - started < 5_000, 'Redis was not ready within 5 s');
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
     let last;
     // The per-IP bucket of requests without a valid key holds 300 a minute. An address of this run's own:
     // with Redis the buckets outlive the app, and another run's window ending midway reset the count.
