@@ -42,8 +42,9 @@ describe('statements batched across the pieces of a PostgreSQL transaction', { s
     await sql`insert into counters (name, n) values ('usage', 0)`.execute(kysely);
   });
   after(async () => {
+    if (!db) return;
     await sql`drop schema if exists ${sql.id(schema)} cascade`.execute(kysely).catch(() => undefined);
-    await db?.close();
+    await db.close();
   });
 
   it('a count marked atEnd runs once for all the pieces, after the statements they make after it, and its callers go on at once', async () => {
