@@ -6,8 +6,7 @@ import { it } from './fixtures/timed.js';
 import { openDb, type Db } from '../src/store/db.js';
 import { FixedStatement } from '../src/store/fixed-statement.js';
 import { runSideBySide } from '../src/store/statement-batch.js';
-
-const TEST_DATABASE_URL = process.env.TEST_DATABASE_URL?.trim() || undefined;
+import { TEST_DATABASE_URL } from './fixtures/app-harness.js';
 
 /**
  * The worker's outcomes on PostgreSQL: pieces of one transaction run side by side, and their calls of a

@@ -20,24 +20,32 @@ interface QueryRunner {
  */
 
 /** How a fixed statement is written over arrays: `$1…$n` are arrays of the parameters at `arrays`, in that order. */
-export interface BatchedForm {
+export type BatchedForm = {
   /** The statement over arrays; it receives `$1…$n` as arrays (one element per call), typed by `arrays`. */
   text: string;
   /** For each array: the index of the call's parameter it takes, and its PostgreSQL array type (`text[]`, `bigint[]`, …). */
   arrays: ReadonlyArray<readonly [parameter: number, type: string]>;
-  /**
-   * `ordinal`: the statement returns the 1-based ordinal of each array row it changed as `i` (`with
-   * ordinality`), so each call learns how many rows it changed; `none`: callers read no result.
-   */
-  perCall: 'ordinal' | 'none';
-  /**
-   * Runs once every piece is done, right before the commit, and its callers go on at once (only with
-   * `perCall: 'none'`). For a count on a row that every batch changes (an account's usage): a row lock is
-   * held until the commit, so taken early it made the next batch wait for all of this one's round trips;
-   * taken last, only for the commit. A failure still fails the whole batch before it commits.
-   */
-  atEnd?: true;
-}
+} & (
+  | {
+      /**
+       * The statement returns the 1-based ordinal of each array row it changed as `i` (`with
+       * ordinality`), so each call learns how many rows it changed.
+       */
+      perCall: 'ordinal';
+      atEnd?: never;
+    }
+  | {
+      /** Callers read no result. */
+      perCall: 'none';
+      /**
+       * Runs once every piece is done, right before the commit, and its callers go on at once. For a
+       * count on a row that every batch changes (an account's usage): a row lock is held until the
+       * commit, so taken early it made the next batch wait for all of this one's round trips; taken
+       * last, only for the commit. A failure still fails the whole batch before it commits.
+       */
+      atEnd?: true;
+    }
+);
 
 const noop = (): void => undefined;
 

@@ -9,7 +9,6 @@
  */
 import { createRequire } from 'node:module';
 import type * as ToughCookie from 'tough-cookie';
-import type { CookieJar } from 'tough-cookie';
 
 // Loaded at the first LinkedIn delivery, not at start: most processes (a worker for Telegram or
 // WhatsApp only, every CLI command) never use it, and loading it took about 70 ms of each start.
@@ -54,7 +53,7 @@ export const unquoted = (value: string): string => (value.length >= 2 && value.s
 
 /** The cookies of one delivery: the browser's to begin with, then whatever LinkedIn sets. */
 export class DeliveryCookies {
-  readonly #jar: CookieJar = new (loadToughCookie().CookieJar)(undefined, { looseMode: true });
+  readonly #jar: ToughCookie.CookieJar = new (loadToughCookie().CookieJar)(undefined, { looseMode: true });
   readonly #origin: string;
 
   private constructor(origin: string) {
