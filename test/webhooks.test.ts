@@ -391,6 +391,37 @@ describe('webhook retry schedule', () => {
     assert.deepEqual(RETRY_DELAYS_MS, [1_000, 5_000, 30_000, 120_000, 600_000]);
   });
 
+  it('lists each delivery as one moment saw it while its tries are being recorded', async () => {
+    const receiver = await startWebhookReceiver();
+    receiver.fallback = { status: 500 };
+    const t = await startTestApp({ worker: false, webhooks: { retryDelaysMs: [30, 30, 30, 30, 30], pollMs: 20 } });
+    try {
+      const account = await t.createAccount();
+      const { id } = await createEndpoint(t, account.testKey, { url: receiver.url() });
+      for (let i = 0; i < 4; i++) await t.request({ method: 'POST', url: `${ENDPOINTS}/${id}/test`, key: account.testKey });
+      const deadline = Date.now() + 20_000;
+      let lists = 0;
+      for (;;) {
+        const list = await deliveries(t, account.testKey, id);
+        lists++;
+        for (const d of list) {
+          assert.equal(d.attempts, d.answers.length, JSON.stringify(d));
+          if (d.status === 'failed') assert.equal(d.answers.length, 6, JSON.stringify(d));
+          const last = d.answers.at(-1);
+          // A pending delivery's next try comes after its last answer, never before it.
+          if (d.status === 'pending' && last) assert.ok(Date.parse(d.next_attempt_at) >= Date.parse(last.at) + last.duration_ms, JSON.stringify(d));
+        }
+        if (list.length === 4 && list.every((d) => d.status === 'failed')) break;
+        assert.ok(Date.now() < deadline, `the tries did not end: ${JSON.stringify(list)}`);
+        await new Promise((r) => setTimeout(r, 5)); // under the key's 1,000 requests a minute
+      }
+      assert.ok(lists > 4, `read the list ${lists} times`);
+    } finally {
+      await t.close();
+      await receiver.close();
+    }
+  });
+
   it('schedules the first retry 1 s after a failed try in a default app', async () => {
     const receiver = await startWebhookReceiver();
     receiver.fallback = { status: 500 };

@@ -292,8 +292,20 @@ export async function releaseDeliveryLeases(db: Kysely<Database>, owner: string,
     .execute();
 }
 
-export async function listDeliveries(db: Kysely<Database>, owner: Owner, endpointId: string, limit: number): Promise<WebhookDeliveryRow[]> {
-  return db
+/** An endpoint's delivery with every answer it got and its event's type, as one statement read them. */
+export interface DeliveryWithAnswers {
+  row: WebhookDeliveryRow;
+  answers: WebhookAttemptRow[];
+  eventType: string | null;
+}
+
+/**
+ * The endpoint's most recent deliveries (newest first), each with its answers in order and its event's
+ * type. One statement, so one snapshot: read apart, a try recorded between the reads showed its answer
+ * beside the delivery's state from before it (a `next_attempt_at` already past).
+ */
+export async function listDeliveriesWithAnswers(db: Kysely<Database>, owner: Owner, endpointId: string, limit: number): Promise<DeliveryWithAnswers[]> {
+  const recent = db
     .selectFrom('webhook_deliveries')
     .selectAll()
     .where('endpoint_id', '=', endpointId)
@@ -301,7 +313,44 @@ export async function listDeliveries(db: Kysely<Database>, owner: Owner, endpoin
     .where('env', '=', owner.env)
     .orderBy('id', 'desc')
     .limit(limit)
+    .as('d');
+  const rows = await db
+    .selectFrom(recent)
+    .leftJoin('webhook_attempts as a', 'a.delivery_id', 'd.id')
+    .leftJoin('webhook_events as e', 'e.id', 'd.event_id')
+    .selectAll('d')
+    .select([
+      'a.id as a_id',
+      'a.attempt as a_attempt',
+      'a.started_at as a_started_at',
+      'a.duration_ms as a_duration_ms',
+      'a.status_code as a_status_code',
+      'a.response_excerpt as a_response_excerpt',
+      'a.error as a_error',
+      'e.type as event_type',
+    ])
+    .orderBy('d.id', 'desc')
+    .orderBy('a.started_at')
+    .orderBy('a.id')
     .execute();
+  const byId = new Map<string, DeliveryWithAnswers>();
+  for (const r of rows) {
+    const { a_id, a_attempt, a_started_at, a_duration_ms, a_status_code, a_response_excerpt, a_error, event_type, ...row } = r;
+    let entry = byId.get(row.id);
+    if (!entry) byId.set(row.id, (entry = { row, answers: [], eventType: event_type ?? null }));
+    if (a_id === null) continue;
+    entry.answers.push({
+      id: a_id,
+      delivery_id: row.id,
+      attempt: a_attempt!,
+      started_at: a_started_at!,
+      duration_ms: a_duration_ms!,
+      status_code: a_status_code,
+      response_excerpt: a_response_excerpt,
+      error: a_error,
+    });
+  }
+  return [...byId.values()];
 }
 
 export async function findDelivery(db: Kysely<Database>, owner: Owner, id: string): Promise<WebhookDeliveryRow | undefined> {
@@ -312,11 +361,6 @@ export async function findDelivery(db: Kysely<Database>, owner: Owner, id: strin
     .where('account_id', '=', owner.accountId)
     .where('env', '=', owner.env)
     .executeTakeFirst();
-}
-
-export async function attemptsOf(db: Kysely<Database>, deliveryIds: string[]): Promise<WebhookAttemptRow[]> {
-  if (deliveryIds.length === 0) return [];
-  return db.selectFrom('webhook_attempts').selectAll().where('delivery_id', 'in', deliveryIds).orderBy('started_at').orderBy('id').execute();
 }
 
 export async function eventTypes(db: Kysely<Database>, eventIds: string[]): Promise<Map<string, string>> {

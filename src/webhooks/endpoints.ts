@@ -2,7 +2,6 @@ import type { SecretBox } from '../core/secret-box.js';
 import { PRIVATE_URLS_HINT, vetAudioUrl } from '../audio/url-check.js';
 import type { Db } from '../store/db.js';
 import {
-  attemptsOf,
   countEndpoints,
   deleteEndpoint,
   eventTypes,
@@ -11,12 +10,12 @@ import {
   insertDelivery,
   insertEndpoint,
   insertEvent,
-  listDeliveries,
+  listDeliveriesWithAnswers,
   listEndpoints,
   newDelivery,
   updateEndpointSecrets,
   type Owner,
-  type WebhookAttemptRow,
+  type DeliveryWithAnswers,
   type WebhookDeliveryRow,
   type WebhookEndpointRow,
 } from '../store/webhooks.js';
@@ -292,41 +291,33 @@ export async function sendTestEvent(
   return { event_id: eventId, delivery_id: deliveryId };
 }
 
-function deliveryViews(rows: WebhookDeliveryRow[], attempts: WebhookAttemptRow[], types: Map<string, string>): WebhookDeliveryView[] {
-  const byDelivery = new Map<string, WebhookAnswerView[]>();
-  for (const a of attempts) {
-    const list = byDelivery.get(a.delivery_id) ?? [];
-    list.push({
+function deliveryView({ row, answers, eventType }: DeliveryWithAnswers): WebhookDeliveryView {
+  return {
+    id: row.id,
+    event_id: row.event_id,
+    event_type: eventType,
+    endpoint_id: row.endpoint_id,
+    status: row.status,
+    attempts: answers.length,
+    next_attempt_at: row.status === 'pending' ? iso(row.next_attempt_at) : null,
+    created_at: iso(row.created_at),
+    completed_at: row.completed_at === null ? null : iso(row.completed_at),
+    answers: answers.map((a) => ({
       attempt: a.attempt,
       at: iso(a.started_at),
       duration_ms: a.duration_ms,
       status_code: a.status_code,
       response_excerpt: a.response_excerpt,
       error: a.error,
-    });
-    byDelivery.set(a.delivery_id, list);
-  }
-  return rows.map((row) => ({
-    id: row.id,
-    event_id: row.event_id,
-    event_type: types.get(row.event_id) ?? null,
-    endpoint_id: row.endpoint_id,
-    status: row.status,
-    attempts: byDelivery.get(row.id)?.length ?? 0,
-    next_attempt_at: row.status === 'pending' ? iso(row.next_attempt_at) : null,
-    created_at: iso(row.created_at),
-    completed_at: row.completed_at === null ? null : iso(row.completed_at),
-    answers: byDelivery.get(row.id) ?? [],
-  }));
+    })),
+  };
 }
 
 /** The endpoint's most recent deliveries (newest first), each with every answer it got; undefined when the endpoint is not the owner's. */
 export async function listWebhookDeliveries(deps: WebhookDeps, owner: Owner, endpointId: string, limit = 20): Promise<WebhookDeliveryView[] | undefined> {
   const db = deps.db.kysely;
   if (!(await findEndpoint(db, owner, endpointId))) return undefined;
-  const rows = await listDeliveries(db, owner, endpointId, Math.min(Math.max(1, limit), 101));
-  const [attempts, types] = await Promise.all([attemptsOf(db, rows.map((r) => r.id)), eventTypes(db, rows.map((r) => r.event_id))]);
-  return deliveryViews(rows, attempts, types);
+  return (await listDeliveriesWithAnswers(db, owner, endpointId, Math.min(Math.max(1, limit), 101))).map(deliveryView);
 }
 
 /** Sends a delivery's event again to its endpoint, as a new delivery (same event id, so receivers can recognise it). */
@@ -338,5 +329,6 @@ export async function resendWebhookDelivery(deps: WebhookDeps, owner: Owner, del
   const now = Date.now();
   const row = newDelivery({ id: original.event_id, account_id: owner.accountId, env: owner.env }, original.endpoint_id, newWebhookDeliveryId(now), now);
   await insertDelivery(db, row);
-  return deliveryViews([row], [], await eventTypes(db, [row.event_id]))[0];
+  const types = await eventTypes(db, [row.event_id]);
+  return deliveryView({ row, answers: [], eventType: types.get(row.event_id) ?? null });
 }
