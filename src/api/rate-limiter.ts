@@ -1,7 +1,14 @@
+import { createRequire } from 'node:module';
 import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
-import { RateLimiterMemory, RateLimiterRedis, type RateLimiterAbstract } from 'rate-limiter-flexible';
+import type * as RateLimiterFlexible from 'rate-limiter-flexible';
 import { RATE_WINDOW_SECONDS } from '../core/plans.js';
+
+// The shared counters' library, loaded only when Redis is configured: a process without REDIS_URL
+// (every SQLite install, every worker) counts in memory and never needs it.
+let rateLimiterFlexible: typeof RateLimiterFlexible | undefined;
+const loadRateLimiterFlexible = (): typeof RateLimiterFlexible =>
+  (rateLimiterFlexible ??= createRequire(import.meta.url)('rate-limiter-flexible') as typeof RateLimiterFlexible);
 
 /** Longest a rate-limit command may wait on Redis before the in-memory count stands in. */
 const REDIS_COMMAND_TIMEOUT_MS = 500;
@@ -120,7 +127,7 @@ function decide(consumed: number, msBeforeNext: number, limit: number, now: numb
 export class RateLimiter {
   /** This process's own counts (no Redis configured), or the ones shared through Redis. */
   readonly #local: Record<Bucket, MemoryWindows> | undefined;
-  readonly #shared: Record<Bucket, RateLimiterAbstract> | undefined;
+  readonly #shared: Record<Bucket, RateLimiterFlexible.RateLimiterAbstract> | undefined;
   readonly #redis: Redis | undefined;
 
   constructor(options: { redis?: Redis; keyPrefix?: string } = {}) {
@@ -131,7 +138,8 @@ export class RateLimiter {
       return;
     }
     const prefix = options.keyPrefix ?? 'voicenote:rl';
-    const make = (bucket: Bucket): RateLimiterAbstract =>
+    const { RateLimiterRedis, RateLimiterMemory } = loadRateLimiterFlexible();
+    const make = (bucket: Bucket): RateLimiterFlexible.RateLimiterAbstract =>
       new RateLimiterRedis({
         storeClient: redis,
         points: UNBOUNDED,
