@@ -224,6 +224,9 @@ export async function migrate(db: Db): Promise<string[]> {
     db: db.kysely,
     provider,
     allowUnorderedMigrations: true,
+    // By code unit, not Kysely's default localeCompare: the names start with their number, so the order
+    // is the same, and a process's first localeCompare loads ICU's collator (about 10 ms of every start).
+    nameComparator: (a, b) => (a < b ? -1 : a > b ? 1 : 0),
     ...(migrationTableSchema ? { migrationTableSchema } : {}),
   });
   for (let attempt = 1; ; attempt++) {
