@@ -11,7 +11,16 @@ export type Dialect = 'sqlite' | 'postgres';
  * the start of a transaction.) The dialect is read from the connection, so transactions work alike.
  */
 export function dbNow(db: Kysely<any>): RawBuilder<number> {
-  return db.getExecutor().adapter instanceof PostgresAdapter
-    ? sql<number>`(extract(epoch from clock_timestamp()) * 1000)::bigint`
-    : sql<number>`cast(unixepoch('subsec') * 1000 as integer)`;
+  return sql<number>`${sql.raw(DB_NOW_SQL[dialectOf(db)])}`;
+}
+
+/** dbNow as SQL text, for statements written out once (fixed-statement.ts). */
+export const DB_NOW_SQL: Record<Dialect, string> = {
+  postgres: '(extract(epoch from clock_timestamp()) * 1000)::bigint',
+  sqlite: "cast(unixepoch('subsec') * 1000 as integer)",
+};
+
+/** The dialect of a Kysely instance (a transaction's included), read from its connection's adapter. */
+export function dialectOf(db: Kysely<any>): Dialect {
+  return db.getExecutor().adapter instanceof PostgresAdapter ? 'postgres' : 'sqlite';
 }
