@@ -11,9 +11,8 @@ if (!existsSync(fileURLToPath(compiled))) {
 // Everything the service creates (DATA_DIR, the database and its WAL, the audio cache, backups,
 // ffmpeg's output) is for its own user only: 0700 folders, 0600 files (README, "Operations").
 process.umask(0o077);
-const { main } = await import(compiled.href);
-// V8 collects garbage sooner than it would by itself (src/heap.ts says why); set once the code is
-// loaded: while loading it the heap only grows, and collecting that often took about 20 ms of each start.
+// Before anything else: V8 collects garbage sooner than it would by itself (src/heap.ts says why).
 const { applyHeapSettings } = await import(new URL('../dist/heap.js', import.meta.url).href);
 applyHeapSettings();
+const { main } = await import(compiled.href);
 await main(process.argv);

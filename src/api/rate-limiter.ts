@@ -4,8 +4,9 @@ import type { Logger } from 'pino';
 import type * as RateLimiterFlexible from 'rate-limiter-flexible';
 import { RATE_WINDOW_SECONDS } from '../core/plans.js';
 
-// The shared counters' library, loaded only when Redis is configured: a process without REDIS_URL
-// (every SQLite install, every worker) counts in memory and never needs it.
+// The shared counters' library, loaded only when Redis is configured: without REDIS_URL the counts are
+// in memory, and a worker or a CLI command never loads it (`serve` still does, for the dashboard's
+// sign-in limiter).
 let rateLimiterFlexible: typeof RateLimiterFlexible | undefined;
 const loadRateLimiterFlexible = (): typeof RateLimiterFlexible =>
   (rateLimiterFlexible ??= createRequire(import.meta.url)('rate-limiter-flexible') as typeof RateLimiterFlexible);

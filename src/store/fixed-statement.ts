@@ -1,4 +1,5 @@
-import { CompiledQuery, sql, type Kysely, type QueryResult } from 'kysely';
+import { CompiledQuery, type Kysely, type QueryResult } from 'kysely';
+import { dialectOf } from './dialect.js';
 import { statementBatchOf, type BatchedForm } from './statement-batch.js';
 
 /**
@@ -33,26 +34,11 @@ export class FixedStatement {
       const batch = statementBatchOf(db);
       if (batch) return batch.add(this.#numbered, this.#batched, parameters) as Promise<QueryResult<R>>;
     }
-    const text = numberedPlaceholders(db) ? this.#numbered : this.#questionMarks;
+    // PostgreSQL writes parameters as `$1`, SQLite as `?`.
+    const text = dialectOf(db) === 'postgres' ? this.#numbered : this.#questionMarks;
     return db.executeQuery<R>(CompiledQuery.raw(text, parameters));
   }
 }
 
 /** `?, ?, …` for `n` parameters. */
 export const placeholders = (n: number): string => Array.from({ length: n }, () => '?').join(', ');
-
-const numbered = new WeakMap<object, boolean>();
-
-/**
- * Whether this Kysely instance's dialect writes parameters as `$1` (PostgreSQL) rather than `?`
- * (SQLite): learned once per instance (a transaction is an instance of its own) by compiling one
- * parameter with it.
- */
-function numberedPlaceholders<DB>(db: Kysely<DB>): boolean {
-  let answer = numbered.get(db);
-  if (answer === undefined) {
-    answer = sql`${0}`.compile(db).sql !== '?';
-    numbered.set(db, answer);
-  }
-  return answer;
-}

@@ -1,4 +1,5 @@
-import { PostgresAdapter, type Kysely, type Transaction } from 'kysely';
+import type { Kysely, Transaction } from 'kysely';
+import { dialectOf } from './dialect.js';
 import { isPlanName, MAX_ACTIVE_KEYS, SANDBOX_WHATSAPP_SESSIONS, WHATSAPP_SESSIONS_BY_PLAN } from '../core/plans.js';
 import type { Database } from './schema.js';
 
@@ -23,7 +24,7 @@ export class LimitReachedError extends Error {
  * they begin (sqlite-durable.ts), which orders them already.
  */
 async function lockAccount(trx: Transaction<Database>, accountId: string): Promise<void> {
-  if (!(trx.getExecutor().adapter instanceof PostgresAdapter)) return;
+  if (dialectOf(trx) !== 'postgres') return;
   await trx.selectFrom('accounts').select('id').where('id', '=', accountId).forUpdate().executeTakeFirst();
 }
 

@@ -330,7 +330,7 @@ export async function msUntilNextDue(db: Kysely<Database>, options: { affinityHo
   // the later of the two times read every waiting message (50 ms with 100,000 waiting retries, on
   // the event loop at every turn of a worker that found nothing to claim).
   const now = Date.now();
-  const firstDue = async (status: 'queued' | 'processing', after?: number): Promise<{ due_at: number | null; now: number } | undefined> => {
+  const firstDue = async (status: 'queued' | 'processing', after?: number) => {
     const holder = options.affinityHolder;
     const statement = firstDueStatement(dialectOf(db), status, after !== undefined, holder !== undefined);
     const parameters = [status, ...(after !== undefined ? [after] : []), ...(holder !== undefined ? [holder] : []), now];

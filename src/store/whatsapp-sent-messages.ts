@@ -1,4 +1,5 @@
-import { PostgresAdapter, type Kysely, type Transaction } from 'kysely';
+import type { Kysely, Transaction } from 'kysely';
+import { dialectOf } from './dialect.js';
 import type { Database } from './schema.js';
 
 /**
@@ -27,7 +28,7 @@ export interface SentMessageRow {
  * the insert, and the copy outlived it. SQLite runs one writer at a time, which orders the two anyway.
  */
 export async function keepSentMessage(db: Kysely<Database>, row: SentMessageRow): Promise<boolean> {
-  const postgres = db.getExecutor().adapter instanceof PostgresAdapter;
+  const postgres = dialectOf(db) === 'postgres';
   return db.transaction().execute(async (trx) => {
     let live = trx.selectFrom('whatsapp_sessions').select('id').where('id', '=', row.sessionId).where('auth_state', 'is not', null);
     if (postgres) live = live.forShare();
