@@ -1,4 +1,4 @@
-import { sql, type ExpressionBuilder, type Kysely, type RawBuilder, type SelectQueryBuilder } from 'kysely';
+import type { Kysely } from 'kysely';
 import { DB_NOW_SQL, dbNow, dialectOf, type Dialect } from './dialect.js';
 import { FixedStatement, placeholders } from './fixed-statement.js';
 import type { Database, MessagesTable } from './schema.js';
@@ -19,22 +19,6 @@ export async function findMessage(db: Kysely<Database>, owner: { accountId: stri
     .where('account_id', '=', owner.accountId)
     .where('env', '=', owner.env)
     .executeTakeFirst();
-}
-
-/**
- * Not for this process: the message's affinity key is held, under a live lease, by another process
- * (a platform session whose connection lives there, say). A key nobody holds (or whose holder's lease ran
- * out) does not count: whichever worker claims the message may take the resource over.
- */
-function heldByAnotherProcess(eb: ExpressionBuilder<Database, 'messages'>, holder: string | undefined, now: number) {
-  return eb.exists(
-    eb
-      .selectFrom('affinity_leases')
-      .select('affinity_leases.key')
-      .whereRef('affinity_leases.key', '=', 'messages.affinity')
-      .$if(holder !== undefined, (qb) => qb.where('affinity_leases.holder', '<>', holder!))
-      .where('affinity_leases.expires_at', '>', now),
-  );
 }
 
 export interface ClaimOptions {
@@ -71,18 +55,8 @@ export const MAX_CLAIMS_WITHOUT_OUTCOME = 5;
  * database's time of the claim.
  */
 export async function claimDueMessages(db: Kysely<Database>, dialect: Dialect, workerId: string, options: ClaimOptions): Promise<MessageRow[]> {
-  const now = dbNow(db);
-  let due = db
-    .selectFrom('messages')
-    .select('id')
-    .where('status', 'in', UNSETTLED)
-    .where('next_attempt_at', '<=', now)
-    .where((eb) => eb.or([eb('lease_expires_at', 'is', null), eb('lease_expires_at', '<', now)]))
-    .where((eb) => eb.not(heldByAnotherProcess(eb, options.affinityHolder, Date.now())))
-    .orderBy('next_attempt_at')
-    .limit(options.limit);
-  if (dialect === 'postgres') due = due.forUpdate().skipLocked();
-  return claimWhere(db, workerId, options, due);
+  const take = (candidates: readonly ClaimCandidate[]) => candidates.map((c) => c.id);
+  return (await claimDueMessagesFairly(db, dialect, workerId, { ...options, excludeAccounts: [], window: options.limit, pick: take })).claimed;
 }
 
 /** A due message as the fair pick sees it (src/delivery/fair-share.ts). */
@@ -124,24 +98,16 @@ export interface FairClaim {
  */
 export async function claimDueMessagesFairly(db: Kysely<Database>, dialect: Dialect, workerId: string, options: FairClaimOptions): Promise<FairClaim> {
   const run = async (trx: Kysely<Database>): Promise<FairClaim> => {
-    const now = dbNow(trx);
     // One read per status, each walking the due index (status, next_attempt_at) in order and stopping
     // after `window` rows; then merged. A single `status in (…) order by next_attempt_at` cannot walk
     // the index in order: it read and sorted every due message at each claim (its cost grew with the
     // backlog).
-    const dueWith = (status: MessageStatus) => {
-      let due = trx
-        .selectFrom('messages')
-        .select(['id', 'account_id', 'affinity', 'platform', 'audio_url', 'next_attempt_at'])
-        .where('status', '=', status)
-        .where('next_attempt_at', '<=', now)
-        .where((eb) => eb.or([eb('lease_expires_at', 'is', null), eb('lease_expires_at', '<', now)]))
-        .where((eb) => eb.not(heldByAnotherProcess(eb, options.affinityHolder, Date.now())))
-        .$if(options.excludeAccounts.length > 0, (qb) => qb.where('account_id', 'not in', options.excludeAccounts))
-        .orderBy('next_attempt_at')
-        .limit(options.window);
-      if (dialect === 'postgres') due = due.forUpdate().skipLocked();
-      return due.execute();
+    const holder = options.affinityHolder;
+    const excluded = options.excludeAccounts;
+    const dueWith = async (status: MessageStatus) => {
+      const statement = dueStatement(dialect, status, holder !== undefined, excluded.length > 0);
+      const parameters = [status, ...(holder !== undefined ? [holder] : []), Date.now(), ...(excluded.length > 0 ? [excludedList(dialect, excluded)] : []), options.window];
+      return (await statement.execute<DueRow, Database>(trx, parameters)).rows;
     };
     const rows = await dueWith('queued');
     if (options.expiredLeases !== false) rows.push(...(await dueWith('processing')));
@@ -156,48 +122,83 @@ export async function claimDueMessagesFairly(db: Kysely<Database>, dialect: Dial
   return dialect === 'postgres' ? db.transaction().execute(run) : run(db);
 }
 
+type DueRow = Pick<MessageRow, 'id' | 'account_id' | 'affinity' | 'platform' | 'audio_url' | 'next_attempt_at'>;
+
 /**
  * Claims the chosen ids, checking again that each is still free (on SQLite another process may have
  * taken one since the read). On SQLite the checks on status and due time are kept from using the due
  * index (a unary `+`): without statistics its planner preferred that index to the ids' primary key,
  * and walked every due message to claim a few.
  */
-function claimChosen(db: Kysely<Database>, dialect: Dialect, workerId: string, options: ClaimOptions, ids: readonly string[]): Promise<MessageRow[]> {
-  const now = dbNow(db);
-  const unindexed = <T>(name: 'status' | 'next_attempt_at') => (dialect === 'sqlite' ? sql<T>`+${sql.ref(name)}` : sql<T>`${sql.ref(name)}`);
-  return db
-    .updateTable('messages')
-    .set(claimedBy(workerId, options.leaseMs, now))
-    .where('id', 'in', ids)
-    .where(unindexed<MessageStatus>('status'), 'in', UNSETTLED)
-    .where(unindexed<number>('next_attempt_at'), '<=', now)
-    .where((eb) => eb.or([eb('lease_expires_at', 'is', null), eb('lease_expires_at', '<', now)]))
-    .returningAll()
-    .execute();
+async function claimChosen(db: Kysely<Database>, dialect: Dialect, workerId: string, options: ClaimOptions, ids: readonly string[]): Promise<MessageRow[]> {
+  const statement = CLAIM_CHOSEN[dialect];
+  const parameters = [workerId, options.leaseMs + orphanGraceMs(options.leaseMs), idList(dialect, ids), ...UNSETTLED];
+  return (await statement.execute<MessageRow, Database>(db, parameters)).rows;
 }
 
-async function claimWhere(
-  db: Kysely<Database>,
-  workerId: string,
-  options: ClaimOptions,
-  due: SelectQueryBuilder<Database, 'messages', { id: string }>,
-): Promise<MessageRow[]> {
-  return db.updateTable('messages').set(claimedBy(workerId, options.leaseMs, dbNow(db))).where('id', 'in', due).returningAll().execute();
+// The fair claim's statements run at every claim: written out once per dialect and shape
+// (fixed-statement.ts) rather than built by Kysely each time. A list (of excluded accounts, of chosen
+// ids) is one parameter whatever its length, so each shape is one statement: a JSON array read by
+// json_each on SQLite, a text[] on PostgreSQL.
+
+/**
+ * Not for this process: the message's affinity key is held, under a live lease, by another process
+ * (a platform session whose connection lives there, say). A key nobody holds (or whose holder's lease ran
+ * out) does not count: whichever worker claims the message may take the resource over. Without a holder
+ * every held key counts as another's. Parameters: the holder (when `holder`), then the clock.
+ */
+const notHeldByAnotherProcessSql = (holder: boolean): string =>
+  `not exists (select 1 from affinity_leases where affinity_leases.key = messages.affinity${holder ? ' and affinity_leases.holder <> ?' : ''} and affinity_leases.expires_at > ?)`;
+
+const listSql: Record<Dialect, string> = { sqlite: '(select value from json_each(?))', postgres: 'any(?::text[])' };
+const excludedList = (dialect: Dialect, list: readonly string[]): unknown => (dialect === 'sqlite' ? JSON.stringify(list) : list);
+const idList = excludedList;
+
+const dueStatements = new Map<string, FixedStatement>();
+/**
+ * The head of the due index for one status; parameters: status, [holder], clock, [excluded accounts],
+ * window. A queued message holds no lease (a claim takes one with `processing`, and a retry gives it up
+ * as it goes back to `queued`), so only `processing` messages are checked for a live one: the check read
+ * a column of every row passed (a third of the read's time on SQLite).
+ */
+function dueStatement(dialect: Dialect, status: MessageStatus, holder: boolean, excluding: boolean): FixedStatement {
+  const key = `${dialect} ${status} ${holder} ${excluding}`;
+  let statement = dueStatements.get(key);
+  if (!statement) {
+    const now = DB_NOW_SQL[dialect];
+    const notExcluded = dialect === 'sqlite' ? `account_id not in ${listSql.sqlite}` : 'account_id <> all(?::text[])';
+    statement = new FixedStatement(
+      `select id, account_id, affinity, platform, audio_url, next_attempt_at from messages
+       where status = ? and next_attempt_at <= ${now}${status === 'queued' ? '' : ` and (lease_expires_at is null or lease_expires_at < ${now})`}
+         and ${notHeldByAnotherProcessSql(holder)}${excluding ? ` and ${notExcluded}` : ''}
+       order by next_attempt_at limit ?${dialect === 'postgres' ? ' for update skip locked' : ''}`,
+    );
+    dueStatements.set(key, statement);
+  }
+  return statement;
 }
 
-/** What a claim writes: the lease, the attempt counted, a lease that ran out before counted too. */
-function claimedBy(workerId: string, leaseMs: number, now: RawBuilder<number>) {
-  return (eb: ExpressionBuilder<Database, 'messages'>) => ({
-    status: 'processing' as const,
-    lease_owner: workerId,
-    lease_expires_at: eb(now, '+', leaseMs + orphanGraceMs(leaseMs)),
-    attempts: eb('attempts', '+', 1),
-    // The previous claim left no outcome behind (its lease ran out): count it.
-    orphaned_claims: eb('orphaned_claims', '+', eb.case().when('lease_owner', 'is not', null).then(1).else(0).end()),
-    // …and it may have called the platform before its worker died.
-    platform_reached: eb.case().when('lease_owner', 'is not', null).then(1).else(eb.ref('platform_reached')).end(),
-    updated_at: now,
-  });
+/**
+ * The claim of chosen ids (what claimedBy writes); parameters: worker id, the lease's length with its
+ * grace, the ids, the unsettled statuses. The previous claim left no outcome behind when a lease owner
+ * is still set (its lease ran out): it is counted, and it may have reached the platform.
+ */
+const CLAIM_CHOSEN: Record<Dialect, FixedStatement> = {
+  sqlite: claimChosenStatement('sqlite', '+'),
+  postgres: claimChosenStatement('postgres', ''),
+};
+function claimChosenStatement(dialect: Dialect, unindexed: string): FixedStatement {
+  const now = DB_NOW_SQL[dialect];
+  const id = dialect === 'sqlite' ? `id in ${listSql.sqlite}` : `id = ${listSql.postgres}`;
+  return new FixedStatement(
+    `update messages set status = 'processing', lease_owner = ?, lease_expires_at = ${now} + ?, attempts = attempts + 1,
+       orphaned_claims = orphaned_claims + case when lease_owner is not null then 1 else 0 end,
+       platform_reached = case when lease_owner is not null then 1 else platform_reached end,
+       updated_at = ${now}
+     where ${id} and ${unindexed}status in (${placeholders(UNSETTLED.length)}) and ${unindexed}next_attempt_at <= ${now}
+       and (lease_expires_at is null or lease_expires_at < ${now})
+     returning *`,
+  );
 }
 
 /**
@@ -354,7 +355,7 @@ function firstDueStatement(dialect: Dialect, status: 'queued' | 'processing', la
     statement = new FixedStatement(
       `select ${dueAt} as due_at, ${DB_NOW_SQL[dialect]} as now from messages
        where status = ?${later ? ' and next_attempt_at > ?' : ''}
-         and not exists (select 1 from affinity_leases where affinity_leases.key = messages.affinity${holder ? ' and affinity_leases.holder <> ?' : ''} and affinity_leases.expires_at > ?)
+         and ${notHeldByAnotherProcessSql(holder)}
        order by due_at limit 1`,
     );
     firstDueStatements.set(key, statement);
