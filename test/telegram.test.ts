@@ -398,8 +398,19 @@ describe('telegram adapter: network failures and timeouts', () => {
     const error = await failureOf(adapter.deliver(job({ recipient: '500000002' })));
     assert.equal(error.code, 'platform_error');
     assert.equal(error.transient, true);
+    assert.match(error.message, /no reply within 500 ms/);
     assertNoToken(error.message, TELEGRAM_TOKEN);
     assert.equal(fake.callsForChat('500000002')[0]?.voice?.bytes.length, voiceSize, 'the upload itself went through');
+  });
+
+  it('stops a call whose attempt is stopped (a lost lease, a shutdown) before its own time runs out', async () => {
+    fake.failForChat('500000007', { kind: 'stall' });
+    const adapter = createTelegramAdapter({ apiRoot: fake.apiRoot, timeouts: { totalMs: () => 30_000 } });
+    const stop = new AbortController();
+    setTimeout(() => stop.abort(new Error('lease lost')), 300).unref();
+    const error = await failureOf(adapter.deliver({ ...job({ recipient: '500000007' }), signal: stop.signal }));
+    assert.equal(error.code, 'platform_error');
+    assert.match(error.message, /the attempt was aborted/);
   });
 
   it('treats a reply whose headers do not come in time as transient', async () => {

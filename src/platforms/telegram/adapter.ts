@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import { open } from 'node:fs/promises';
 import { Readable } from 'node:stream';
 import { Agent, request, type Dispatcher } from 'undici';
+import { deadline } from '../deadline.js';
 import { createMemorySlotPacer, waitForSlot, type SlotPacer } from '../pacing.js';
 import { DeliveryError, type DeliveryJob, type PlatformAdapter } from '../platform.js';
 import { VoiceBytes } from '../voice-bytes.js';
@@ -245,22 +246,23 @@ export function createTelegramAdapter(options: TelegramAdapterOptions): Platform
 
   /** One call of sendVoice with this body; the reply's status and text. */
   async function post(token: string, job: DeliveryJob, body: { contentType: string; length: number; payload: Buffer | Readable }, size: number, scrub: (text: string) => string) {
-    const timeout = AbortSignal.timeout(timeouts.totalMs(size));
-    const signal = AbortSignal.any([timeout, job.signal]);
+    const limit = deadline(job.signal, timeouts.totalMs(size));
     try {
       const response = await request(`${options.apiRoot}/bot${token}/sendVoice`, {
         method: 'POST',
         headers: { 'content-type': body.contentType, 'content-length': String(body.length) },
         body: body.payload,
         dispatcher,
-        signal,
+        signal: limit.signal,
         headersTimeout: timeouts.headersMs,
         bodyTimeout: timeouts.bodyMs,
       });
       return { status: response.statusCode, text: await readCapped(response.body) };
     } catch (error) {
-      const what = job.signal.aborted ? 'the attempt was aborted' : timeout.aborted ? `no reply within ${timeouts.totalMs(size)} ms` : describeNetworkError(error);
+      const what = job.signal.aborted ? 'the attempt was aborted' : limit.timedOut ? `no reply within ${timeouts.totalMs(size)} ms` : describeNetworkError(error);
       throw new DeliveryError('platform_error', scrub(`could not reach Telegram: ${what}`), true);
+    } finally {
+      limit.clear();
     }
   }
 
