@@ -2,6 +2,7 @@ import type { Kysely } from 'kysely';
 import { messageStatusView, whatsappSessionView } from '../core/public-views.js';
 import { newWebhookEventId } from '../core/webhook-ids.js';
 import type { Database, MessagesTable, WhatsappSessionsTable } from './schema.js';
+import { dialectOf } from './dialect.js';
 import { FixedStatement } from './fixed-statement.js';
 import { subscribesToSql } from './webhooks.js';
 
@@ -107,9 +108,11 @@ export const sandboxListens = (message: Pick<MessagesTable, 'env' | 'platform' |
  * (with their events held back until then). Written with the outcome, so none can be lost or doubled.
  */
 export async function recordSettlementEvents(trx: Kysely<Database>, message: MessagesTable, outcome: MessageSettlement): Promise<void> {
-  const view = settledView(message, outcome);
   const owner = { accountId: message.account_id, env: message.env };
-  await enqueueEvent(trx, { ...owner, type: outcome.status === 'delivered' ? 'voice_note.delivered' : 'voice_note.failed', data: view, at: outcome.at });
+  let view: ReturnType<typeof settledView> | undefined;
+  const viewOf = () => (view ??= settledView(message, outcome));
+  const type = outcome.status === 'delivered' ? 'voice_note.delivered' : 'voice_note.failed';
+  if (await maySubscribe(trx, owner, type)) await enqueueEvent(trx, { ...owner, type, data: viewOf(), at: outcome.at });
   if (outcome.status !== 'delivered' || !sandboxListens(message)) return;
   // A later stage implies the earlier ones (README, "Listen receipts"): the note that will be read and
   // played reached the device when it was delivered (that stage has no webhook of its own).
@@ -120,8 +123,31 @@ export async function recordSettlementEvents(trx: Kysely<Database>, message: Mes
   ] as const;
   for (const play of plays) {
     await trx.insertInto('message_receipts').values({ message_id: message.id, kind: play.kind, at: play.at, source: 'sandbox' }).onConflict((oc) => oc.doNothing()).execute();
-    await enqueueEvent(trx, { ...owner, type: play.type, data: view, at: play.at, availableAt: play.at });
+    if (await maySubscribe(trx, owner, play.type)) await enqueueEvent(trx, { ...owner, type: play.type, data: viewOf(), at: play.at, availableAt: play.at });
   }
+}
+
+/**
+ * False only when no endpoint of the owner subscribes to `type`, so that a settled message of an account
+ * without webhooks (most) costs no event body, id or insert. On SQLite a look-up: it runs in the
+ * worker's write transaction, whose lock keeps any endpoint from appearing before the insert. On
+ * PostgreSQL always true and the insert decides (enqueueEvent): the events of an outcome batch are one
+ * statement there, and a look-up would be a round trip of its own.
+ */
+async function maySubscribe(trx: Kysely<Database>, owner: { accountId: string; env: string }, type: WebhookEventType): Promise<boolean> {
+  if (dialectOf(trx) === 'postgres') return true;
+  const { rows } = await subscriberStatement(type).execute(trx, [owner.accountId, owner.env]);
+  return rows.length > 0;
+}
+
+const subscriberStatements = new Map<WebhookEventType, FixedStatement>();
+function subscriberStatement(type: WebhookEventType): FixedStatement {
+  let statement = subscriberStatements.get(type);
+  if (!statement) {
+    statement = new FixedStatement(`select 1 from webhook_endpoints where account_id = ? and env = ? and ${subscribesToSql(type)} limit 1`);
+    subscriberStatements.set(type, statement);
+  }
+  return statement;
 }
 
 /** whatsapp_session.updated, with the session lookup as data; call it where a session's status moved. */
