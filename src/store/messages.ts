@@ -106,7 +106,7 @@ export async function claimDueMessagesFairly(db: Kysely<Database>, dialect: Dial
     const excluded = options.excludeAccounts;
     const dueWith = async (status: MessageStatus) => {
       const statement = dueStatement(dialect, status, holder !== undefined, excluded.length > 0);
-      const parameters = [status, ...(holder !== undefined ? [holder] : []), Date.now(), ...(excluded.length > 0 ? [excludedList(dialect, excluded)] : []), options.window];
+      const parameters = [status, ...(holder !== undefined ? [holder] : []), Date.now(), ...(excluded.length > 0 ? [listParameter(dialect, excluded)] : []), options.window];
       return (await statement.execute<DueRow, Database>(trx, parameters)).rows;
     };
     const rows = await dueWith('queued');
@@ -132,7 +132,7 @@ type DueRow = Pick<MessageRow, 'id' | 'account_id' | 'affinity' | 'platform' | '
  */
 async function claimChosen(db: Kysely<Database>, dialect: Dialect, workerId: string, options: ClaimOptions, ids: readonly string[]): Promise<MessageRow[]> {
   const statement = CLAIM_CHOSEN[dialect];
-  const parameters = [workerId, options.leaseMs + orphanGraceMs(options.leaseMs), idList(dialect, ids), ...UNSETTLED];
+  const parameters = [workerId, options.leaseMs + orphanGraceMs(options.leaseMs), listParameter(dialect, ids), ...UNSETTLED];
   return (await statement.execute<MessageRow, Database>(db, parameters)).rows;
 }
 
@@ -151,8 +151,8 @@ const notHeldByAnotherProcessSql = (holder: boolean): string =>
   `not exists (select 1 from affinity_leases where affinity_leases.key = messages.affinity${holder ? ' and affinity_leases.holder <> ?' : ''} and affinity_leases.expires_at > ?)`;
 
 const listSql: Record<Dialect, string> = { sqlite: '(select value from json_each(?))', postgres: 'any(?::text[])' };
-const excludedList = (dialect: Dialect, list: readonly string[]): unknown => (dialect === 'sqlite' ? JSON.stringify(list) : list);
-const idList = excludedList;
+/** A list as the one parameter listSql reads. */
+const listParameter = (dialect: Dialect, list: readonly string[]): unknown => (dialect === 'sqlite' ? JSON.stringify(list) : list);
 
 const dueStatements = new Map<string, FixedStatement>();
 /**
@@ -179,9 +179,10 @@ function dueStatement(dialect: Dialect, status: MessageStatus, holder: boolean, 
 }
 
 /**
- * The claim of chosen ids (what claimedBy writes); parameters: worker id, the lease's length with its
- * grace, the ids, the unsettled statuses. The previous claim left no outcome behind when a lease owner
- * is still set (its lease ran out): it is counted, and it may have reached the platform.
+ * The claim of chosen ids: the lease, the attempt counted. Parameters: worker id, the lease's length
+ * with its grace, the ids, the unsettled statuses. When a lease owner is still set, the previous claim
+ * left no outcome behind (its lease ran out): it is counted, and it may have reached the platform
+ * before its worker died.
  */
 const CLAIM_CHOSEN: Record<Dialect, FixedStatement> = {
   sqlite: claimChosenStatement('sqlite', '+'),
