@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { after, describe } from 'node:test';
 import { it } from './fixtures/timed.js';
 import { AccountSlots, accountCap, EARNED_FOR_MS, pickFairly, QUICK_MS } from '../src/delivery/fair-share.js';
+import { MessageClaims } from '../src/delivery/claim.js';
 import { claimDueMessagesFairly, type MessageRow } from '../src/store/messages.js';
 import { startWebhookReceiver } from './fakes/webhook-receiver.js';
 import { sharedFixtures, testFfmpegPath } from './fixtures/audio-fixtures.js';
@@ -118,6 +119,34 @@ describe(`fair claims (${STORAGE_LABEL})`, () => {
         pick: (candidates) => candidates.map((c) => c.id),
       });
       assert.deepEqual(next.claimed, []);
+    } finally {
+      await t.close();
+    }
+  });
+
+  it('looks again soon, not at the slow pace of a capped worker, once queued work falls due', async () => {
+    const t = await startTestApp({ worker: false });
+    try {
+      const a = await t.createAccount();
+      for (let i = 0; i < 3; i++) {
+        const res = await t.send(a.testKey, defaultSendBody('telegram', t.voiceUrl));
+        assert.equal(res.statusCode, 202, res.body);
+      }
+      let now = 1_000_000;
+      // 4 slots, an account at most 2 of them: the claim takes 2 of the 3 and leaves 2 slots free.
+      const capped = new MessageClaims({ db: t.app.services.db, workerId: 'worker_test', concurrency: 4, accountSharePercent: 50, leaseMs: 60_000, pollMs: 1_000, clock: () => now });
+      assert.equal((await capped.claim(4)).claimed.length, 2);
+      assert.equal(capped.cappedWaitMs(), 200, 'capped: looks again in 200 ms (or when a batch of slots frees)');
+      capped.newWorkDueIn(50);
+      now += 30;
+      assert.equal(capped.cappedWaitMs(), 170, 'before the work falls due, the slow pace holds');
+      assert.equal(capped.due(2, 1), false);
+      now += 30;
+      assert.equal(capped.cappedWaitMs(), 1, 'once it is due, at once (20 ms after the claim, which has passed)');
+      assert.equal(capped.due(2, 1), true);
+      // The next claim starts over: no new work is known.
+      await capped.claim(2);
+      assert.equal(capped.cappedWaitMs(), 200);
     } finally {
       await t.close();
     }
