@@ -211,6 +211,24 @@ describe(`webhook deliveries (${STORAGE_LABEL})`, () => {
     await t.request({ method: 'DELETE', url: `${ENDPOINTS}/${endpointId}`, key: account.testKey });
   });
 
+  it('sends an endpoint only the event types it subscribes to', async () => {
+    receiver.received.length = 0;
+    const other = await t.createAccount();
+    const { id: endpointId } = await createEndpoint(t, other.testKey, { url: receiver.url(), events: ['voice_note.failed'] });
+    const ok = (await t.send(other.testKey, defaultSendBody('telegram', t.voiceUrl))).json().id;
+    await t.waitForStatus(other.testKey, ok, ['delivered']);
+    const bad = (await t.send(other.testKey, { ...defaultSendBody('telegram', t.voiceUrl), recipient: '10000000002' })).json().id;
+    await t.waitForStatus(other.testKey, bad, ['failed']);
+    const [failed] = await receiver.waitFor(1, 'voice_note.failed');
+    assert.equal(JSON.parse(failed!.body).data.id, bad);
+    // The outbox hands events to endpoints in the order they were written: once the failed note's
+    // delivery is listed, the delivered note's (settled first) would be listed too, had it been written.
+    await waitForDelivery(t, other.testKey, endpointId, 'succeeded');
+    assert.deepEqual((await deliveries(t, other.testKey, endpointId)).map((d) => d.event_type), ['voice_note.failed']);
+    assert.deepEqual(receiver.received.map((hook) => JSON.parse(hook.body).type), ['voice_note.failed']);
+    await t.request({ method: 'DELETE', url: `${ENDPOINTS}/${endpointId}`, key: other.testKey });
+  });
+
   it('retries a failing receiver and records every answer', async () => {
     receiver.received.length = 0;
     const { id } = await createEndpoint(t, account.testKey, { url: receiver.url('/flaky') });

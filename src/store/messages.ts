@@ -150,8 +150,9 @@ async function claimChosen(db: Kysely<Database>, dialect: Dialect, workerId: str
 const notHeldByAnotherProcessSql = (holder: boolean): string =>
   `not exists (select 1 from affinity_leases where affinity_leases.key = messages.affinity${holder ? ' and affinity_leases.holder <> ?' : ''} and affinity_leases.expires_at > ?)`;
 
-const listSql: Record<Dialect, string> = { sqlite: '(select value from json_each(?))', postgres: 'any(?::text[])' };
-/** A list as the one parameter listSql reads. */
+/** `column` is one of a list given as one parameter (listParameter): a JSON array on SQLite, a text[] on PostgreSQL. */
+const inList = (dialect: Dialect, column: string): string => (dialect === 'sqlite' ? `${column} in (select value from json_each(?))` : `${column} = any(?::text[])`);
+const notInList = (dialect: Dialect, column: string): string => (dialect === 'sqlite' ? `${column} not in (select value from json_each(?))` : `${column} <> all(?::text[])`);
 const listParameter = (dialect: Dialect, list: readonly string[]): unknown => (dialect === 'sqlite' ? JSON.stringify(list) : list);
 
 const dueStatements = new Map<string, FixedStatement>();
@@ -166,11 +167,10 @@ function dueStatement(dialect: Dialect, status: MessageStatus, holder: boolean, 
   let statement = dueStatements.get(key);
   if (!statement) {
     const now = DB_NOW_SQL[dialect];
-    const notExcluded = dialect === 'sqlite' ? `account_id not in ${listSql.sqlite}` : 'account_id <> all(?::text[])';
     statement = new FixedStatement(
       `select id, account_id, affinity, platform, audio_url, next_attempt_at from messages
        where status = ? and next_attempt_at <= ${now}${status === 'queued' ? '' : ` and (lease_expires_at is null or lease_expires_at < ${now})`}
-         and ${notHeldByAnotherProcessSql(holder)}${excluding ? ` and ${notExcluded}` : ''}
+         and ${notHeldByAnotherProcessSql(holder)}${excluding ? ` and ${notInList(dialect, 'account_id')}` : ''}
        order by next_attempt_at limit ?${dialect === 'postgres' ? ' for update skip locked' : ''}`,
     );
     dueStatements.set(key, statement);
@@ -184,19 +184,17 @@ function dueStatement(dialect: Dialect, status: MessageStatus, holder: boolean, 
  * left no outcome behind (its lease ran out): it is counted, and it may have reached the platform
  * before its worker died.
  */
-const CLAIM_CHOSEN: Record<Dialect, FixedStatement> = {
-  sqlite: claimChosenStatement('sqlite', '+'),
-  postgres: claimChosenStatement('postgres', ''),
-};
-function claimChosenStatement(dialect: Dialect, unindexed: string): FixedStatement {
+const CLAIM_CHOSEN: Record<Dialect, FixedStatement> = { sqlite: claimChosenStatement('sqlite'), postgres: claimChosenStatement('postgres') };
+function claimChosenStatement(dialect: Dialect): FixedStatement {
   const now = DB_NOW_SQL[dialect];
-  const id = dialect === 'sqlite' ? `id in ${listSql.sqlite}` : `id = ${listSql.postgres}`;
+  // claimChosen says why SQLite's checks on status and due time are kept off the due index.
+  const unindexed = dialect === 'sqlite' ? '+' : '';
   return new FixedStatement(
     `update messages set status = 'processing', lease_owner = ?, lease_expires_at = ${now} + ?, attempts = attempts + 1,
        orphaned_claims = orphaned_claims + case when lease_owner is not null then 1 else 0 end,
        platform_reached = case when lease_owner is not null then 1 else platform_reached end,
        updated_at = ${now}
-     where ${id} and ${unindexed}status in (${placeholders(UNSETTLED.length)}) and ${unindexed}next_attempt_at <= ${now}
+     where ${inList(dialect, 'id')} and ${unindexed}status in (${placeholders(UNSETTLED.length)}) and ${unindexed}next_attempt_at <= ${now}
        and (lease_expires_at is null or lease_expires_at < ${now})
      returning *`,
   );

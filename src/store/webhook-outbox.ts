@@ -54,6 +54,9 @@ export async function enqueueEvent(db: Kysely<Database>, event: NewEvent): Promi
   await enqueueStatement(event.type, Boolean(event.endpointId)).execute(db, parameters);
 }
 
+/** The endpoints of an owner (parameters: account, environment) that subscribe to `type`, as SQL. */
+const subscribedEndpointsSql = (type: WebhookEventType): string => `from webhook_endpoints where account_id = ? and env = ? and ${subscribesToSql(type)}`;
+
 /** enqueueEvent's statement for one event type, to any endpoint or to one: written out once each (fixed-statement.ts). */
 const enqueueStatements = new Map<string, FixedStatement>();
 function enqueueStatement(type: WebhookEventType, toOneEndpoint: boolean): FixedStatement {
@@ -63,8 +66,7 @@ function enqueueStatement(type: WebhookEventType, toOneEndpoint: boolean): Fixed
     statement = new FixedStatement(
       `insert into webhook_events (id, account_id, env, type, payload, endpoint_id, available_at, created_at)
        select ?, ?, ?, ?, ?, ?, cast(? as bigint), cast(? as bigint)
-       from webhook_endpoints
-       where account_id = ? and env = ? and ${subscribesToSql(type)}${toOneEndpoint ? ' and id = ?' : ''}
+       ${subscribedEndpointsSql(type)}${toOneEndpoint ? ' and id = ?' : ''}
        limit 1`,
       // On PostgreSQL, the events of an outcome batch are one statement (statement-batch.ts).
       toOneEndpoint
@@ -144,7 +146,7 @@ const subscriberStatements = new Map<WebhookEventType, FixedStatement>();
 function subscriberStatement(type: WebhookEventType): FixedStatement {
   let statement = subscriberStatements.get(type);
   if (!statement) {
-    statement = new FixedStatement(`select 1 from webhook_endpoints where account_id = ? and env = ? and ${subscribesToSql(type)} limit 1`);
+    statement = new FixedStatement(`select 1 ${subscribedEndpointsSql(type)} limit 1`);
     subscriberStatements.set(type, statement);
   }
   return statement;
