@@ -1,7 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import type { LookupFunction } from 'node:net';
 import type { Logger } from 'pino';
-import { request, type Agent } from 'undici';
+import type { Agent } from 'undici';
+import { request } from '../core/http-client.js';
 import { createAudioAgent } from '../audio/fetch.js';
 import type { AddressPolicy } from '../audio/url-check.js';
 import { vetAudioUrl } from '../audio/url-check.js';

@@ -1,7 +1,8 @@
 import { createHash } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { Agent, request, type Dispatcher } from 'undici';
+import type { Dispatcher } from 'undici';
+import { Agent, request } from '../../core/http-client.js';
 import { PacingBusy, KeyedPacer } from '../pacing.js';
 import { DeliveryError, type DeliveryJob, type PlatformAdapter, type RecipientCheck } from '../platform.js';
 import { browserIdentity, type BrowserIdentity } from './browser.js';

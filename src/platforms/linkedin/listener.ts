@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Kysely } from 'kysely';
 import type { Logger } from 'pino';
-import { request } from 'undici';
+import { request } from '../../core/http-client.js';
 import { capKey, nextDayStart, type Rhythm } from '../../core/rhythm.js';
 import type { SecretBox } from '../../core/secret-box.js';
 import { findRhythm, takeSenderPlace } from '../../store/rhythm.js';

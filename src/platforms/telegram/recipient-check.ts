@@ -1,4 +1,4 @@
-import { request } from 'undici';
+import { request } from '../../core/http-client.js';
 import type { RecipientCheck } from '../platform.js';
 
 const CHECK_TIMEOUT_MS = 10_000;
