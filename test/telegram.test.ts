@@ -437,6 +437,22 @@ describe('telegram adapter: network failures and timeouts', () => {
     assertNoToken(error.message, TELEGRAM_TOKEN);
   });
 
+  it('reads no more than 1 MiB of a reply: a larger one is not the Bot API talking (transient platform_error)', async () => {
+    const agent = new MockAgent();
+    agent.disableNetConnect();
+    try {
+      const huge = JSON.stringify({ ok: true, result: { padding: 'x'.repeat(2 * 1024 * 1024) } });
+      agent.get('https://api.telegram.invalid').intercept({ path: /\/sendVoice$/, method: 'POST' }).reply(200, huge);
+      const adapter = createTelegramAdapter({ apiRoot: 'https://api.telegram.invalid', dispatcher: agent });
+      const error = await failureOf(adapter.deliver(job({ recipient: '500000008' })));
+      assert.equal(error.code, 'platform_error');
+      assert.equal(error.transient, true);
+      assert.match(error.message, /Telegram answered HTTP 200 without a Bot API reply/);
+    } finally {
+      await agent.close();
+    }
+  });
+
   it('scrubs the token from an HTTP client error that echoes the request path', async () => {
     const agent = new MockAgent();
     agent.disableNetConnect();

@@ -9,6 +9,7 @@ import { OutcomeWriter, poisoned } from './outcome.js';
 import type { ClaimedRhythms } from './rhythm-gate.js';
 import { readSenderHolds, type ClaimedSenders } from './sender-gate.js';
 import { StorageWatch } from './storage-watch.js';
+import { lazyChild } from '../logger.js';
 import type { WorkerOptions } from './worker-options.js';
 
 export type { AttemptRecord, AttemptRecorder, AudioSource, PreparedVoice, RecordWrite, WorkerOptions } from './worker-options.js';
@@ -193,7 +194,7 @@ export class DeliveryWorker {
   async #handle(job: Job): Promise<void> {
     const { message } = job;
     const { logger, clock } = this.#options;
-    const log: Logger = logger.child({ message_id: message.id, attempt: message.attempts, request_id: message.request_id ?? undefined });
+    const log: Logger = lazyChild(logger, { message_id: message.id, attempt: message.attempts, request_id: message.request_id ?? undefined });
     try {
       if (Number(message.orphaned_claims ?? 0) >= MAX_CLAIMS_WITHOUT_OUTCOME) {
         log.warn({ claims: message.orphaned_claims }, 'attempts keep ending without an outcome; failing the message');

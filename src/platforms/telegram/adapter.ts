@@ -1,7 +1,8 @@
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import { open } from 'node:fs/promises';
 import { Readable } from 'node:stream';
-import { Agent, request, type Dispatcher } from 'undici';
+import type { Dispatcher } from 'undici';
+import { Agent, request } from '../../core/http-client.js';
 import { deadline } from '../deadline.js';
 import { createMemorySlotPacer, waitForSlot, type SlotPacer } from '../pacing.js';
 import { DeliveryError, type DeliveryJob, type PlatformAdapter } from '../platform.js';
@@ -36,7 +37,7 @@ const DEFAULT_CHAT_ACTION_EVERY_MS = 4_000;
 const BOT_INTERVAL_MS = 35;
 const PRIVATE_CHAT_INTERVAL_MS = 1_000;
 const GROUP_CHAT_INTERVAL_MS = 3_000;
-// A delivery waiting for its slot holds one of the worker's few slots (WORKER_CONCURRENCY, 32 by
+// A delivery waiting for its slot holds one of the worker's few slots (WORKER_CONCURRENCY, 64 by
 // default) that other bots and chats could use. Up to a second keeps one bot at its full pace (~28 sends
 // in line); a longer line goes back to the queue, to come back when its turn is near (pacing.ts). With
 // 10 s here, twenty notes sent at once to each of a few chats held every slot asleep (and booked their
@@ -46,7 +47,7 @@ const DEFAULT_MAX_PACE_WAIT_MS = 1_000;
 /** The slots one send needs: its bot's and its chat's (groups and channels have negative ids or a @username). */
 export function telegramPaceRules(token: string, chatId: string): Array<{ key: string; intervalMs: number }> {
   // Never the token itself in a key: keys are visible to anyone who can list Redis.
-  const bot = createHash('sha256').update(token).digest('base64url').slice(0, 22);
+  const bot = hash('sha256', token, 'base64url').slice(0, 22);
   const isPrivate = /^[0-9]+$/.test(chatId);
   return [
     { key: `telegram:bot:${bot}`, intervalMs: BOT_INTERVAL_MS },
@@ -86,13 +87,21 @@ interface TelegramReply {
   parameters?: { retry_after?: unknown; migrate_to_chat_id?: unknown } | null;
 }
 
-/** The token sits in the URL path; anything that might echo the URL (undici errors, a proxy's page) passes through here. */
+/**
+ * The token sits in the URL path; anything that might echo the URL (undici errors, a proxy's page) passes
+ * through here. The list of forms to hide is made on first use: nearly every call succeeds and scrubs nothing.
+ */
 function scrubber(token: string): (text: string) => string {
-  const secrets = new Set<string>([token, encodeURIComponent(token)]);
-  const secretPart = token.slice(token.indexOf(':') + 1);
-  if (secretPart.length >= 16) secrets.add(secretPart);
-  const sorted = [...secrets].sort((a, b) => b.length - a.length);
-  return (text) => sorted.reduce((out, secret) => out.split(secret).join('<bot token>'), text);
+  let sorted: string[] | undefined;
+  return (text) => {
+    if (sorted === undefined) {
+      const secrets = new Set<string>([token, encodeURIComponent(token)]);
+      const secretPart = token.slice(token.indexOf(':') + 1);
+      if (secretPart.length >= 16) secrets.add(secretPart);
+      sorted = [...secrets].sort((a, b) => b.length - a.length);
+    }
+    return sorted.reduce((out, secret) => out.split(secret).join('<bot token>'), text);
+  };
 }
 
 function describeNetworkError(error: unknown): string {
@@ -103,19 +112,21 @@ function describeNetworkError(error: unknown): string {
   return `${typeof code === 'string' ? `${code} ` : ''}${error.message}${causeText}`;
 }
 
-async function readCapped(body: Dispatcher.ResponseData['body']): Promise<string | undefined> {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of body) {
-    const buffer = Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk as Uint8Array);
-    size += buffer.length;
-    if (size > MAX_REPLY_BYTES) {
-      body.destroy();
-      return undefined;
-    }
-    chunks.push(buffer);
-  }
-  return Buffer.concat(chunks).toString('utf8');
+/** The reply's text; undefined when it grows past MAX_REPLY_BYTES (read by its events: cheaper than an async iterator). */
+function readCapped(body: Dispatcher.ResponseData['body']): Promise<string | undefined> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    body.on('data', (chunk: Buffer) => {
+      size += chunk.length;
+      if (size > MAX_REPLY_BYTES) {
+        body.destroy();
+        resolve(undefined);
+      } else chunks.push(chunk);
+    });
+    body.once('end', () => resolve(Buffer.concat(chunks, size).toString('utf8')));
+    body.once('error', reject);
+  });
 }
 
 function parseReply(text: string | undefined): TelegramReply | undefined {
