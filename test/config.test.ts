@@ -32,7 +32,7 @@ describe('loadConfig: the documented defaults', () => {
       logLevel: 'info',
       sandboxLatencyMs: 300,
       sandboxAutoScanSeconds: 3,
-      workerConcurrency: 32,
+      workerConcurrency: 64,
       maxConcurrentConversions: defaultConcurrentConversions(),
       workerAccountShare: 75,
       databasePoolSize: 10,
