@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
+import { lazyChild } from '../logger.js';
 import { MAX_CLAIMS_WITHOUT_OUTCOME, msUntilNextDue, type MessageRow } from '../store/messages.js';
 import { attemptWithLease, dbNow, ShuttingDown, type Job, type ResolvedWorkerOptions } from './attempt.js';
 import { MessageClaims } from './claim.js';
@@ -9,7 +10,6 @@ import { OutcomeWriter, poisoned } from './outcome.js';
 import type { ClaimedRhythms } from './rhythm-gate.js';
 import { readSenderHolds, type ClaimedSenders } from './sender-gate.js';
 import { StorageWatch } from './storage-watch.js';
-import { lazyChild } from '../logger.js';
 import type { WorkerOptions } from './worker-options.js';
 
 export type { AttemptRecord, AttemptRecorder, AudioSource, PreparedVoice, RecordWrite, WorkerOptions } from './worker-options.js';
