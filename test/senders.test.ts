@@ -11,6 +11,7 @@ import { startWebhookReceiver } from './fakes/webhook-receiver.js';
 import { eventually, FakeWhatsapp } from './fakes/whatsapp-socket.js';
 import { createVoicenoteClient, type RecipientCheck, type Sender, type SenderList } from '../clients/typescript/src/index.js';
 import { runCli } from './fixtures/cli-process.js';
+import { touchSender } from '../src/store/senders.js';
 import { createDashboardAccount, FormClient } from './fixtures/dashboard-harness.js';
 import {
   assertErrorEnvelope,
@@ -117,6 +118,24 @@ describe(`senders (${STORAGE_LABEL})`, () => {
     } finally {
       await t.close();
       await fake.close();
+    }
+  });
+
+  it("a sender's last send only moves forward: notes settled out of their order (outcome batches commit in another order) do not set it back", async () => {
+    const t = await startTestApp({ worker: false });
+    try {
+      const account = await t.createAccount();
+      const ref = { accountId: account.accountId, env: 'test', platform: 'telegram', senderKey: 'telegram:bot:out-of-order' };
+      const db = t.app.services.db.kysely;
+      const latest = Date.now() - 1_000;
+      // The later note's outcome commits first; the earlier one's after it.
+      await touchSender(db, ref, 'telegram_bot', { delivered: true, at: latest });
+      await touchSender(db, ref, 'telegram_bot', { delivered: true, at: latest - 13 });
+      const [sender] = (await senders(t, account.testKey)).data;
+      assert.equal(Date.parse(sender.last_sent_at), latest);
+      assert.equal(sender.sent_today, 2);
+    } finally {
+      await t.close();
     }
   });
 

@@ -44,13 +44,16 @@ export interface SenderChange {
 // other would: the first call's id, kind and creation time; the last label given; the latest send; and
 // the notes delivered on the latest day among them, added to the record's count when the record is of
 // that day (a batch that spans midnight counts only the new day's notes, as the last call would).
+// `last_sent_at` only moves forward: a note's time is taken when its attempt ends, and outcomes that end
+// together may commit in another order (a later batch can carry only earlier notes).
 const TOUCH_UPDATE = `on conflict (sender_key, platform, account_id, env) do update set
      label = coalesce(excluded.label, sender_records.label),
      sent_today = case when excluded.sent_day is null then sender_records.sent_today
                        when sender_records.sent_day = excluded.sent_day then sender_records.sent_today + excluded.sent_today
                        else excluded.sent_today end,
      sent_day = coalesce(excluded.sent_day, sender_records.sent_day),
-     last_sent_at = coalesce(excluded.last_sent_at, sender_records.last_sent_at),
+     last_sent_at = case when sender_records.last_sent_at is null or excluded.last_sent_at > sender_records.last_sent_at
+                         then excluded.last_sent_at else sender_records.last_sent_at end,
      updated_at = excluded.updated_at`;
 const TOUCH = new FixedStatement(
   `insert into sender_records (id, account_id, env, platform, sender_key, kind, label, status, last_sent_at, sent_day, sent_today, created_at, updated_at)
