@@ -1,57 +1,37 @@
 import assert from 'node:assert/strict';
-import { Writable } from 'node:stream';
 import { describe } from 'node:test';
 import { it } from './fixtures/timed.js';
-import { createLogger, lazyChild } from '../src/logger.js';
-
-/** A logger at `level` writing into memory; `lines()` parses what it wrote. */
-function capturedLogger(level: string) {
-  const chunks: string[] = [];
-  const destination = new Writable({
-    write(chunk: Buffer, _encoding, done) {
-      chunks.push(chunk.toString('utf8'));
-      done();
-    },
-  });
-  const logger = createLogger(level, destination);
-  const lines = (): Array<Record<string, unknown>> =>
-    chunks
-      .join('')
-      .split('\n')
-      .filter((line) => line !== '')
-      .map((line) => JSON.parse(line) as Record<string, unknown>);
-  return { logger, lines };
-}
+import { captureLogs } from './fixtures/log-capture.js';
+import { lazyChild } from '../src/logger.js';
 
 describe('lazyChild (a per-message logger made on first use)', () => {
   it('writes what a child writes: the bindings on every line, secrets among them redacted', () => {
-    const { logger, lines } = capturedLogger('info');
+    const { logger, lines } = captureLogs('info');
     const log = lazyChild(logger, { message_id: 'msg_1', attempt: 2, session: { bot_token: '123:secret' } });
     log.info('delivered');
     log.warn({ outcome: 'retry' }, 'outcome kept in memory');
-    const written = lines();
-    assert.equal(written.length, 2);
+    assert.equal(lines.length, 2);
     assert.deepEqual(
-      written.map((line) => [line.msg, line.message_id, line.attempt, line.session]),
+      lines.map((line) => [line.msg, line.message_id, line.attempt, line.session]),
       [
         ['delivered', 'msg_1', 2, '[redacted]'],
         ['outcome kept in memory', 'msg_1', 2, '[redacted]'],
       ],
     );
-    assert.equal(written[1]!.outcome, 'retry');
+    assert.equal(lines[1]!.outcome, 'retry');
   });
 
   it('writes nothing at a level that is off, and still writes at the levels that are on', () => {
-    const { logger, lines } = capturedLogger('warn');
+    const { logger, lines } = captureLogs('warn');
     const log = lazyChild(logger, { message_id: 'msg_2' });
     log.info('delivered');
     log.debug({ detail: 1 }, 'details');
-    assert.equal(lines().length, 0);
+    assert.equal(lines.length, 0);
     assert.equal(log.isLevelEnabled('info'), false);
     assert.equal(log.level, 'warn');
     log.error('unexpected error while handling a message');
     assert.deepEqual(
-      lines().map((line) => [line.msg, line.message_id]),
+      lines.map((line) => [line.msg, line.message_id]),
       [['unexpected error while handling a message', 'msg_2']],
     );
   });

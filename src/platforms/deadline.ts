@@ -1,8 +1,8 @@
 /**
- * A signal that aborts when `parent` does, or once `ms` have passed: whichever comes first. `clear()`
- * when the work is done.
+ * A signal that aborts when `parent` does (if there is one), or once `ms` have passed: whichever comes
+ * first. `clear()` when the work is done.
  *
- * For the platform call every delivery makes. `AbortSignal.any([AbortSignal.timeout(ms), parent])`
+ * For the platform call every delivery makes, and Telegram's chat actions (whose repetitions have no parent). `AbortSignal.any([AbortSignal.timeout(ms), parent])`
  * makes two signals (creating one costs Node about 10 µs) and leaves the timeout's timer, and the
  * signals it holds, behind until `ms` have passed: thousands of them in a busy worker. This makes one
  * signal and clears its timer (74 → 33 µs with the attempt's own signal; BENCHMARKS.md).
@@ -14,10 +14,10 @@ export interface Deadline {
   clear(): void;
 }
 
-export function deadline(parent: AbortSignal, ms: number): Deadline {
+export function deadline(parent: AbortSignal | undefined, ms: number): Deadline {
   const controller = new AbortController();
   let timedOut = false;
-  const onParentAbort = () => controller.abort(parent.reason);
+  const onParentAbort = () => controller.abort(parent?.reason);
   const timer = setTimeout(() => {
     timedOut = true;
     // The reason AbortSignal.timeout gives.
@@ -25,8 +25,8 @@ export function deadline(parent: AbortSignal, ms: number): Deadline {
   }, ms);
   // Like AbortSignal.timeout's: the call in flight keeps the process up, not its deadline.
   timer.unref();
-  if (parent.aborted) onParentAbort();
-  else parent.addEventListener('abort', onParentAbort, { once: true });
+  if (parent?.aborted) onParentAbort();
+  else parent?.addEventListener('abort', onParentAbort, { once: true });
   return {
     signal: controller.signal,
     get timedOut() {
@@ -34,7 +34,7 @@ export function deadline(parent: AbortSignal, ms: number): Deadline {
     },
     clear() {
       clearTimeout(timer);
-      parent.removeEventListener('abort', onParentAbort);
+      parent?.removeEventListener('abort', onParentAbort);
     },
   };
 }

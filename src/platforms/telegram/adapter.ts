@@ -227,7 +227,7 @@ export function createTelegramAdapter(options: TelegramAdapterOptions): Platform
   async function chatAction(token: string, chatId: string, signal: AbortSignal | undefined, scrub: (text: string) => string): Promise<boolean> {
     const wait = await pacer.reserve(telegramPaceRules(token, chatId), maxPaceWaitMs);
     if (wait < 0 || !(await waitForSlot(wait, signal))) return false;
-    const timeout = AbortSignal.timeout(timeouts.connectMs + timeouts.headersMs);
+    const limit = deadline(signal, timeouts.connectMs + timeouts.headersMs);
     let status: number;
     let text: string | undefined;
     try {
@@ -236,7 +236,7 @@ export function createTelegramAdapter(options: TelegramAdapterOptions): Platform
         headers: { 'content-type': 'application/json' },
         body: JSON.stringify({ chat_id: chatId, action: 'record_voice' }),
         dispatcher,
-        signal: signal ? AbortSignal.any([timeout, signal]) : timeout,
+        signal: limit.signal,
         headersTimeout: timeouts.headersMs,
         bodyTimeout: timeouts.bodyMs,
       });
@@ -244,6 +244,8 @@ export function createTelegramAdapter(options: TelegramAdapterOptions): Platform
       text = await readCapped(response.body);
     } catch (error) {
       throw new DeliveryError('platform_error', scrub(`could not reach Telegram: ${describeNetworkError(error)}`), true);
+    } finally {
+      limit.clear();
     }
     handleReply(status, text, scrub);
     return true;
