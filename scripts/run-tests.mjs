@@ -68,17 +68,28 @@ function summaryOf(output) {
   return { tests: count('tests'), pass: count('pass'), fail: count('fail'), skipped: count('skipped'), todo: count('todo'), cancelled: count('cancelled') };
 }
 
+/** The children's user + system time from bash's `times` (its second line: `0m1.250s 0m0.310s`). */
+function childrenCpuMs(times) {
+  const line = times.trim().split('\n')[1] ?? '';
+  return [...line.matchAll(/(\d+)m([\d.]+)s/g)].reduce((sum, m) => sum + (Number(m[1]) * 60 + Number(m[2])) * 1000, 0);
+}
+
 function runFile(file) {
   return new Promise((resolve) => {
     const started = Date.now();
+    // Through bash for its `times`: the CPU the file's process and everything it started used
+    // (services, CLI runs, ffmpeg, the browser), written on descriptor 3.
     const child = spawn(
-      process.execPath,
-      ['--import', 'tsx', '--test', '--test-reporter=spec', '--test-timeout=600000', '--test-force-exit', file],
-      { cwd: root, env: { ...process.env, FORCE_COLOR: '0', NO_COLOR: '1' }, stdio: ['ignore', 'pipe', 'pipe'] },
+      'bash',
+      ['-c', '"$@"; status=$?; times >&3; exit $status', 'run-test-file', process.execPath,
+        '--import', 'tsx', '--test', '--test-reporter=spec', '--test-timeout=600000', '--test-force-exit', file],
+      { cwd: root, env: { ...process.env, FORCE_COLOR: '0', NO_COLOR: '1' }, stdio: ['ignore', 'pipe', 'pipe', 'pipe'] },
     );
     const chunks = [];
+    let times = '';
     child.stdout.on('data', (c) => chunks.push(c));
     child.stderr.on('data', (c) => chunks.push(c));
+    child.stdio[3].on('data', (c) => (times += c));
     let timedOut = false;
     const timer = setTimeout(() => {
       timedOut = true;
@@ -89,7 +100,7 @@ function runFile(file) {
       const output = Buffer.concat(chunks).toString('utf8');
       const ms = Date.now() - started;
       const note = timedOut ? `\nthe file ran past ${FILE_TIMEOUT_MS / 1000} s and was stopped\n` : '';
-      resolve({ file, ms, code: code ?? 1, signal, output: output + note, ...summaryOf(output) });
+      resolve({ file, ms, cpuMs: childrenCpuMs(times), code: code ?? 1, signal, output: output + note, ...summaryOf(output) });
     });
   });
 }
@@ -115,7 +126,7 @@ async function main() {
       results.push(result);
       const ok = result.code === 0 && result.fail === 0;
       if (!ok || process.env.TEST_VERBOSE) process.stdout.write(`\n──── ${file} ────\n${result.output}`);
-      process.stdout.write(`${ok ? 'ok  ' : 'FAIL'} ${file} (${result.pass}/${result.tests} passed, ${seconds(result.ms)}) [${results.length}/${files.length}]\n`);
+      process.stdout.write(`${ok ? 'ok  ' : 'FAIL'} ${file} (${result.pass}/${result.tests} passed, ${seconds(result.ms)}, ${seconds(result.cpuMs)} CPU) [${results.length}/${files.length}]\n`);
     }
   }
   await Promise.all(Array.from({ length: Math.min(jobs, queue.length) }, lane));
@@ -123,11 +134,14 @@ async function main() {
 
   const failed = results.filter((r) => r.code !== 0 || r.fail > 0);
   const total = (key) => results.reduce((sum, r) => sum + r[key], 0);
-  process.stdout.write('\nfile times, slowest first:\n');
+  process.stdout.write('\nfile times, slowest first (wall, and the CPU of the file and all it started):\n');
   for (const r of [...results].sort((a, b) => b.ms - a.ms)) {
-    process.stdout.write(`  ${seconds(r.ms).padStart(8)}  ${r.file}${failed.includes(r) ? '  FAILED' : ''}\n`);
+    process.stdout.write(`  ${seconds(r.ms).padStart(8)} ${seconds(r.cpuMs).padStart(8)} CPU  ${r.file}${failed.includes(r) ? '  FAILED' : ''}\n`);
   }
-  process.stdout.write(`\n${files.length} files, ${total('tests')} tests, ${total('cancelled')} cancelled, in ${seconds(wall)} (${jobs} files at a time)\n`);
+  process.stdout.write(
+    `\n${files.length} files, ${total('tests')} tests, ${total('cancelled')} cancelled, in ${seconds(wall)} ` +
+      `(${jobs} files at a time; ${seconds(total('cpuMs'))} of CPU)\n`,
+  );
   if (failed.length) process.stdout.write(`files that failed: ${failed.map((r) => r.file).join(', ')}\n`);
   // A file that died before its summary counts as a failure even though it reported none.
   const failures = total('fail') + failed.filter((r) => r.fail === 0).length;
