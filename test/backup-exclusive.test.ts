@@ -1,9 +1,10 @@
 /**
  * `voicenote backup` never overwrites a file (docs/cli.md, "backup"), including one created while the copy
- * runs: the name is held from the start by an exclusive create, not checked once and renamed onto later.
+ * runs: the name is held from the start by an exclusive create, not checked once and renamed onto later;
+ * and the copy is written where nobody else can plant a link (not at a fixed `FILE.partial`).
  */
 import assert from 'node:assert/strict';
-import { writeFileSync } from 'node:fs';
+import { lstatSync, readdirSync, readlinkSync, symlinkSync, writeFileSync } from 'node:fs';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -15,7 +16,7 @@ import { closeSharedAudio, TEST_DATABASE_URL, startTestApp } from './fixtures/ap
 
 after(closeSharedAudio);
 
-describe('voicenote backup and a file that appears while it copies', { skip: TEST_DATABASE_URL !== undefined }, () => {
+describe('voicenote backup and the files around its target', { skip: TEST_DATABASE_URL !== undefined }, () => {
   test('an exclusive create of the name is refused while the copy runs, and the copy is whole', async (t) => {
     const app = await startTestApp({ worker: false });
     const dir = await mkdtemp(path.join(tmpdir(), 'voicenote-backup-race-'));
@@ -52,5 +53,44 @@ describe('voicenote backup and a file that appears while it copies', { skip: TES
     assert.match(error.message, /written or replaced by something else/);
     assert.equal(await readFile(target, 'utf8'), 'precious');
     await assert.rejects(readFile(`${target}.partial`), { code: 'ENOENT' }, 'no partial copy left behind');
+  });
+
+  test('a symlink planted at FILE.partial is neither followed nor removed; the copy never passes through it', async (t) => {
+    const app = await startTestApp({ worker: false });
+    const dir = await mkdtemp(path.join(tmpdir(), 'voicenote-backup-link-'));
+    const elsewhere = await mkdtemp(path.join(tmpdir(), 'voicenote-backup-victim-'));
+    t.after(async () => {
+      await app.close();
+      await rm(dir, { recursive: true, force: true });
+      await rm(elsewhere, { recursive: true, force: true });
+    });
+    await app.createAccount();
+    const target = path.join(dir, 'copy.db');
+    const victim = path.join(elsewhere, 'chosen-by-someone-else.db');
+    symlinkSync(victim, `${target}.partial`);
+    const report = await backupSqlite(app.app.services.config, target);
+    assert.equal(report.file, target);
+    assert.ok(lstatSync(target).isFile(), 'the backup is a file of its own, not a link');
+    await assert.rejects(readFile(victim), { code: 'ENOENT' }, 'nothing was written where the link points');
+    assert.equal(readlinkSync(`${target}.partial`), victim, 'the planted link is left as it was');
+    const copy = new SqliteDatabase(target, { readonly: true });
+    assert.equal((copy.prepare('select count(*) as n from accounts').get() as { n: number }).n, report.accounts);
+    copy.close();
+    assert.deepEqual(readdirSync(dir).sort(), ['copy.db', 'copy.db.partial'], 'no temporary file left behind');
+  });
+
+  test('an unrelated FILE.partial already in the folder stays as it is', async (t) => {
+    const app = await startTestApp({ worker: false });
+    const dir = await mkdtemp(path.join(tmpdir(), 'voicenote-backup-partial-'));
+    t.after(async () => {
+      await app.close();
+      await rm(dir, { recursive: true, force: true });
+    });
+    await app.createAccount();
+    const target = path.join(dir, 'copy.db');
+    writeFileSync(`${target}.partial`, 'somebody else\'s');
+    await backupSqlite(app.app.services.config, target);
+    assert.equal(await readFile(`${target}.partial`, 'utf8'), 'somebody else\'s');
+    assert.ok(lstatSync(target).isFile());
   });
 });

@@ -91,9 +91,7 @@ describe(`the interactive docs (${STORAGE_LABEL})`, () => {
     const checked = await call('POST', '/api/v1/recipients/check', '/api/v1/recipients/check', 200);
     assert.equal(checked.exists, true);
     // A Telegram account with a cloud password, linked through the sandbox's two steps.
-    const tgResponse = await app.request({ method: 'POST', url: '/api/v1/telegram/sessions', key: testKey, headers });
-    assert.equal(tgResponse.statusCode, 201, tgResponse.body);
-    const tg = tgResponse.json<Json>();
+    const tg = await call('POST', '/api/v1/telegram/sessions', '/api/v1/telegram/sessions', 201);
     const tgSimulate = '/api/v1/telegram/sessions/{session_id}/simulate';
     const tgPassword = '/api/v1/telegram/sessions/{session_id}/password';
     assert.equal((await call('POST', tgSimulate, `/api/v1/telegram/sessions/${tg.session_id}/simulate`, 200)).status, 'password_needed');
@@ -106,6 +104,7 @@ describe(`the interactive docs (${STORAGE_LABEL})`, () => {
       '/api/v1/webhook_endpoints/{endpoint_id}/roll_secret',
       '/api/v1/webhook_endpoints/{endpoint_id}/test',
       '/api/v1/recipients/check',
+      '/api/v1/telegram/sessions',
       tgSimulate,
       tgPassword,
     ];

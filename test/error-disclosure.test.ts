@@ -1,18 +1,20 @@
 /**
  * What a refused audio or webhook host is told: one sentence, with no name and no address, the same
  * whether the name resolves to a private address or does not resolve at all (told apart, they map an
- * internal resolver's names and addresses). The operator's log has the detail.
+ * internal resolver's names and addresses). The operator's log has the detail. A platform that cannot
+ * be reached is named by the error's code, never by the address tried.
  */
 import assert from 'node:assert/strict';
 import type { LookupAddress } from 'node:dns';
 import { mkdtemp, rm } from 'node:fs/promises';
-import type { LookupFunction } from 'node:net';
+import { createServer, type LookupFunction } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, describe } from 'node:test';
 import { it } from './fixtures/timed.js';
 import { createAudioAgent, fetchAudio } from '../src/audio/fetch.js';
-import { closeSharedAudio, STORAGE_LABEL, startTestApp } from './fixtures/app-harness.js';
+import { closeSharedAudio, defaultSendBody, STORAGE_LABEL, startTestApp } from './fixtures/app-harness.js';
+import { startWebhookReceiver } from './fakes/webhook-receiver.js';
 import { captureLogs } from './fixtures/log-capture.js';
 import { eventually } from './fakes/whatsapp-socket.js';
 
@@ -87,5 +89,53 @@ describe(`a refused webhook host is told nothing about the inside (${STORAGE_LAB
     const logged = lines.filter((l) => l.msg === 'webhook delivery refused: the host is not a public address');
     assert.ok(logged.some((l) => /db-internal/.test(String(l.webhook_host)) && /10\.23\.45\.67/.test(String(l.reason))), JSON.stringify(logged));
     assert.ok(logged.some((l) => /nothing-here-internal/.test(String(l.webhook_host)) && /does not resolve/.test(String(l.reason))), JSON.stringify(logged));
+  });
+});
+
+/** A loopback port nothing listens on: connecting to it is refused. */
+function closedPort(): Promise<number> {
+  return new Promise((resolve) => {
+    const probe = createServer();
+    probe.listen(0, '127.0.0.1', () => {
+      const { port } = probe.address() as { port: number };
+      probe.close(() => resolve(port));
+    });
+  });
+}
+
+describe(`a platform that cannot be reached is named by the error's code, not its address (${STORAGE_LABEL})`, () => {
+  it('a Telegram Bot API root that refuses: the attempt, GET /status and the voice_note.failed webhook say ECONNREFUSED, never the address', async (t) => {
+    const port = await closedPort();
+    const receiver = await startWebhookReceiver();
+    const app = await startTestApp({ env: { TELEGRAM_API_ROOT: `http://127.0.0.1:${port}` } });
+    t.after(async () => {
+      await app.close();
+      await receiver.close();
+    });
+    const account = await app.createAccount();
+    const hook = await app.request({ method: 'POST', url: '/api/v1/webhook_endpoints', key: account.liveKey, body: { url: receiver.url('/hooks'), events: ['voice_note.failed'] } });
+    assert.equal(hook.statusCode, 201, hook.body);
+    const sent = await app.send(account.liveKey, defaultSendBody('telegram', app.voiceUrl));
+    assert.equal(sent.statusCode, 202, sent.body);
+    const id = sent.json<{ id: string }>().id;
+    const address = new RegExp(`127\\.0\\.0\\.1|${port}`);
+
+    const attempt = await eventually(async () => {
+      const res = await app.request({ method: 'GET', url: `/api/v1/messages/${id}`, key: account.liveKey });
+      return (res.json().attempts as Array<{ error: { code: string; message: string } | null }>).find((a) => a.error !== null)?.error;
+    }, 'the first attempt to fail', 20_000);
+    assert.deepEqual(attempt, { code: 'platform_error', message: 'could not reach Telegram (ECONNREFUSED)' });
+
+    // The retry window spent: the next attempt is the last one, and the note fails.
+    const db = app.app.services.db.kysely;
+    await db.updateTable('messages').set({ created_at: Date.now() - 2 * 60 * 60_000, next_attempt_at: Date.now() }).where('id', '=', id).execute();
+    const failed = await app.waitForStatus(account.liveKey, id, ['failed'], 20_000);
+    assert.deepEqual(failed.error, { code: 'platform_error', message: 'could not reach Telegram (ECONNREFUSED)' });
+    const [event] = await receiver.waitFor(1, 'voice_note.failed');
+    const body = JSON.parse(event!.body) as { data: { id: string; error: { message: string } } };
+    assert.equal(body.data.id, id);
+    assert.match(body.data.error.message, /\(ECONNREFUSED\)/);
+    assert.doesNotMatch(event!.body, address);
+    assert.doesNotMatch(JSON.stringify(failed), address);
   });
 });

@@ -101,6 +101,23 @@ describe(`POST /recipients/check (${STORAGE_LABEL})`, () => {
     }
   });
 
+  it('live Telegram: a reason that echoes the bot token has every copy of it, and its secret part alone, scrubbed', async () => {
+    const fake = await startTelegramApi();
+    const t = await startTestApp({ env: { TELEGRAM_API_ROOT: fake.apiRoot } });
+    try {
+      const account = await t.createAccount();
+      const secret = TELEGRAM_TOKEN.slice(TELEGRAM_TOKEN.indexOf(':') + 1);
+      // A front proxy or a self-hosted Bot API server that quotes the request back: the path holds the token.
+      fake.failForToken(TELEGRAM_TOKEN, { kind: 'bad_request', description: `Bad Request: /bot${TELEGRAM_TOKEN}/getChat refused; again /bot${TELEGRAM_TOKEN}/getChat; secret ${secret}` }, 1);
+      const unsure = await checked(t, account.liveKey, { platform: 'telegram', recipient: '410000004', session: { bot_token: TELEGRAM_TOKEN } });
+      assert.equal(unsure.exists, null);
+      assert.equal(unsure.reason, 'Telegram did not say (400: Bad Request: /bot<bot token>/getChat refused; again /bot<bot token>/getChat; secret <bot token>)');
+    } finally {
+      await t.close();
+      await fake.close();
+    }
+  });
+
   it('live LinkedIn: the recipient is resolved as a send resolves it (own profile, then the public id), and nothing is sent', async () => {
     const jane = { publicId: 'jane-smith-a1b2c3', urn: 'urn:li:fsd_profile:ACoAABjaneSmith01' };
     const fake = await startLinkedinVoyagerFake({

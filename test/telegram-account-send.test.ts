@@ -6,6 +6,7 @@ import { PNG } from 'pngjs';
 import { describeOggOpus } from './fixtures/ogg-opus-reader.js';
 import { assertErrorEnvelope, closeSharedAudio, startTestApp, STORAGE_LABEL, TELEGRAM_TOKEN, type TestApp } from './fixtures/app-harness.js';
 import { FakeTelegram, type FakeAccount } from './fakes/telegram-mtproto.js';
+import { classifyTelegramError } from '../src/platforms/telegram/account/errors.js';
 
 const API = '/api/v1';
 const jsQR = ((jsQRModule as unknown as { default?: typeof jsQRModule }).default ?? jsQRModule) as unknown as (
@@ -274,5 +275,19 @@ describe(`sending from a linked Telegram account (${STORAGE_LABEL})`, () => {
     } finally {
       await t.close();
     }
+  });
+});
+
+describe('a Telegram account error that is not Telegram\'s own', () => {
+  it('a socket error is named by its code, never by the address it tried; other errors by their text', () => {
+    const refused = Object.assign(new Error('connect ECONNREFUSED 10.20.30.40:443'), { code: 'ECONNREFUSED' });
+    const wrapped = new Error('Connection to 10.20.30.40:443 failed', { cause: refused });
+    for (const error of [refused, wrapped]) {
+      const outcome = classifyTelegramError(error, 'the voice note');
+      assert.equal(outcome.kind, 'fail');
+      assert.equal(outcome.kind === 'fail' && outcome.error.message, 'Telegram did not answer the voice note: ECONNREFUSED');
+    }
+    const plain = classifyTelegramError(new Error('Not connected'), 'the voice note');
+    assert.equal(plain.kind === 'fail' && plain.error.message, 'Telegram did not answer the voice note: Not connected');
   });
 });

@@ -1,5 +1,7 @@
 import assert from 'node:assert/strict';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { mkdir, mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, describe } from 'node:test';
@@ -56,5 +58,39 @@ describe(`voicenote telegram-sessions (${STORAGE_LABEL})`, () => {
     const again = await runCli(['telegram-sessions', 'delete', session.session_id, '--url', url], { VOICENOTE_KEY: key });
     assert.notEqual(again.code, 0);
     assert.match(again.stderr, /404 not_found/);
+  });
+});
+
+describe('voicenote telegram-sessions create and a session id that is a path', () => {
+  test('the QR file stays in the working folder whatever session_id the server answers, and is never written over a file', async (t) => {
+    const dir = await mkdtemp(path.join(tmpdir(), 'tg-cli-qr-'));
+    const work = path.join(dir, 'work');
+    await mkdir(work);
+    const answers = ['../../escaped', path.join(dir, 'absolute'), '..', '../../escaped'];
+    // A server at a wrong or hostile --url: it answers whatever session_id it likes.
+    const server = createServer((req, res) => {
+      req.resume();
+      res.writeHead(201, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ session_id: answers.shift(), status: 'qr_pending', username: null, phone_number: null, qr_code: `data:image/png;base64,${PNG_SIGNATURE.toString('base64')}` }));
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    t.after(async () => {
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+      await rm(dir, { recursive: true, force: true });
+    });
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/api/v1`;
+    const create = () => runCli(['telegram-sessions', 'create', '--url', url], { VOICENOTE_KEY: 'sk_test_x' }, { cwd: work });
+    for (const expected of ['escaped.png', `${path.join(dir, 'absolute').replace(/[^A-Za-z0-9_-]/g, '')}.png`, 'telegram-session.png']) {
+      const run = await create();
+      assert.equal(run.code, 0, run.stderr);
+      assert.match(run.stdout, new RegExp(`QR code: ${expected.replace(/[.]/g, '\\.')} `));
+      assert.deepEqual((await readFile(path.join(work, expected))).subarray(0, 8), PNG_SIGNATURE);
+    }
+    // The same name again: refused, the file there kept.
+    const again = await create();
+    assert.notEqual(again.code, 0);
+    assert.match(again.stderr, /escaped\.png exists already; choose the QR code's file with --qr-file/);
+    assert.deepEqual((await readdir(dir)).sort(), ['work'], 'nothing written outside the working folder');
+    assert.equal((await readdir(work)).length, 3);
   });
 });

@@ -154,6 +154,29 @@ describe(`Telegram account sessions in the sandbox (${STORAGE_LABEL})`, () => {
       await t.close();
     }
   });
+
+  it('POST takes no body, {} or null; any other body is refused as POST /whatsapp/sessions refuses it, and nothing is created', async () => {
+    const t = await startTestApp({ worker: false });
+    try {
+      const a = await t.createAccount();
+      const post = (payload: string) => t.request({ method: 'POST', url: `${API}/telegram/sessions`, key: a.testKey, payload, headers: { 'content-type': 'application/json' } });
+      for (const payload of ['[]', '"x"', '1', 'true', '[{"a":1}]']) {
+        const error = assertErrorEnvelope(await post(payload), 400, 'invalid_request');
+        assert.equal(error.message, 'request body must be a JSON object', payload);
+        // The same answer as the WhatsApp route gives the same body.
+        const whatsapp = await t.request({ method: 'POST', url: `${API}/whatsapp/sessions`, key: a.testKey, payload, headers: { 'content-type': 'application/json' } });
+        assert.equal(assertErrorEnvelope(whatsapp, 400, 'invalid_request').message, error.message, payload);
+      }
+      const unknown = assertErrorEnvelope(await post('{"a":1}'), 400, 'invalid_request');
+      assert.equal(unknown.message, 'unknown field a; this request takes no fields');
+      assert.equal(unknown.details.field, 'a');
+      assert.deepEqual((await list(t, a.testKey)).json(), { sessions: [] }, 'no session was created by a refused body');
+      for (const payload of ['{}', 'null']) assert.equal((await post(payload)).statusCode, 201, payload);
+      assert.equal((await create(t, a.testKey)).statusCode, 201, 'no body at all');
+    } finally {
+      await t.close();
+    }
+  });
 });
 
 const FAST: TestAppOptions['telegramAccounts'] = { qrWaitMs: 3_000, minRenewMs: 50, leaseMs: 1_500, renewMs: 300, takeoverScanMs: 200, logoutTimeoutMs: 2_000 };

@@ -28,6 +28,8 @@ function examples(origin: string): Record<string, Record<string, unknown>> {
     'POST /api/v1/webhook_endpoints/{endpoint_id}/roll_secret': { previous_secret_expires_in: 3600 },
     'POST /api/v1/webhook_endpoints/{endpoint_id}/test': { type: 'voice_note.delivered' },
     'POST /api/v1/recipients/check': { platform: 'telegram', recipient: '123456789', session: { bot_token: SANDBOX_BOT_TOKEN } },
+    // Linking a Telegram account takes no fields: the empty object is the whole body.
+    'POST /api/v1/telegram/sessions': {},
     // The sandbox's two-step account: scanned with a password, then given the one password it accepts.
     'POST /api/v1/telegram/sessions/{session_id}/simulate': { event: 'scan_with_password' },
     'POST /api/v1/telegram/sessions/{session_id}/password': { password: SANDBOX_TELEGRAM_PASSWORD },

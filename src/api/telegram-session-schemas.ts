@@ -14,6 +14,9 @@ export const CreatedTelegramSession = Type.Object({
   created_at: Timestamp,
 });
 
+/** Linking takes no fields: no body, `{}`, or null. Anything else that is not an object is refused as for WhatsApp sessions. */
+export const CreateTelegramSessionBody = Type.Object({}, { description: 'Optional and empty: linking by QR code takes no fields (send no body, or {})' });
+
 const fields = {
   status: TelegramSessionStatus,
   user_id: Type.Union([Type.String(), Type.Null()], { description: "The linked account's Telegram user id, once connected" }),

@@ -13,8 +13,8 @@ import type { TelegramSessionRow } from '../store/telegram-sessions.js';
 import { ApiError, invalidParameter, notFound } from './errors.js';
 import { rejectUnknownFields } from './unknown-fields.js';
 import { runIdempotent, sendOutcome } from './idempotency.js';
-import { Deleted, SessionIdParams, commonErrors, withErrors } from './schemas.js';
-import { CreatedTelegramSession, TelegramPasswordBody, TelegramSession, TelegramSessionList, TelegramSimulateBody } from './telegram-session-schemas.js';
+import { Deleted, OPTIONAL_BODY, SessionIdParams, commonErrors, withErrors } from './schemas.js';
+import { CreateTelegramSessionBody, CreatedTelegramSession, TelegramPasswordBody, TelegramSession, TelegramSessionList, TelegramSimulateBody } from './telegram-session-schemas.js';
 
 const isSimulatedEvent = (value: string): value is TelegramSimulatedEvent => (TELEGRAM_SIMULATED_EVENTS as readonly string[]).includes(value);
 
@@ -46,12 +46,20 @@ export function registerTelegramSessionRoutes(app: FastifyInstance, services: Se
           'Returns a QR code (PNG data URI of tg://login?token=…) to scan in Telegram under Settings → Devices → Link Desktop Device. ' +
           'Live codes are renewed as Telegram expires them (GET shows the current one). An account with a cloud password moves to password_needed.',
         tags: ['telegram'],
+        body: CreateTelegramSessionBody,
         response: { 201: CreatedTelegramSession, ...withErrors(400, 409, 422, 502) },
+        ...({ [OPTIONAL_BODY]: true } as object),
+      },
+      // No body at all is the usual call: validated as an empty one, so `[]`, `"x"`, `1` or `true` are
+      // refused by the schema ("request body must be a JSON object"), as POST /whatsapp/sessions does.
+      preValidation: (request, _reply, done) => {
+        if (request.body === undefined || request.body === null) request.body = {};
+        done();
       },
     },
     async (request, reply) => {
       const caller = request.caller!;
-      if (request.body !== undefined && request.body !== null) rejectUnknownFields(request.body, []);
+      rejectUnknownFields(request.body, []);
       const outcome = await runIdempotent(
         services,
         request,

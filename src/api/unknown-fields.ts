@@ -11,6 +11,7 @@ export function rejectUnknownFields(body: unknown, known: readonly string[], pre
   for (const name of Object.keys(body)) {
     if (known.includes(name)) continue;
     const field = `${prefix}${name}`;
-    throw invalidRequest(field, `unknown field ${field}; ${prefix ? `${prefix.slice(0, -1)} takes` : 'known fields are'} ${known.join(', ')}`);
+    const takes = known.length === 0 ? `${prefix ? prefix.slice(0, -1) : 'this request'} takes no fields` : `${prefix ? `${prefix.slice(0, -1)} takes` : 'known fields are'} ${known.join(', ')}`;
+    throw invalidRequest(field, `unknown field ${field}; ${takes}`);
   }
 }

@@ -58,19 +58,38 @@ function reserveName(file: string): number {
 /** The name still holds the empty file this run created (nobody wrote into it, nothing replaced it). */
 function stillOurs(file: string, reserved: number): boolean {
   const mine = fs.fstatSync(reserved);
-  const now = fs.statSync(file, { throwIfNoEntry: false });
+  // lstat: a link put in its place is not ours, whatever it points to.
+  const now = fs.lstatSync(file, { throwIfNoEntry: false });
   return now !== undefined && now.dev === mine.dev && now.ino === mine.ino && mine.size === 0;
 }
 
+/**
+ * The copy is written in a folder of its own made beside the target (mkdtemp: a fresh random name,
+ * mode 0700), then renamed onto the reserved name: the same file system, so the rename is atomic.
+ * Nobody else can put a link where SQLite writes the copy or its journal (a symlink planted at a
+ * fixed `FILE.partial` would have taken the whole database wherever it pointed), and nothing that
+ * already lies in the target's folder is written, followed or deleted.
+ */
 async function copyInto(config: Config, source: string, file: string, reserved: number): Promise<BackupReport> {
-  const tmp = `${file}.partial`;
-  fs.rmSync(tmp, { force: true });
+  let work: string;
+  try {
+    work = fs.mkdtempSync(path.join(path.dirname(file), `.${path.basename(file)}.partial-`));
+  } catch (error) {
+    throw new BackupFailure(`cannot create a temporary folder beside ${file}: ${(error as Error).message}`);
+  }
+  try {
+    return await copyThrough(config, source, file, reserved, path.join(work, 'copy.db'));
+  } finally {
+    fs.rmSync(work, { recursive: true, force: true });
+  }
+}
+
+async function copyThrough(config: Config, source: string, file: string, reserved: number, tmp: string): Promise<BackupReport> {
   const db = new SqliteDatabase(source, { readonly: true, fileMustExist: true });
   try {
     db.pragma('busy_timeout = 5000');
     await db.backup(tmp);
   } catch (error) {
-    fs.rmSync(tmp, { force: true });
     throw new BackupFailure(`cannot back up ${source}: ${(error as Error).message}`);
   } finally {
     db.close();
@@ -87,15 +106,13 @@ async function copyInto(config: Config, source: string, file: string, reserved: 
       messages: (copy.prepare('select count(*) as n from messages').get() as { n: number }).n,
     };
   } catch (error) {
-    copy.close();
-    fs.rmSync(tmp, { force: true });
     throw error instanceof BackupFailure ? error : new BackupFailure(`the copy cannot be read back: ${(error as Error).message}`);
+  } finally {
+    copy.close();
   }
-  copy.close();
   // Hashed keys and sealed credentials: readable by its owner only, like the database itself should be.
   fs.chmodSync(tmp, 0o600);
   if (!stillOurs(file, reserved)) {
-    fs.rmSync(tmp, { force: true });
     throw new BackupFailure(`${file} was written or replaced by something else while the copy ran; it is left as it is, and no backup was made`);
   }
   fs.renameSync(tmp, file);

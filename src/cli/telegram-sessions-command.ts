@@ -34,11 +34,27 @@ async function call<T>(client: ApiClient, method: 'GET' | 'POST' | 'DELETE', pat
 const line = (s: TelegramSessionView): string =>
   [s.session_id ?? s.id, s.status, s.username ? `@${s.username}` : '-', s.phone_number ?? '-'].join('\t');
 
-/** The QR code as a PNG file beside the command, to open and scan. */
+/**
+ * The default QR file: named after the session, in the working folder. The id is the server's word (a
+ * wrong or hostile --url may answer `../…` or `/…`): only its letters, digits, `_` and `-` make the
+ * name, so the file stays in the working folder, and it is created new (never over a file already there).
+ */
+export function defaultQrFile(sessionId: string | undefined): string {
+  const name = (sessionId ?? '').replace(/[^A-Za-z0-9_-]/g, '').slice(0, 64);
+  return `${name === '' ? 'telegram-session' : name}.png`;
+}
+
+/** The QR code as a PNG file, to open and scan: where --qr-file says, else beside the command (defaultQrFile). */
 async function saveQr(session: TelegramSessionView, file: string | undefined): Promise<string | undefined> {
   if (!session.qr_code) return undefined;
-  const path = file ?? `${session.session_id}.png`;
-  await writeFile(path, Buffer.from(session.qr_code.split(',')[1] ?? '', 'base64'));
+  const path = file ?? defaultQrFile(session.session_id);
+  const png = Buffer.from(session.qr_code.split(',')[1] ?? '', 'base64');
+  try {
+    await writeFile(path, png, { flag: file === undefined ? 'wx' : 'w' });
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'EEXIST') throw new CliError(`${path} exists already; choose the QR code's file with --qr-file`);
+    throw error;
+  }
   return path;
 }
 

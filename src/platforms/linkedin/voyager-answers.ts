@@ -1,4 +1,5 @@
 import type { Dispatcher } from 'undici';
+import { networkErrorCode } from '../../core/error-code.js';
 import { DeliveryError } from '../platform.js';
 import { REST_AFTER_999_MS } from './rest.js';
 import { LINKEDIN_CONVERSATION_URN, threadIdOfUrl } from './rules.js';
@@ -119,8 +120,7 @@ export function failureForStatus(step: FlowStep, status: number, headers: Record
 
 /** Network failures and timeouts are worth another try; the error's own text may name URLs, so only its code is kept. */
 export function networkFailure(step: FlowStep, error: unknown): DeliveryError {
-  const code = typeof (error as { code?: unknown })?.code === 'string' ? (error as { code: string }).code : 'network error';
-  return new DeliveryError('platform_error', `could not reach LinkedIn for the ${step} request (${code})`, true);
+  return new DeliveryError('platform_error', `could not reach LinkedIn for the ${step} request (${networkErrorCode(error)})`, true);
 }
 
 export async function readCapped(body: Dispatcher.ResponseData['body']): Promise<string> {

@@ -2,12 +2,14 @@ import { hash } from 'node:crypto';
 import { open } from 'node:fs/promises';
 import { Readable } from 'node:stream';
 import type { Dispatcher } from 'undici';
+import { networkErrorCode } from '../../core/error-code.js';
 import { Agent, request } from '../../core/http-client.js';
 import { deadline } from '../deadline.js';
 import { createMemorySlotPacer, waitForSlot, type SlotPacer } from '../pacing.js';
 import { DeliveryError, type DeliveryJob, type PlatformAdapter } from '../platform.js';
 import { VoiceBytes } from '../voice-bytes.js';
 import { tellBotName } from './bot-name.js';
+import { scrubber } from './token-scrub.js';
 import { multipartBody, multipartParts } from './multipart.js';
 import type { TelegramSession } from './rules.js';
 
@@ -85,31 +87,6 @@ interface TelegramReply {
   error_code?: unknown;
   description?: unknown;
   parameters?: { retry_after?: unknown; migrate_to_chat_id?: unknown } | null;
-}
-
-/**
- * The token sits in the URL path; anything that might echo the URL (undici errors, a proxy's page) passes
- * through here. The list of forms to hide is made on first use: nearly every call succeeds and scrubs nothing.
- */
-function scrubber(token: string): (text: string) => string {
-  let sorted: string[] | undefined;
-  return (text) => {
-    if (sorted === undefined) {
-      const secrets = new Set<string>([token, encodeURIComponent(token)]);
-      const secretPart = token.slice(token.indexOf(':') + 1);
-      if (secretPart.length >= 16) secrets.add(secretPart);
-      sorted = [...secrets].sort((a, b) => b.length - a.length);
-    }
-    return sorted.reduce((out, secret) => out.split(secret).join('<bot token>'), text);
-  };
-}
-
-function describeNetworkError(error: unknown): string {
-  if (!(error instanceof Error)) return String(error);
-  const code = (error as Error & { code?: unknown }).code;
-  const cause = (error as Error & { cause?: unknown }).cause;
-  const causeText = cause instanceof Error ? `: ${cause.message}` : '';
-  return `${typeof code === 'string' ? `${code} ` : ''}${error.message}${causeText}`;
 }
 
 /** The reply's text; undefined when it grows past MAX_REPLY_BYTES (read by its events: cheaper than an async iterator). */
@@ -243,7 +220,7 @@ export function createTelegramAdapter(options: TelegramAdapterOptions): Platform
       status = response.statusCode;
       text = await readCapped(response.body);
     } catch (error) {
-      throw new DeliveryError('platform_error', scrub(`could not reach Telegram: ${describeNetworkError(error)}`), true);
+      throw new DeliveryError('platform_error', scrub(`could not reach Telegram (${networkErrorCode(error)})`), true);
     } finally {
       limit.clear();
     }
@@ -272,8 +249,9 @@ export function createTelegramAdapter(options: TelegramAdapterOptions): Platform
       });
       return { status: response.statusCode, text: await readCapped(response.body) };
     } catch (error) {
-      const what = job.signal.aborted ? 'the attempt was aborted' : limit.timedOut ? `no reply within ${timeouts.totalMs(size)} ms` : describeNetworkError(error);
-      throw new DeliveryError('platform_error', scrub(`could not reach Telegram: ${what}`), true);
+      // The code only, never the error's text: it names the address of TELEGRAM_API_ROOT (error-code.ts).
+      const what = job.signal.aborted ? ': the attempt was aborted' : limit.timedOut ? `: no reply within ${timeouts.totalMs(size)} ms` : ` (${networkErrorCode(error)})`;
+      throw new DeliveryError('platform_error', scrub(`could not reach Telegram${what}`), true);
     } finally {
       limit.clear();
     }

@@ -1,5 +1,6 @@
 import { request } from '../../core/http-client.js';
 import type { RecipientCheck } from '../platform.js';
+import { scrubToken } from './token-scrub.js';
 
 const CHECK_TIMEOUT_MS = 10_000;
 
@@ -35,5 +36,5 @@ export async function askTelegramAboutChat(apiRoot: string, token: string, chatI
   }
   if (status === 401) return { exists: null, reason: 'Telegram did not say: the bot token is wrong or has been revoked' };
   if (status === 429) return { exists: null, reason: 'Telegram did not say: the bot is asked to wait (flood control)' };
-  return { exists: null, reason: `Telegram did not say (${status}: ${description.replace(token, '<token>')})` };
+  return { exists: null, reason: `Telegram did not say (${status}: ${scrubToken(description, token)})` };
 }

@@ -1,3 +1,4 @@
+import { errorCodeOf } from '../../../core/error-code.js';
 import { DeliveryError } from '../../platform.js';
 import { rpcErrorName } from './client.js';
 import { REVOKED } from './revoked.js';
@@ -18,7 +19,11 @@ export type TelegramRefusal =
 
 export function classifyTelegramError(error: unknown, doing: string): TelegramRefusal {
   const name = rpcErrorName(error);
-  if (name === undefined) return { kind: 'fail', error: new DeliveryError('platform_error', `Telegram did not answer ${doing}: ${error instanceof Error ? error.message : String(error)}`, true) };
+  if (name === undefined) {
+    // A socket's error says its code, never its text (which names the address it tried: error-code.ts).
+    const what = errorCodeOf(error) ?? (error instanceof Error ? error.message : String(error));
+    return { kind: 'fail', error: new DeliveryError('platform_error', `Telegram did not answer ${doing}: ${what}`, true) };
+  }
   const flood = /^(?:FLOOD_WAIT|SLOWMODE_WAIT|FLOOD_PREMIUM_WAIT)_(\d+)$/.exec(name);
   if (flood) return { kind: 'flood_wait', seconds: Number(flood[1]) };
   if (name === 'PEER_FLOOD') return { kind: 'peer_flood' };
