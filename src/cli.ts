@@ -15,6 +15,7 @@ import { registerKeyCommands } from './cli/key-commands.js';
 import { registerProcessCommands } from './cli/process-commands.js';
 import { registerSendCommand } from './cli/send-command.js';
 import { registerSenderCommands } from './cli/senders.js';
+import { registerMessageCommands } from './cli/message-commands.js';
 import { registerTelegramSessionCommands } from './cli/telegram-sessions-command.js';
 import { CliError, out, json, withDb, config } from './cli/common.js';
 
@@ -35,6 +36,7 @@ export function buildProgram(): Command {
   registerKeyCommands(program);
   registerSendCommand(program);
   registerSenderCommands(program);
+  registerMessageCommands(program);
   registerTelegramSessionCommands(program);
   registerRhythmCommands(program, { withDb: (work) => withDb(config(), work), out, json, fail: (message) => new CliError(message) });
   registerBackupCommand(program);

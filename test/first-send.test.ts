@@ -90,6 +90,25 @@ describe(`the first send: the shipped sample (${STORAGE_LABEL})`, () => {
     }
   });
 
+  it('a sample on the wrong port or address is answered with the URL that works, not advice to allow private addresses', async () => {
+    const port = Number(new URL(base).port);
+    for (const url of [`http://localhost:${port + 1}/samples/hello.ogg`, 'http://10.0.0.7/samples/hello.ogg']) {
+      const res = await send(account.testKey, url);
+      const body = (await res.json()) as any;
+      assert.equal(res.status, 422, `${url}: ${JSON.stringify(body)}`);
+      assert.equal(body.error.details.field, 'audio_url');
+      assert.ok(body.error.message.includes(`use http://localhost:${port}/samples/hello.ogg`), body.error.message);
+      assert.doesNotMatch(body.error.message, /ALLOW_PRIVATE_URLS/);
+    }
+    // A live key never gets the exception: it is told the sample is the sandbox's, not to loosen the check.
+    const live = (await (await send(account.liveKey, `${base}/samples/hello.ogg`)).json()) as any;
+    assert.match(live.error.message, /only sandbox keys \(sk_test_…\) may send; a live send needs a public audio_url/);
+    assert.doesNotMatch(live.error.message, /ALLOW_PRIVATE_URLS/);
+    // Any other private URL keeps the usual refusal and its hint.
+    const other = (await (await send(account.testKey, t.voiceUrl)).json()) as any;
+    assert.match(other.error.message, /ALLOW_PRIVATE_URLS/);
+  });
+
   it('the Host header is not where the request came to: a forged Host names no sample of ours', async () => {
     const port = Number(new URL(base).port);
     const sendWithHost = (host: string, audioUrl: string): Promise<{ status: number; body: any }> =>

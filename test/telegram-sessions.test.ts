@@ -201,13 +201,16 @@ async function linked(t: TestApp, world: FakeTelegram, key: string, who: FakeAcc
 }
 
 describe(`Telegram account sessions, live, against a fake MTProto server (${STORAGE_LABEL})`, () => {
-  it('without TELEGRAM_API_ID / TELEGRAM_API_HASH live linking answers 502 platform_error and keeps nothing', async () => {
+  it('without TELEGRAM_API_ID / TELEGRAM_API_HASH live linking answers 503 not_configured (the operator\'s, not a platform error to retry) and keeps nothing', async () => {
     const world = new FakeTelegram();
     const t = await startTestApp({ worker: false, telegramClientFactory: world.factory('x') });
     try {
       const account = await t.createAccount();
-      const res = assertErrorEnvelope(await create(t, account.liveKey), 502, 'platform_error');
-      assert.match(res.message, /TELEGRAM_API_ID/);
+      const answer = await create(t, account.liveKey);
+      const res = assertErrorEnvelope(answer, 503, 'not_configured');
+      assert.match(res.message, /the operator to set TELEGRAM_API_ID and TELEGRAM_API_HASH/);
+      assert.deepEqual(res.details, { missing: ['TELEGRAM_API_ID', 'TELEGRAM_API_HASH'] });
+      assert.equal(answer.headers['retry-after'], undefined, 'no retry mends it');
       assert.deepEqual((await list(t, account.liveKey)).json(), { sessions: [] });
     } finally {
       await t.close();

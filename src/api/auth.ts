@@ -97,7 +97,13 @@ export function authenticate(services: Services) {
   /** No valid key: the caller IP's bucket, then 401. */
   async function refuse(request: FastifyRequest, reply: FastifyReply, keyGiven: boolean, now: number): Promise<FastifyReply> {
     if (await drawFromIpBucket(services, request, reply, now)) return reply;
-    const message = keyGiven ? 'invalid, revoked or expired API key' : 'missing API key: send Authorization: Bearer <API_KEY>';
+    // A header without the Bearer scheme (the bare key, "Token …") is a key sent the wrong way, not a missing one.
+    const header = request.headers.authorization?.trim() ?? '';
+    const message = keyGiven
+      ? 'invalid, revoked or expired API key'
+      : header !== ''
+        ? 'the Authorization header must be "Bearer <API_KEY>" (the word Bearer, a space, then the key)'
+        : 'missing API key: send Authorization: Bearer <API_KEY>';
     return sendError(reply, new ApiError('unauthorized', message));
   }
 

@@ -20,7 +20,8 @@ export type ErrorCode =
   | 'rate_limited'
   | 'internal_error'
   | 'platform_error'
-  | 'service_unavailable';
+  | 'service_unavailable'
+  | 'not_configured';
 
 const STATUS_OF: Record<ErrorCode, number> = {
   invalid_request: 400,
@@ -41,6 +42,9 @@ const STATUS_OF: Record<ErrorCode, number> = {
   internal_error: 500,
   platform_error: 502,
   service_unavailable: 503,
+  // The operator's configuration lacks what this request needs (TELEGRAM_API_ID for live Telegram
+  // accounts): no Retry-After, since retrying changes nothing until the service is configured.
+  not_configured: 503,
 };
 
 export type ErrorDetails = Record<string, unknown> | null;

@@ -3,7 +3,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import { REPLY_TYPES } from '../core/public-views.js';
 import { LogQueryError, MAX_PAGE_SIZE, MESSAGE_STATUSES } from '../message-log/query.js';
-import { messageDetail, messageLogPage, WAIT_REASONS } from '../message-log/views.js';
+import { messageDetail, messageLogPage, WAIT_REASONS, CANCEL_REASONS } from '../message-log/views.js';
 import type { Services } from '../services.js';
 import { invalidParameter, notFound } from './errors.js';
 import { MessageIdParams, withErrors } from './schemas.js';
@@ -74,6 +74,10 @@ const Detail = Type.Object({
   caption: Type.Union([Type.String(), Type.Null()]),
   next_attempt_at: NullableTimestamp,
   canceled_at: Type.Union([Timestamp, Type.Null()], { description: 'When the note was canceled (status canceled)' }),
+  cancel_on_reply: Type.Boolean({ description: 'Asked at send time: a reply from the recipient before send_at cancels the note' }),
+  cancel_reason: Type.Union([Type.String({ enum: [...CANCEL_REASONS] }), Type.Null()], {
+    description: 'Why a canceled note was canceled: requested (DELETE, the dashboard) or replied (its recipient answered first); null otherwise, and on notes canceled by a reply before this was recorded',
+  }),
   recording_indicator: Type.Union(
     [
       Type.Object({

@@ -21,7 +21,7 @@ const RESPONSE_NAMES: Record<string, string> = {
   '429': 'rate_limited: wait Retry-After seconds',
   '500': 'internal_error: a bug on our side, never for bad input',
   '502': 'platform_error: the platform could not be reached while the request waited on it',
-  '503': 'service_unavailable: draining, storage down or full; retry after Retry-After',
+  '503': 'service_unavailable: draining, storage down or full; retry after Retry-After. Or not_configured: the operator has not configured what this needs (no Retry-After: retrying will not help)',
 };
 
 type Operation = { responses?: Record<string, { description?: string }> };

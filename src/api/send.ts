@@ -1,7 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { checkAudioUrl } from '../audio/index.js';
-import { isOwnSampleUrl } from '../audio/samples.js';
+import { isOwnSampleUrl, sampleUrlAdvice } from '../audio/samples.js';
 import { newMessageId } from '../core/ids.js';
 import { SealedMemo } from '../core/sealed-memo.js';
 import { checkCaption, checkDuration, isViolation, type Violation } from '../platforms/rules.js';
@@ -37,23 +37,26 @@ export function registerSendRoute(app: FastifyInstance, services: Services): voi
         body: SendBody,
         response: { 202: SentMessage, ...withErrors(400, 402, 409, 413, 415, 422) },
       },
-      // Before the schema: a send_at that is no timestamp at all (a number, "tomorrow") is a bad value
-      // (422 naming send_at) rather than the schema's wrong-type or wrong-format 400.
+      // Before the schema, the questions a caller should hear first: a field this route does not know
+      // (`audioUrl` is named as such, not answered with "audio_url is required"), then a platform we do
+      // not know (not "session is required" for a platform that may take none). A send_at that is no
+      // timestamp at all (a number, "tomorrow") is a bad value (422 naming send_at) rather than the
+      // schema's wrong-type or wrong-format 400.
       preValidation: async (request) => {
-        const sendAt = (request.body as Record<string, unknown> | null | undefined)?.send_at;
+        const body = request.body as Record<string, unknown> | null | undefined;
+        rejectUnknownFields(body, SEND_FIELDS);
+        if (typeof body?.platform === 'string') knownPlatform(services, body.platform);
+        const sendAt = body?.send_at;
         if (sendAt !== undefined && sendAt !== null) parseSendAtValue(sendAt);
       },
     },
     async (request, reply) => {
       const caller = request.caller!;
       const body = request.body;
-      rejectUnknownFields(body, SEND_FIELDS);
       const replayed = await findReplay(services, request, reply, caller);
       if (replayed) return sendOutcome(reply, replayed);
 
-      const platform = services.platforms.get(body.platform);
-      // A platform we do not know is a mistyped field, not a bad value for a known field.
-      if (!platform) throw invalidRequest('platform', `platform must be one of ${services.platforms.names.join(', ')}`);
+      const platform = knownPlatform(services, body.platform);
       const recipientProblem = platform.checkRecipient(body.recipient);
       if (recipientProblem) throw fail(recipientProblem);
       const session = platform.checkSession(body.session as Record<string, unknown>);
@@ -64,9 +67,12 @@ export function registerSendRoute(app: FastifyInstance, services: Services): voi
       // A sandbox send may name the service's own sample on the address it reached, private or not.
       // Looked at only once the URL is refused (allowing private addresses only ever lifts a refusal):
       // it parses the URL again and asks the socket its local address.
-      if (urlProblem && !allowPrivate && caller.env === 'test' && isOwnSampleUrl(body.audio_url, { localAddress: request.socket.localAddress, localPort: request.socket.localPort })) {
+      const arrivedAt = { localAddress: request.socket.localAddress, localPort: request.socket.localPort };
+      if (urlProblem && !allowPrivate && caller.env === 'test' && isOwnSampleUrl(body.audio_url, arrivedAt)) {
         urlProblem = checkAudioUrl(body.audio_url, { allowPrivate: true });
       }
+      // A sample refused here is on the wrong port or address (or sent with a live key): say which URL works.
+      if (urlProblem && !allowPrivate) urlProblem = sampleUrlAdvice(body.audio_url, arrivedAt, caller.env === 'test') ?? urlProblem;
       if (urlProblem) throw invalidParameter('audio_url', urlProblem);
       if (body.duration != null) {
         const durationProblem = checkDuration(platform, body.duration);
@@ -147,6 +153,13 @@ export function registerSendRoute(app: FastifyInstance, services: Services): voi
       return reply.code(202).send(answer);
     },
   );
+}
+
+/** The platform named, or a 400: a platform we do not know is a mistyped field, not a bad value for a known field. */
+function knownPlatform(services: Services, name: string) {
+  const platform = services.platforms.get(name);
+  if (!platform) throw invalidRequest('platform', `platform must be one of ${services.platforms.names.join(', ')}`);
+  return platform;
 }
 
 /**

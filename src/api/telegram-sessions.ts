@@ -4,6 +4,7 @@ import type { Services } from '../services.js';
 import { telegramSessionListItemView, telegramSessionView } from '../core/telegram-session-views.js';
 import {
   TELEGRAM_SIMULATED_EVENTS,
+  TelegramNotConfiguredError,
   TelegramSessionStateError,
   TelegramUnavailableError,
   WrongPasswordError,
@@ -30,6 +31,8 @@ export function registerTelegramSessionRoutes(app: FastifyInstance, services: Se
   }
 
   const asApiError = (error: unknown, field: string): never => {
+    // Not the platform's fault: the operator's configuration, which no retry mends.
+    if (error instanceof TelegramNotConfiguredError) throw new ApiError('not_configured', error.message, { missing: ['TELEGRAM_API_ID', 'TELEGRAM_API_HASH'] });
     if (error instanceof TelegramUnavailableError) throw new ApiError('platform_error', error.message);
     if (error instanceof WrongPasswordError) throw invalidParameter('password', error.message);
     if (error instanceof TelegramSessionStateError) throw new ApiError('invalid_parameter', error.message, { field, status: error.status });
@@ -47,7 +50,7 @@ export function registerTelegramSessionRoutes(app: FastifyInstance, services: Se
           'Live codes are renewed as Telegram expires them (GET shows the current one). An account with a cloud password moves to password_needed.',
         tags: ['telegram'],
         body: CreateTelegramSessionBody,
-        response: { 201: CreatedTelegramSession, ...withErrors(400, 409, 422, 502) },
+        response: { 201: CreatedTelegramSession, ...withErrors(400, 409, 422, 502, 503) },
         ...({ [OPTIONAL_BODY]: true } as object),
       },
       // No body at all is the usual call: validated as an empty one, so `[]`, `"x"`, `1` or `true` are

@@ -56,6 +56,28 @@ export function isOwnSampleUrl(audioUrl: string, arrivedAt: ArrivedAt): boolean 
   return port === arrivedAt.localPort && sameAddress(url.hostname, arrivedAt.localAddress);
 }
 
+/**
+ * The refusal of a sample URL the sandbox exception did not cover (another port or address than the
+ * request came to, or a live key): the URL to use instead, rather than advice to allow private addresses
+ * (a security check turned off for what is only a wrong port). Null when the URL names no shipped sample.
+ */
+export function sampleUrlAdvice(audioUrl: string, arrivedAt: ArrivedAt, sandbox: boolean): string | null {
+  const url = parse(audioUrl);
+  if (!url || sampleNamedBy(url) === null) return null;
+  if (!sandbox) return `audio_url names the service's own sample, which only sandbox keys (sk_test_…) may send; a live send needs a public audio_url`;
+  const right = ownOrigin(arrivedAt);
+  if (right === null) return null;
+  return `audio_url names the sample on ${url.host}, but this request came to ${right}: use ${right}${url.pathname}`;
+}
+
+/** `http://HOST:PORT` of the socket's local end; a loopback address is said as localhost (the README's form). */
+function ownOrigin(arrivedAt: ArrivedAt): string | null {
+  if (arrivedAt.localAddress === undefined || arrivedAt.localPort === undefined) return null;
+  const local = plainAddress(arrivedAt.localAddress);
+  const host = isLoopback(local) ? 'localhost' : isIP(local) === 6 ? `[${local}]` : local;
+  return `http://${host}:${arrivedAt.localPort}`;
+}
+
 const LOOPBACK_NAME = /^(localhost|.+\.localhost)$/i;
 
 /** An IPv4 address as Node reports it on a dual-stack socket (`::ffff:127.0.0.1`), without the wrapper. */

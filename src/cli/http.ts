@@ -35,18 +35,38 @@ export interface SendBody {
   duration?: number | string;
   send_at?: string;
   cancel_on_reply?: boolean | string;
+  recording_indicator?: boolean | string;
+  listen?: boolean | string;
+}
+
+/**
+ * The API's base address from what the user gave: the service's bare origin (`http://host:3000`, as
+ * most CLIs take a base URL) means its API under /api/v1; any other path is taken as written.
+ */
+export function apiBaseUrl(given: string): string {
+  const trimmed = given.trim().replace(/\/+$/, '');
+  try {
+    const url = new URL(trimmed);
+    if (url.pathname === '/' && url.search === '' && url.hash === '') return `${trimmed}/api/v1`;
+  } catch {
+    // Not a URL: the call says it cannot reach it, naming what was given.
+  }
+  return trimmed;
 }
 
 export class ApiClient {
+  readonly baseUrl: string;
   constructor(
-    readonly baseUrl: string,
+    baseUrl: string,
     private readonly key: string,
-  ) {}
+  ) {
+    this.baseUrl = apiBaseUrl(baseUrl);
+  }
 
   private async call<T>(method: string, path: string, body?: unknown, headers: Record<string, string> = {}): Promise<ApiAnswer<T>> {
     let response: Response;
     try {
-      response = await fetch(`${this.baseUrl.replace(/\/+$/, '')}${path}`, {
+      response = await fetch(`${this.baseUrl}${path}`, {
         method,
         headers: {
           authorization: `Bearer ${this.key}`,

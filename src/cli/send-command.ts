@@ -3,15 +3,16 @@ import { Command, Option } from 'commander';
 import { ApiClient } from './http.js';
 import { csvSummary, sendCsv, sendOne, type SendFields } from './send.js';
 import { CliError, out, json, parseSeconds, defaultApiUrl, messageOf } from './common.js';
+import { KEY_HELP, URL_HELP } from './api-command.js';
 
 /** `send`: one voice note, or one per row of a CSV file, through the HTTP API. */
 export function registerSendCommand(program: Command): void {
   program
     .command('send')
     .description('send one voice note (or one per row of --csv FILE) through the HTTP API')
-    .option('--key <key>', 'API key (sk_test_… or sk_live_…); default: the VOICENOTE_KEY environment variable')
-    .option('--url <base>', 'API base address (default $VOICENOTE_URL, else http://127.0.0.1:$PORT/api/v1)')
-    .option('--csv <file>', 'one send per row: platform, recipient, audio_url [, caption, duration, send_at, cancel_on_reply, bot_token, li_at, csrf_token, user_agent, cookies, session_id]')
+    .option('--key <key>', KEY_HELP)
+    .option('--url <base>', URL_HELP)
+    .option('--csv <file>', 'one send per row: platform, recipient, audio_url [, caption, duration, send_at, cancel_on_reply, recording_indicator, listen, bot_token, li_at, csrf_token, user_agent, cookies, session_id]')
     .option('--platform <platform>', 'linkedin, telegram or whatsapp')
     .option('--recipient <recipient>', 'who receives it')
     .option('--audio <url>', 'http(s) URL of the audio')
@@ -20,11 +21,13 @@ export function registerSendCommand(program: Command): void {
     .option('--csrf-token <token>', 'linkedin: the csrf token (ajax:…)')
     .option('--user-agent <ua>', "linkedin: the User-Agent of the browser the cookies come from")
     .option('--cookies <header>', "linkedin: that browser's whole Cookie header for linkedin.com")
-    .option('--session-id <id>', 'whatsapp: the session (ws_…)')
+    .option('--session-id <id>', 'whatsapp: the session (ws_…); telegram: a linked account (ts_…) instead of --bot-token')
     .option('--caption <text>', 'telegram: a caption')
     .addOption(new Option('--duration <seconds>', 'duration in seconds (detected when omitted)').argParser(parseSeconds))
     .option('--send-at <time>', 'schedule the send: ISO 8601 with Z or an offset, at most 30 days ahead (2026-12-01T09:00:00Z)')
     .option('--cancel-on-reply', 'with --send-at: a reply from the recipient before then cancels the note')
+    .option('--recording-indicator', 'telegram, whatsapp: show "recording…" to the recipient before the note')
+    .option('--listen', 'telegram bot, linkedin: listen to the sender for replies (WhatsApp sessions are always heard)')
     .option('--idempotency-key <key>', 'send once even if the command is run again (single sends; --csv derives its own)')
     .option('--wait', 'follow the message until it is delivered or failed')
     .option('--json', 'print one JSON object')
@@ -46,6 +49,8 @@ export function registerSendCommand(program: Command): void {
         duration?: number;
         sendAt?: string;
         cancelOnReply?: boolean;
+        recordingIndicator?: boolean;
+        listen?: boolean;
         idempotencyKey?: string;
         wait?: boolean;
         json?: boolean;
@@ -55,7 +60,7 @@ export function registerSendCommand(program: Command): void {
         if (key === undefined) throw new CliError('send needs --key KEY (or VOICENOTE_KEY in the environment)');
         const client = new ApiClient(options.url ?? defaultApiUrl(), key);
         if (options.csv !== undefined) {
-          const single = ['platform', 'recipient', 'audio', 'botToken', 'liAt', 'csrfToken', 'sessionId', 'caption', 'duration', 'sendAt', 'cancelOnReply', 'wait'] as const;
+          const single = ['platform', 'recipient', 'audio', 'botToken', 'liAt', 'csrfToken', 'sessionId', 'caption', 'duration', 'sendAt', 'cancelOnReply', 'recordingIndicator', 'listen', 'wait'] as const;
           const mixed = single.filter((name) => options[name] !== undefined);
           if (mixed.length > 0) throw new CliError(`--csv takes every field from the file; drop --${mixed[0]!.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`);
           let text: string;
@@ -83,6 +88,8 @@ export function registerSendCommand(program: Command): void {
           ...(options.duration !== undefined ? { duration: String(options.duration) } : {}),
           ...(options.sendAt !== undefined ? { send_at: options.sendAt } : {}),
           ...(options.cancelOnReply === true ? { cancel_on_reply: 'true' } : {}),
+          ...(options.recordingIndicator === true ? { recording_indicator: 'true' } : {}),
+          ...(options.listen === true ? { listen: 'true' } : {}),
           ...(options.botToken !== undefined ? { bot_token: options.botToken } : {}),
           ...(options.liAt !== undefined ? { li_at: options.liAt } : {}),
           ...(options.csrfToken !== undefined ? { csrf_token: options.csrfToken } : {}),

@@ -10,7 +10,8 @@ const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout
 
 const SESSION_FIELDS = ['bot_token', 'li_at', 'csrf_token', 'user_agent', 'cookies', 'session_id'] as const;
 const REQUIRED_COLUMNS = ['platform', 'recipient', 'audio_url'] as const;
-const OPTIONAL_COLUMNS = ['caption', 'duration', 'send_at', 'cancel_on_reply', ...SESSION_FIELDS] as const;
+const FLAG_COLUMNS = ['cancel_on_reply', 'recording_indicator', 'listen'] as const;
+const OPTIONAL_COLUMNS = ['caption', 'duration', 'send_at', ...FLAG_COLUMNS, ...SESSION_FIELDS] as const;
 const FINAL = new Set(['delivered', 'failed', 'canceled']);
 /** Answers worth trying again with the same Idempotency-Key: nothing can be sent twice. */
 const TRANSIENT_STATUSES = new Set([500, 502, 503, 504]);
@@ -31,6 +32,10 @@ export interface SendFields {
   send_at?: string;
   /** true / 1 / yes: a reply from the recipient before the scheduled send cancels it; empty, false / 0 / no: not. */
   cancel_on_reply?: string;
+  /** true / 1 / yes: "recording…" shows before the note (Telegram, WhatsApp). */
+  recording_indicator?: string;
+  /** true / 1 / yes: the sender is listened to for replies (a Telegram bot, a LinkedIn session). */
+  listen?: string;
   bot_token?: string;
   li_at?: string;
   csrf_token?: string;
@@ -39,21 +44,27 @@ export interface SendFields {
   session_id?: string;
 }
 
-/** `cancel_on_reply` as given: a boolean when it reads as one, else the text (the API then says what is wrong); undefined when off. */
-function cancelOnReplyValue(raw: string | undefined): boolean | string | undefined {
+/** A yes/no field (`cancel_on_reply`, `listen`, …) as given: a boolean when it reads as one, else the text (the API then says what is wrong); undefined when off. */
+function flagValue(raw: string | undefined): boolean | string | undefined {
   const value = raw?.trim().toLowerCase() ?? '';
   if (value === '' || value === 'false' || value === '0' || value === 'no') return undefined;
   return value === 'true' || value === '1' || value === 'yes' ? true : raw;
 }
 
-/** The request body of one send: empty optional fields are "not given". */
-export function sendBody(fields: SendFields): SendBody {
+/** The `session` object of a send (or a recipient check) from the credential fields given. */
+export function sessionOf(fields: Partial<Record<(typeof SESSION_FIELDS)[number], string>>): Record<string, string> {
   const session: Record<string, string> = {};
   for (const name of SESSION_FIELDS) {
     const value = fields[name];
     if (value !== undefined && value !== '') session[name] = value;
   }
-  return {
+  return session;
+}
+
+/** The request body of one send: empty optional fields are "not given". */
+export function sendBody(fields: SendFields): SendBody {
+  const session = sessionOf(fields);
+  const body: SendBody = {
     platform: fields.platform,
     recipient: fields.recipient,
     audio_url: fields.audio_url,
@@ -61,8 +72,12 @@ export function sendBody(fields: SendFields): SendBody {
     ...(fields.caption !== undefined && fields.caption !== '' ? { caption: fields.caption } : {}),
     ...(fields.duration !== undefined && fields.duration !== '' ? { duration: durationValue(fields.duration) } : {}),
     ...(fields.send_at !== undefined && fields.send_at !== '' ? { send_at: fields.send_at } : {}),
-    ...(cancelOnReplyValue(fields.cancel_on_reply) !== undefined ? { cancel_on_reply: cancelOnReplyValue(fields.cancel_on_reply)! } : {}),
   };
+  for (const name of FLAG_COLUMNS) {
+    const value = flagValue(fields[name]);
+    if (value !== undefined) body[name] = value;
+  }
+  return body;
 }
 
 export type Waiting = (seconds: number, why: string) => void;
@@ -108,8 +123,25 @@ export async function sendUntilAnswered(
   }
 }
 
-/** GET /status every half second until the message is delivered or failed. */
-export async function followMessage(client: ApiClient, id: string, onStatus: (status: string) => void): Promise<MessageStatus> {
+/** Attempts as GET /messages/{id} lists them. */
+interface AttemptsView {
+  attempts?: Array<{ attempt: number; error: { code: string; message: string } | null; next_attempt_at: string | null }>;
+}
+
+/**
+ * Why a queued note that was tried already waits: its last attempt's error and when it is tried again
+ * (GET /status keeps a retried attempt's error to itself until the note has failed for good). Undefined
+ * before the first attempt, or when the log cannot be read now.
+ */
+async function lastAttemptError(client: ApiClient, id: string): Promise<string | undefined> {
+  const answer = await client.request<AttemptsView>('GET', `/messages/${encodeURIComponent(id)}`).catch(() => undefined);
+  const last = answer?.ok ? answer.body.attempts?.at(-1) : undefined;
+  if (!last?.error) return undefined;
+  return `attempt ${last.attempt} failed: ${last.error.code}: ${last.error.message}${last.next_attempt_at ? `; next attempt at ${last.next_attempt_at}` : ''}`;
+}
+
+/** GET /status every half second until the message is delivered or failed; `why`: the last attempt's error while a retry waits. */
+export async function followMessage(client: ApiClient, id: string, onStatus: (status: string, why?: string) => void): Promise<MessageStatus> {
   let transient = 0;
   for (;;) {
     let answer;
@@ -123,7 +155,7 @@ export async function followMessage(client: ApiClient, id: string, onStatus: (st
     if (answer.ok) {
       transient = 0;
       if (FINAL.has(answer.body.status)) return answer.body;
-      onStatus(answer.body.status);
+      onStatus(answer.body.status, answer.body.status === 'queued' ? await lastAttemptError(client, id) : undefined);
     } else if (answer.status === 429 || TRANSIENT_STATUSES.has(answer.status)) {
       await sleep(retryAfterSeconds(answer.headers, 2) * 1000);
       continue;
@@ -160,8 +192,14 @@ export async function sendOne(client: ApiClient, options: OneSendOptions, out: (
   }
   const spinner = startSpinner(`${sent.id} ${sent.status}`);
   let final: MessageStatus;
+  let said: string | undefined;
   try {
-    final = await followMessage(client, sent.id, (status) => spinner.update(`${sent.id} ${status}`));
+    final = await followMessage(client, sent.id, (status, why) => {
+      spinner.update(`${sent.id} ${status}${why ? ` (${why})` : ''}`);
+      // Without a terminal the spinner is silent: each new reason is one stderr line.
+      if (!tty && why !== undefined && why !== said) stderrLine(`${sent.id} ${status}: ${why}`);
+      said = why;
+    });
   } finally {
     spinner.stop();
   }

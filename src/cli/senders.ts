@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
-import { CliError, defaultApiUrl, json, out } from './common.js';
-import { ApiClient, describeApiError, type SenderListItem } from './http.js';
+import { CliError, json, out } from './common.js';
+import { describeApiError, type SenderListItem } from './http.js';
+import { apiClientOf, withApiOptions, type ApiOptions } from './api-command.js';
 
 /** One line per sender: who, its status (and why, until when), today's count against its cap. */
 function describe(s: SenderListItem): string {
@@ -12,16 +13,12 @@ function describe(s: SenderListItem): string {
 /** `senders list`: the senders of the key's account and environment, with their health, through the HTTP API. */
 export function registerSenderCommands(program: Command): void {
   const senders = program.command('senders').description("the account's senders (WhatsApp sessions, bots, LinkedIn cookies) and their health");
-  senders
-    .command('list')
-    .description('every sender the key\'s account and environment used: status, why, until when, today\'s count against the cap')
-    .option('--key <key>', 'API key (sk_test_… or sk_live_…); default: the VOICENOTE_KEY environment variable')
-    .option('--url <base>', 'API base address (default http://127.0.0.1:$PORT/api/v1)')
-    .option('--json', 'print one JSON object: {"data": [senders]}')
-    .action(async (options: { key?: string; url?: string; json?: boolean }) => {
-      const key = options.key ?? (process.env.VOICENOTE_KEY?.trim() || undefined);
-      if (key === undefined) throw new CliError('senders list needs --key KEY (or VOICENOTE_KEY in the environment)');
-      const client = new ApiClient(options.url ?? defaultApiUrl(), key);
+  withApiOptions(
+    senders.command('list').description('every sender the key\'s account and environment used: status, why, until when, today\'s count against the cap'),
+    'print one JSON object: {"data": [senders]}',
+  )
+    .action(async (options: ApiOptions) => {
+      const client = apiClientOf(options, 'senders list');
       const all: SenderListItem[] = [];
       for (let after: string | undefined; ; ) {
         const page = await client.senders(after);

@@ -1,7 +1,9 @@
 import { writeFile } from 'node:fs/promises';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { Command } from 'commander';
-import { ApiClient, describeApiError } from './http.js';
-import { CliError, defaultApiUrl, json, out } from './common.js';
+import { CliError, json, out } from './common.js';
+import { apiClientOf, callApi, withApiOptions, type ApiOptions } from './api-command.js';
+import type { ApiClient } from './http.js';
 
 interface TelegramSessionView {
   session_id?: string;
@@ -12,24 +14,9 @@ interface TelegramSessionView {
   qr_code?: string;
 }
 
-interface Common {
-  key?: string;
-  url?: string;
-  json?: boolean;
-}
-
-function clientOf(options: Common, command: string): ApiClient {
-  // A key on the command line wins over VOICENOTE_KEY, as for `send`.
-  const key = options.key ?? (process.env.VOICENOTE_KEY?.trim() || undefined);
-  if (key === undefined) throw new CliError(`telegram-sessions ${command} needs --key KEY (or VOICENOTE_KEY in the environment)`);
-  return new ApiClient(options.url ?? defaultApiUrl(), key);
-}
-
-async function call<T>(client: ApiClient, method: 'GET' | 'POST' | 'DELETE', path: string, body?: unknown): Promise<T> {
-  const answer = await client.request<T>(method, path, body);
-  if (!answer.ok) throw new CliError(describeApiError(answer.status, answer.error));
-  return answer.body;
-}
+type Common = ApiOptions;
+const clientOf = (options: Common, command: string) => apiClientOf(options, `telegram-sessions ${command}`);
+const call = callApi;
 
 const line = (s: TelegramSessionView): string =>
   [s.session_id ?? s.id, s.status, s.username ? `@${s.username}` : '-', s.phone_number ?? '-'].join('\t');
@@ -58,14 +45,24 @@ async function saveQr(session: TelegramSessionView, file: string | undefined): P
   return path;
 }
 
+/** GET the session every second while its QR code waits for a scan, writing each renewed code to `file`. */
+async function waitForScan(client: ApiClient, id: string, file: string | undefined): Promise<TelegramSessionView> {
+  let shown: string | undefined;
+  for (;;) {
+    const session = await call<TelegramSessionView>(client, 'GET', `/telegram/sessions/${encodeURIComponent(id)}`);
+    if (session.status !== 'qr_pending') return session;
+    if (file && session.qr_code && session.qr_code !== shown) {
+      await saveQr(session, file);
+      shown = session.qr_code;
+    }
+    await sleep(1_000);
+  }
+}
+
 /** `telegram-sessions list|create|show|password|delete`: Telegram accounts linked by QR code, through the HTTP API. */
 export function registerTelegramSessionCommands(program: Command): void {
   const group = program.command('telegram-sessions').description('Telegram accounts linked by QR code (ts_… sessions), through the HTTP API');
-  const common = (command: Command): Command =>
-    command
-      .option('--key <key>', 'API key (sk_test_… or sk_live_…); default: the VOICENOTE_KEY environment variable')
-      .option('--url <base>', 'API base address (default http://127.0.0.1:$PORT/api/v1)')
-      .option('--json', 'print the API answer as JSON');
+  const common = (command: Command): Command => withApiOptions(command);
 
   common(group.command('list').description('the sessions of the key\'s account and environment')).action(async (options: Common) => {
     const body = await call<{ sessions: TelegramSessionView[] }>(clientOf(options, 'list'), 'GET', '/telegram/sessions');
@@ -76,12 +73,22 @@ export function registerTelegramSessionCommands(program: Command): void {
 
   common(group.command('create').description('start linking: writes the QR code to scan (Settings → Devices → Link Desktop Device)'))
     .option('--qr-file <path>', 'where to write the QR code PNG (default: <session id>.png)')
-    .action(async (options: Common & { qrFile?: string }) => {
-      const body = await call<TelegramSessionView>(clientOf(options, 'create'), 'POST', '/telegram/sessions');
-      if (options.json) return json(body);
+    .option('--wait', 'wait for the scan, keeping the QR file current, and print the session once it is linked (or asks for its password, or expires)')
+    .action(async (options: Common & { qrFile?: string; wait?: boolean }) => {
+      const client = clientOf(options, 'create');
+      const body = await call<TelegramSessionView>(client, 'POST', '/telegram/sessions');
+      if (options.json && !options.wait) return json(body);
       const file = await saveQr(body, options.qrFile);
-      out(line(body));
-      if (file) out(`QR code: ${file} (Telegram renews it every 30 s or so: "telegram-sessions show ${body.session_id} --qr-file ${file}" writes the current one)`);
+      if (!options.json) {
+        out(line(body));
+        if (file) out(options.wait ? `QR code: ${file} (kept current while this waits)` : `QR code: ${file} (Telegram renews it every 30 s or so: "telegram-sessions show ${body.session_id} --qr-file ${file}" writes the current one)`);
+      }
+      if (!options.wait) return;
+      const linked = await waitForScan(client, body.session_id!, file);
+      if (options.json) return json(linked);
+      out(line(linked));
+      if (linked.status === 'password_needed') out(`the account has a cloud password: VOICENOTE_TELEGRAM_PASSWORD=… voicenote telegram-sessions password ${body.session_id}`);
+      if (linked.status !== 'connected' && linked.status !== 'password_needed') throw new CliError(`the session is ${linked.status}: create a new one`);
     });
 
   common(group.command('show').argument('<session_id>').description('one session; while qr_pending, --qr-file writes its current QR code'))

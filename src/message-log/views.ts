@@ -105,6 +105,9 @@ export function rhythmView(row: MessageRow) {
   };
 }
 
+export const CANCEL_REASONS = ['requested', 'replied'] as const;
+const cancelReasonOf = (value: string | null | undefined) => ((CANCEL_REASONS as readonly string[]).includes(value ?? '') ? (value as (typeof CANCEL_REASONS)[number]) : null);
+
 /**
  * Everything the log knows of one message: the status lookup's fields, the request, every attempt
  * with its outcome, the audio as detected and as converted, the receipts (or why a platform has
@@ -132,6 +135,8 @@ export async function messageDetail(db: Kysely<Database>, dataDir: string, owner
     caption: row.caption,
     next_attempt_at: row.status === 'queued' || row.status === 'processing' ? iso(row.next_attempt_at) : null,
     canceled_at: iso(row.canceled_at ?? null),
+    cancel_on_reply: Number(row.cancel_on_reply ?? 0) === 1,
+    cancel_reason: row.status === 'canceled' ? cancelReasonOf(row.cancel_reason) : null,
     ...rhythmView(row),
     attempts: attempts.map((a) => ({
       attempt: Number(a.attempt),

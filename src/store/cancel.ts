@@ -30,7 +30,7 @@ export async function cancelMessage(db: Kysely<Database>, owner: { accountId: st
     const now = dbNow(trx);
     const canceled = await trx
       .updateTable('messages')
-      .set({ status: 'canceled', canceled_at: now, updated_at: now, credentials: null, lease_owner: null, lease_expires_at: null })
+      .set({ status: 'canceled', canceled_at: now, cancel_reason: 'requested', updated_at: now, credentials: null, lease_owner: null, lease_expires_at: null })
       .where('id', '=', id)
       .where('account_id', '=', owner.accountId)
       .where('env', '=', owner.env)

@@ -29,6 +29,7 @@ import * as sendAtCancel from './migrations/013_send_at_cancel.js';
 import * as sendingRhythm from './migrations/014_sending_rhythm.js';
 import * as messageSender from './migrations/015_message_sender.js';
 import * as platformReached from './migrations/019_platform_reached.js';
+import * as cancelReason from './migrations/024_cancel_reason.js';
 import * as linkedinListeners from './migrations/022_linkedin_listeners.js';
 import * as messageLookupIndexes from './migrations/023_message_lookup_indexes.js';
 import * as senderRecords from './migrations/016_sender_records.js';
@@ -205,6 +206,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '019_platform_reached': platformReached,
   '022_linkedin_listeners': linkedinListeners,
   '023_message_lookup_indexes': messageLookupIndexes,
+  '024_cancel_reason': cancelReason,
   '016_sender_records': senderRecords,
   '016b_recipient_checks': recipientChecks,
   '017_replies': replies,

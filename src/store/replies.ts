@@ -76,7 +76,7 @@ export async function cancelAnsweredNotes(db: Kysely<Database>, chat: Conversati
   const now = dbNow(db);
   return db
     .updateTable('messages')
-    .set({ status: 'canceled', canceled_at: now, updated_at: now, credentials: null, lease_owner: null, lease_expires_at: null })
+    .set({ status: 'canceled', canceled_at: now, cancel_reason: 'replied', updated_at: now, credentials: null, lease_owner: null, lease_expires_at: null })
     .where('sender_key', '=', chat.senderKey)
     .where('recipient', '=', chat.recipient)
     .where('platform', '=', chat.platform)

@@ -74,6 +74,8 @@ export interface MessagesTable {
   send_at?: number | null;
   /** When the message was canceled (status `canceled`); null otherwise. */
   canceled_at?: number | null;
+  /** Why: `requested` or `replied` (store/cancel.ts CancelReason); null otherwise and on notes canceled on reply before it was kept. */
+  cancel_reason?: string | null;
   /** 1: show the platform's "recording…" indicator before the note; 0 or null: not (rows from before it, inserts that leave it out). */
   recording_indicator?: number | null;
   /** When the indicator was shown (database clock) and for how long: set once, so it is never shown twice. */

@@ -79,6 +79,12 @@ function statusCell(row: MessageRow): Html {
   return html`<span class="status-${row.status}">${row.status}</span>${waiting ? html` <span class="hint" data-waiting="${waiting}">(${WAITING_TEXT[waiting]})</span>` : ''}`;
 }
 
+/** Why a note was canceled (messages.cancel_reason), in the page's words. */
+const CANCEL_TEXT: Record<string, string> = {
+  requested: 'canceled on request (the API or this dashboard)',
+  replied: 'the recipient replied before it was sent (cancel_on_reply)',
+};
+
 const WAITING_TEXT: Record<string, string> = {
   daily_cap: "waits: sender's daily cap",
   recording_indicator: 'showing “recording…”',
@@ -222,7 +228,8 @@ ${row.caption !== null || row.platform === 'telegram' ? html`<dt>Caption</dt><dd
 <dt>Created</dt><dd>${timeCell(row.created_at)}</dd>
 <dt>Scheduled for</dt><dd data-field="send_at">${row.send_at == null ? 'at once' : timeCell(row.send_at)}</dd>
 <dt>Delivered</dt><dd>${row.status === 'delivered' ? timeCell(row.delivered_at, '—', true) : '—'}</dd>
-${row.status === 'canceled' ? html`<dt>Canceled</dt><dd data-field="canceled_at">${timeCell(row.canceled_at ?? null, '—')}</dd>` : ''}
+${row.status === 'canceled' ? html`<dt>Canceled</dt><dd data-field="canceled_at">${timeCell(row.canceled_at ?? null, '—')}</dd><dt>Why</dt><dd data-field="cancel_reason">${CANCEL_TEXT[row.cancel_reason ?? ''] ?? 'not recorded'}</dd>` : ''}
+${Number(row.cancel_on_reply ?? 0) === 1 ? html`<dt>Cancel on reply</dt><dd data-field="cancel_on_reply">asked: a reply from the recipient before the scheduled time cancels it</dd>` : ''}
 <dt>Attempts</dt><dd>${Number(row.attempts)}</dd>
 ${rhythmFacts(row)}
 </dl>
@@ -239,7 +246,7 @@ ${
 <h2>Attempts</h2>
 ${
   attempts.length === 0
-    ? html`<p>No attempt yet.</p>`
+    ? html`<p>${row.status === 'canceled' ? 'No attempt: the note was canceled before it was sent, and never will be.' : 'No attempt yet.'}</p>`
     : html`<div class="table-wrap" tabindex="0" role="region" aria-label="Attempts"><table>
 <thead><tr><th scope="col">#</th><th scope="col">Started</th><th scope="col">Took</th><th scope="col">Outcome</th><th scope="col">Error</th><th scope="col">Next attempt</th></tr></thead>
 <tbody>${attempts.map(
@@ -277,7 +284,9 @@ ${
 </div>`
     : html`<p data-audio="none">${
         Number(row.attempts) === 0
-          ? 'No audio yet: it is fetched and converted at the first attempt.'
+          ? row.status === 'canceled'
+            ? 'No audio: the note was canceled before its first attempt, so its audio was never fetched.'
+            : 'No audio yet: it is fetched and converted at the first attempt.'
           : failed
             ? 'No audio: the attempt failed before the audio was converted (the error above says why).'
             : 'No audio recorded for this attempt yet.'

@@ -1,5 +1,5 @@
 import type { FastifyInstance } from 'fastify';
-import { TelegramUnavailableError } from '../../platforms/telegram/account/sessions.js';
+import { TelegramNotConfiguredError, TelegramUnavailableError } from '../../platforms/telegram/account/sessions.js';
 import type { TelegramSessionRow } from '../../store/telegram-sessions.js';
 import type { DashboardContext } from '../context.js';
 import { ctxOf, redirectTo, type DashboardDeps } from '../deps.js';
@@ -96,6 +96,7 @@ ${sessionRows(ctx, rows)}`,
       const created = await sessions.create(owner(ctx));
       return sendPage(reply, await render(ctx, undefined, created), 201);
     } catch (error) {
+      if (error instanceof TelegramNotConfiguredError) return sendPage(reply, await render(ctx, { kind: 'error', text: `Not configured on this server: ${error.message}` }), 503);
       if (!(error instanceof TelegramUnavailableError)) throw error;
       return sendPage(reply, await render(ctx, { kind: 'error', text: `Telegram could not be reached: ${error.message}` }), 502);
     }

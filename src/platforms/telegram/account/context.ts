@@ -14,6 +14,14 @@ export class TelegramUnavailableError extends Error {
   }
 }
 
+/** The operator has not configured live Telegram accounts (TELEGRAM_API_ID, TELEGRAM_API_HASH): no retry helps. */
+export class TelegramNotConfiguredError extends TelegramUnavailableError {
+  constructor() {
+    super('live Telegram accounts need the operator to set TELEGRAM_API_ID and TELEGRAM_API_HASH (an application registered at my.telegram.org); until then only sandbox keys can link Telegram accounts');
+    this.name = 'TelegramNotConfiguredError';
+  }
+}
+
 /** A move the session's status does not allow (e.g. a password for a session that asked for none). */
 export class TelegramSessionStateError extends Error {
   constructor(

@@ -16,6 +16,7 @@ import {
   closeLink,
   loginUrl,
   TelegramSessionStateError,
+  TelegramNotConfiguredError,
   TelegramUnavailableError,
   withTimeout,
   WrongPasswordError,
@@ -35,7 +36,7 @@ export function createAccountLinking(ctx: AccountContext, hooks: { ensureRenewin
   const log = (id: string) => ctx.logger.child({ session_id: id });
 
   function credentials(): { apiId: number; apiHash: string } {
-    if (!ctx.credentials) throw new TelegramUnavailableError('live Telegram accounts need TELEGRAM_API_ID and TELEGRAM_API_HASH (an application registered at my.telegram.org)');
+    if (!ctx.credentials) throw new TelegramNotConfiguredError();
     return ctx.credentials;
   }
 

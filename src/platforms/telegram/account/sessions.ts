@@ -15,10 +15,10 @@ import {
   type TelegramSessionStatus,
 } from '../../../store/telegram-sessions.js';
 import { qrDataUri } from '../../whatsapp/sessions.js';
-import { loginUrl, TelegramSessionStateError, TelegramUnavailableError, WrongPasswordError } from './context.js';
+import { loginUrl, TelegramNotConfiguredError, TelegramSessionStateError, TelegramUnavailableError, WrongPasswordError } from './context.js';
 import type { LiveTelegramAccounts } from './live.js';
 
-export { TelegramSessionStateError, TelegramUnavailableError, WrongPasswordError };
+export { TelegramNotConfiguredError, TelegramSessionStateError, TelegramUnavailableError, WrongPasswordError };
 
 /** How long a sandbox QR code can be scanned (live codes are renewed for the link window instead). */
 export const SANDBOX_QR_VALIDITY_MS = 45_000;
