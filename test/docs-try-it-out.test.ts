@@ -20,7 +20,8 @@ after(async () => {
 type Json = Record<string, any>;
 
 async function appFor(t: { after(fn: () => Promise<void>): void }, worker = false): Promise<TestApp> {
-  const app = await startTestApp({ worker });
+  // No sandbox scan of its own: the examples scan their sessions, and on a busy machine the automatic one came first.
+  const app = await startTestApp({ worker, env: { SANDBOX_AUTO_SCAN_SECONDS: '0' } });
   t.after(() => app.close());
   return app;
 }
