@@ -6,6 +6,9 @@ import { PNG } from 'pngjs';
 import { describeOggOpus } from './fixtures/ogg-opus-reader.js';
 import { assertErrorEnvelope, closeSharedAudio, startTestApp, STORAGE_LABEL, TELEGRAM_TOKEN, type TestApp } from './fixtures/app-harness.js';
 import { FakeTelegram, type FakeAccount } from './fakes/telegram-mtproto.js';
+import { Api } from 'telegram';
+import { RPCMessageToError } from 'telegram/errors/index.js';
+import { classifyTelegramError } from '../src/platforms/telegram/account/errors.js';
 
 const API = '/api/v1';
 const jsQR = ((jsQRModule as unknown as { default?: typeof jsQRModule }).default ?? jsQRModule) as unknown as (
@@ -65,6 +68,41 @@ async function liveWorld(extra: { builtInRhythm?: boolean } = {}): Promise<{ t: 
 
 const sendFrom = (t: TestApp, key: string, sessionId: string, recipient: string, extra: Record<string, unknown> = {}) =>
   t.send(key, { platform: 'telegram', recipient, audio_url: t.voiceUrl, session: { session_id: sessionId }, ...extra });
+
+describe("Telegram's errors, by the name Telegram gives them (unit)", () => {
+  /** What `messages.sendMedia` throws for `name`: GramJS's own error class, as its sender builds it from Telegram's rpc_error. */
+  const rpcError = (code: number, name: string) => RPCMessageToError(new Api.RpcError({ errorCode: code, errorMessage: name }), new Api.help.GetConfig());
+  const outcome = (error: unknown): string => {
+    const r = classifyTelegramError(error, 'the voice note');
+    if (r.kind === 'fail') return `${r.error.code}${r.error.transient ? ' (retried)' : ''}`;
+    return r.kind === 'flood_wait' ? `flood_wait ${r.seconds}` : r.kind;
+  };
+
+  it('maps each to what the sending code does: wait, rest, session_expired, or the failure the README names', () => {
+    const table: ReadonlyArray<[code: number, name: string, outcome: string]> = [
+      [420, 'FLOOD_WAIT_7', 'flood_wait 7'],
+      [420, 'SLOWMODE_WAIT_3', 'flood_wait 3'],
+      [400, 'PEER_FLOOD', 'peer_flood'],
+      [401, 'AUTH_KEY_UNREGISTERED', 'revoked'],
+      [401, 'SESSION_REVOKED', 'revoked'],
+      [403, 'USER_PRIVACY_RESTRICTED', 'recipient_blocked'],
+      [403, 'PRIVACY_PREMIUM_REQUIRED', 'recipient_blocked'],
+      [403, 'VOICE_MESSAGES_FORBIDDEN', 'recipient_blocked'],
+      [400, 'USER_IS_BLOCKED', 'recipient_blocked'],
+      [400, 'YOU_BLOCKED_USER', 'recipient_blocked'],
+      [400, 'USERNAME_NOT_OCCUPIED', 'recipient_not_found'],
+      [400, 'PEER_ID_INVALID', 'recipient_not_found'],
+      [400, 'INPUT_USER_DEACTIVATED', 'recipient_not_found'],
+      [500, 'RPC_CALL_FAIL', 'platform_error (retried)'],
+    ];
+    for (const [code, name, expected] of table) assert.equal(outcome(rpcError(code, name)), expected, name);
+    const privacy = classifyTelegramError(rpcError(403, 'USER_PRIVACY_RESTRICTED'), 'the voice note');
+    assert.ok(privacy.kind === 'fail');
+    assert.match(privacy.error.message, /USER_PRIVACY_RESTRICTED/, 'the message names what Telegram said');
+    // No answer of Telegram's at all (the connection dropped): tried again.
+    assert.equal(outcome(new Error('socket closed')), 'platform_error (retried)');
+  });
+});
 
 describe(`sending from a linked Telegram account (${STORAGE_LABEL})`, () => {
   it('acceptance: a ts_ session beside bot_token, both together 422, an unknown one 422, one not connected 422 session_not_connected', async () => {
