@@ -225,6 +225,9 @@ describe(`sending from a linked Telegram account (${STORAGE_LABEL})`, () => {
       const types = (await t.app.services.db.kysely.selectFrom('webhook_events').select(['type', 'payload']).execute()).filter((e) => JSON.parse(e.payload).data.id === id).map((e) => e.type);
       assert.deepEqual(types.sort(), ['voice_note.played', 'voice_note.read']);
 
+      // What the account itself writes to Bob from its phone comes back to it as Bob's chat, marked `out`: no reply.
+      world.wrote(JANE.userId, BOB.userId, 'my own follow-up', 'short');
+      world.wrote(JANE.userId, BOB.userId, 'my own follow-up, in full', 'full');
       // A reply from Bob is recorded on the note (the one inbound road); a stranger's message is not.
       const replyId = world.reply(BOB.userId, JANE.userId, 'Thanks, got it!');
       world.reply(CAROL.userId, JANE.userId, 'who is this?');
@@ -236,7 +239,7 @@ describe(`sending from a linked Telegram account (${STORAGE_LABEL})`, () => {
       assert.deepEqual(
         (await detail()).replies.map((r: any) => [r.type, r.text]),
         [['text', 'Thanks, got it!']],
-        'only people a note went to',
+        'only people a note went to, and only what they wrote',
       );
       assert.match(replies[0].id, /^rpl_/);
       assert.ok((await detail()).first_replied_at);
