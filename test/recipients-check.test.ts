@@ -101,6 +101,43 @@ describe(`POST /recipients/check (${STORAGE_LABEL})`, () => {
     }
   });
 
+  it('a Telegram bot that is resting or has expired is not made to ask: exists null, with why, and getChat is not called', async () => {
+    const fake = await startTelegramApi();
+    const t = await startTestApp({ env: { TELEGRAM_API_ROOT: fake.apiRoot } });
+    try {
+      const account = await t.createAccount();
+      const session = { bot_token: TELEGRAM_TOKEN };
+      // Asked now, the bot would be told the user never started it: exists false.
+      fake.unstartedChats.add('420000009');
+      const getChats = () => fake.calls.filter((c) => c.method.toLowerCase() === 'getchat').length;
+      const note = async (recipient: string) => (await t.send(account.liveKey, { ...defaultSendBody('telegram', t.voiceUrl), recipient, session })).json().id;
+
+      // A flood wait rests the bot (its note waits out the minute).
+      fake.failForChat('420000001', { kind: 'rate_limited', retryAfter: 60 }, 1);
+      await note('420000001');
+      const sender = async () => (await t.request({ method: 'GET', url: `${API}/senders`, key: account.liveKey })).json().data[0];
+      await eventually(async () => (await sender())?.status === 'resting', 'the bot to rest');
+      const asked = getChats();
+      const resting = await checked(t, account.liveKey, { platform: 'telegram', recipient: '420000009', session });
+      assert.equal(resting.exists, null, 'a resting bot does not say');
+      assert.match(resting.reason, /resting until/);
+
+      // A revoked token expires the bot.
+      await t.app.services.db.kysely.updateTable('sender_records').set({ status: 'ok', until: null, reason: null }).where('id', '=', (await sender()).id).execute();
+      fake.failForToken(TELEGRAM_TOKEN, { kind: 'unauthorized' }, 1);
+      const revoked = await note('420000002');
+      assert.equal((await t.waitForStatus(account.liveKey, revoked, ['delivered', 'failed'])).error?.code, 'invalid_session');
+      await eventually(async () => (await sender())?.status === 'expired', 'the bot to expire');
+      const expired = await checked(t, account.liveKey, { platform: 'telegram', recipient: '420000009', session });
+      assert.equal(expired.exists, null, 'an expired bot does not say');
+      assert.match(expired.reason, /expired/);
+      assert.equal(getChats(), asked, 'Telegram was not asked');
+    } finally {
+      await t.close();
+      await fake.close();
+    }
+  });
+
   it('live LinkedIn: the recipient is resolved as a send resolves it (own profile, then the public id), and nothing is sent', async () => {
     const jane = { publicId: 'jane-smith-a1b2c3', urn: 'urn:li:fsd_profile:ACoAABjaneSmith01' };
     const fake = await startLinkedinVoyagerFake({
@@ -163,6 +200,19 @@ describe(`POST /recipients/check (${STORAGE_LABEL})`, () => {
       assert.equal(failed.error?.code, 'recipient_not_found');
       assert.equal(world.sent.length, sentBefore, 'no message sent');
       assert.equal(world.lookups.filter((n) => n === '14155550999').length, 1, 'the check answered for the send');
+
+      // An answer is kept 30 days: at 29 days old it still serves, at 31 WhatsApp is asked again.
+      const ageCheck = (days: number) =>
+        t.app.services.db.kysely.updateTable('recipient_checks').set({ checked_at: Date.now() - days * 86_400_000 }).where('sender_key', '=', sessionId).where('recipient', '=', '14155550101').execute();
+      const lookupsOf101 = () => world.lookups.filter((n) => n === '14155550101').length;
+      await ageCheck(29);
+      const within = await t.send(account.liveKey, body('14155550101'));
+      assert.equal((await t.waitForStatus(account.liveKey, within.json().id, ['delivered', 'failed'])).status, 'delivered');
+      assert.equal(lookupsOf101(), 1, 'a 29-day-old answer serves');
+      await ageCheck(31);
+      const stale = await t.send(account.liveKey, body('14155550101'));
+      assert.equal((await t.waitForStatus(account.liveKey, stale.json().id, ['delivered', 'failed'])).status, 'delivered');
+      assert.equal(lookupsOf101(), 2, 'a 31-day-old answer is asked again');
     } finally {
       await t.close();
     }
