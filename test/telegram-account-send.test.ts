@@ -264,6 +264,10 @@ describe(`sending from a linked Telegram account (${STORAGE_LABEL})`, () => {
       const paced = await t.waitForStatus(key, flooded.json().id, ['delivered', 'failed'], 20_000);
       assert.equal(paced.status, 'delivered', 'paced, not failed');
       assert.ok(Date.now() - started >= 2_000, 'waited the seconds Telegram said');
+      // The retry is the same message to Telegram: the same random_id, so Telegram could never post it twice.
+      const sends = world.requests.filter((r) => r.className === 'messages.SendMedia').map((r) => String((r.request as Api.messages.SendMedia).randomId));
+      assert.equal(sends.length, 2, 'refused once, then sent');
+      assert.equal(sends[1], sends[0], 'the retry carries the random_id of the refused send');
 
       const blocked = await sendFrom(t, key, sessionId, '@dave_private');
       const refused = await t.waitForStatus(key, blocked.json().id, ['delivered', 'failed']);
@@ -286,6 +290,16 @@ describe(`sending from a linked Telegram account (${STORAGE_LABEL})`, () => {
       assert.equal(waiting.status, 'queued', 'PEER_FLOOD fails nothing: the note waits');
       const nextAttempt = (await t.request({ method: 'GET', url: `${API}/messages/${rested.json().id}`, key })).json().next_attempt_at;
       assert.ok(Date.parse(nextAttempt) > Date.now() + 60 * 60_000, `the note comes back after the rest, beyond the retry window: ${nextAttempt}`);
+      // Another note during the rest is not sent: it waits out the rest too.
+      const sentBefore = world.requests.filter((r) => r.className === 'messages.SendMedia').length;
+      const during = await sendFrom(t, key, sessionId, '@bob_builder');
+      const held = await eventually(async () => {
+        const now = (await t.request({ method: 'GET', url: `${API}/messages/${during.json().id}`, key })).json();
+        if (now.status === 'delivered' || now.status === 'failed') return now;
+        return now.status === 'queued' && Date.parse(now.next_attempt_at) > Date.now() + 60 * 60_000 ? now : undefined;
+      }, 'the note sent during the rest to be looked at');
+      assert.equal(held.status, 'queued', 'a note sent during the rest waits for its end');
+      assert.equal(world.requests.filter((r) => r.className === 'messages.SendMedia').length, sentBefore, 'nothing sent to Telegram during the rest');
       await t.app.services.db.kysely.updateTable('telegram_sessions').set({ resting_until: null }).where('id', '=', sessionId).execute();
 
       world.failNext.push({ className: 'messages.SendMedia', errorMessage: 'AUTH_KEY_UNREGISTERED' });
