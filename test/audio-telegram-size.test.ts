@@ -9,7 +9,7 @@ import { startAudioServer, type AudioServer } from './fakes/audio-server.js';
 import { ffmpeg, testFfmpegPath } from './fixtures/audio-fixtures.js';
 import { makeDataDir, removeDir } from './fixtures/audio-harness.js';
 import { describeOggOpus } from './fixtures/ogg-opus-reader.js';
-import { espeakSpeech, SPEECH_SKIP_REASON } from './fixtures/speech.js';
+import { espeakSpeech } from './fixtures/speech.js';
 
 /**
  * The README's promise for Telegram, with its numbers: a note of up to 10 minutes fits in the
@@ -17,7 +17,7 @@ import { espeakSpeech, SPEECH_SKIP_REASON } from './fixtures/speech.js';
  * bytes) for what a voice may make the encoder overshoot. Checked on real speech (espeak-ng, read
  * on and on for 8 minutes), where the encoder's variable bitrate runs above its nominal rate.
  */
-describe('Telegram: a long speech note fits under the waveform limit with room to spare', { skip: SPEECH_SKIP_REASON ?? false }, () => {
+describe('Telegram: a long speech note fits under the waveform limit with room to spare', () => {
   let dataDir: string;
   let server: AudioServer;
   let pipeline: AudioPipeline;
