@@ -116,7 +116,8 @@ describe(`POST /recipients/check (${STORAGE_LABEL})`, () => {
       fake.failForChat('420000001', { kind: 'rate_limited', retryAfter: 60 }, 1);
       await note('420000001');
       const sender = async () => (await t.request({ method: 'GET', url: `${API}/senders`, key: account.liveKey })).json().data[0];
-      await eventually(async () => (await sender())?.status === 'resting', 'the bot to rest');
+      // The note is converted and sent first: slow on a loaded machine.
+      await eventually(async () => (await sender())?.status === 'resting', 'the bot to rest', 60_000);
       const asked = getChats();
       const resting = await checked(t, account.liveKey, { platform: 'telegram', recipient: '420000009', session });
       assert.equal(resting.exists, null, 'a resting bot does not say');
@@ -127,7 +128,7 @@ describe(`POST /recipients/check (${STORAGE_LABEL})`, () => {
       fake.failForToken(TELEGRAM_TOKEN, { kind: 'unauthorized' }, 1);
       const revoked = await note('420000002');
       assert.equal((await t.waitForStatus(account.liveKey, revoked, ['delivered', 'failed'])).error?.code, 'invalid_session');
-      await eventually(async () => (await sender())?.status === 'expired', 'the bot to expire');
+      await eventually(async () => (await sender())?.status === 'expired', 'the bot to expire', 30_000);
       const expired = await checked(t, account.liveKey, { platform: 'telegram', recipient: '420000009', session });
       assert.equal(expired.exists, null, 'an expired bot does not say');
       assert.match(expired.reason, /expired/);
