@@ -22,7 +22,7 @@ function withSearchPath(databaseUrl: string, schema: string): string {
 }
 
 describe(`at most 10 active API keys per account and environment (${STORAGE_LABEL})`, () => {
-  test('the CLI and the dashboard refuse the 11th, a roll at the cap too; a revoked key frees a place; live keys count apart', async () => {
+  test('the CLI and the dashboard refuse the 11th, a roll at the cap too; a revoked key frees a place, and so does a rolled key once expired; live keys count apart', async () => {
     await withRestartableStorage(async (reuse) => {
       const app = await startTestApp({ worker: false, reuse });
       try {
@@ -68,6 +68,12 @@ describe(`at most 10 active API keys per account and environment (${STORAGE_LABE
         const other = (await db.selectFrom('api_keys').select('id').where('account_id', '=', account.accountId).where('env', '=', 'test').where('revoked_at', 'is', null).executeTakeFirstOrThrow()).id;
         assert.equal((await runCli(['keys', 'roll', other, '--expires-in', '1h'], env)).code, 0);
         assert.notEqual((await runCli(['keys', 'create', '--account', account.accountId, '--env', 'test'], env)).code, 0, 'the rolled key still counts');
+        // Once the rolled key has expired it counts no more: its place is free again.
+        await db.updateTable('api_keys').set({ expires_at: Date.now() - 1_000 }).where('id', '=', other).execute();
+        const afterExpiry = await runCli(['keys', 'create', '--account', account.accountId, '--env', 'test', '--json'], env);
+        assert.equal(afterExpiry.code, 0, afterExpiry.stderr);
+        assert.match(JSON.parse(afterExpiry.stdout).secret, /^sk_test_/);
+        assert.notEqual((await runCli(['keys', 'create', '--account', account.accountId, '--env', 'test'], env)).code, 0, 'and the cap holds again at 10');
 
         // Live keys are counted apart.
         assert.equal((await runCli(['keys', 'create', '--account', account.accountId, '--env', 'live'], env)).code, 0);

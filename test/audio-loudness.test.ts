@@ -9,7 +9,7 @@ import { audioTargetFor } from '../src/platforms/registry.js';
 import { startAudioServer, type AudioServer } from './fakes/audio-server.js';
 import { ffmpeg, testFfmpegPath } from './fixtures/audio-fixtures.js';
 import { makeDataDir, removeDir } from './fixtures/audio-harness.js';
-import { espeakSpeech, SPEECH_SKIP_REASON } from './fixtures/speech.js';
+import { espeakSpeech } from './fixtures/speech.js';
 
 /**
  * A loud stereo upload must not come out louder than it went in, nor clipped: the mono note a
@@ -65,7 +65,7 @@ const rms = (x: ArrayLike<number>): number => {
 };
 const dB = (ratio: number): number => 20 * Math.log10(ratio);
 
-describe('loud stereo sources: the mono note keeps their loudness and is not clipped', { skip: SPEECH_SKIP_REASON ?? false }, () => {
+describe('loud stereo sources: the mono note keeps their loudness and is not clipped', () => {
   let ffmpegPath: string;
   let dataDir: string;
   let server: AudioServer;

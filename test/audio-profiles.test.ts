@@ -178,6 +178,27 @@ describe('audio per platform profile', () => {
     assert.throws(() => repackAsPtt(readFileSync(celt)), (err: unknown) => err instanceof NotPttFrames && /config 23/.test(err.message));
   });
 
+  it("WhatsApp: the repacker takes either ffmpeg's pre-skip, 312 (4.4 on) or 104 (before, in 16 kHz samples), and writes 312; any other is refused", async () => {
+    // A real SILK wideband encode by the ffmpeg at hand, its OpusHead then written with each pre-skip, so
+    // both spellings are tested whichever ffmpeg this machine has (the bundled 2018 one writes 104 only).
+    const encoded = join(dataDir, 'pre-skip.ogg');
+    await ffmpeg(ffmpegPath, ['-f', 'lavfi', '-i', SPEECH_LIKE_FILTER(2, 16000), '-ac', '1', '-ar', '16000', '-c:a', 'libopus', '-b:a', '16k', '-application', 'voip', '-frame_duration', '20', '-f', 'ogg', encoded]);
+    const stream = readOggOpus(readFileSync(encoded));
+    const withPreSkip = (preSkip: number): Buffer => writeOggOpus({ ...stream, head: { ...stream.head, preSkip } });
+    const frames = (file: Buffer): string[] => readOggOpus(file).packets.flatMap((p) => parseOpusPacket(p).frames.map((f) => f.toString('hex')));
+    for (const preSkip of [312, 104]) {
+      const input = withPreSkip(preSkip);
+      const out = repackAsPtt(input);
+      const d = describeOggOpus(out);
+      assertNativePtt(d, `pre-skip ${preSkip}`);
+      assert.equal(d.lastGranule, stream.finalGranule, `pre-skip ${preSkip}: the same final granule, so the same playable length`);
+      assert.deepEqual(frames(out), frames(input), `pre-skip ${preSkip}: the same frames, three to a packet`);
+    }
+    for (const preSkip of [0, 120, 936, 3840]) {
+      assert.throws(() => repackAsPtt(withPreSkip(preSkip)), new RegExp(`pre-skip is ${preSkip}, expected 312`), `pre-skip ${preSkip}`);
+    }
+  });
+
   it('Telegram and WhatsApp get different files from one source, each cached under its own profile', async () => {
     const w = await prepare('speech.m4a', 'whatsapp');
     const t = await prepare('speech.m4a', 'telegram');

@@ -51,4 +51,17 @@ describe(`deeply nested JSON bodies (${STORAGE_LABEL})`, () => {
     const deep = assertErrorEnvelope(await app.request({ method: 'POST', url: '/api/v1/send', key: account.testKey, payload: at(33), headers: { 'content-type': 'application/json' } }), 400, 'invalid_request');
     assert.match(deep.message, /nested deeper than 32 levels/);
   });
+
+  test('arrays count as levels too: 40 arrays deep inside session are refused', async (t) => {
+    const app = await startTestApp({ worker: false });
+    t.after(() => app.close());
+    const account = await app.createAccount();
+    const arrays = `${'['.repeat(40)}1${']'.repeat(40)}`;
+    const body = `{"platform":"telegram","recipient":"1","audio_url":"https://example.com/a.ogg","session":${arrays}}`;
+    const error = assertErrorEnvelope(await app.request({ method: 'POST', url: '/api/v1/send', key: account.testKey, payload: body, headers: { 'content-type': 'application/json' } }), 400, 'invalid_request');
+    assert.match(error.message, /nested deeper than 32 levels/);
+    // Arrays and objects mixed count alike.
+    const mixed = `{"platform":"telegram","recipient":"1","audio_url":"https://example.com/a.ogg","session":${'[{"a":'.repeat(20)}1${'}]'.repeat(20)}}`;
+    assert.match(assertErrorEnvelope(await app.request({ method: 'POST', url: '/api/v1/send', key: account.testKey, payload: mixed, headers: { 'content-type': 'application/json' } }), 400, 'invalid_request').message, /nested deeper than 32 levels/);
+  });
 });

@@ -10,12 +10,31 @@ import { makeDataDir, removeDir } from './fixtures/audio-harness.js';
 import { describeOggOpus } from './fixtures/ogg-opus-reader.js';
 import { descendants } from './fixtures/processes.js';
 import { it } from './fixtures/timed.js';
+import { deliveriesWaitOnCpu } from '../src/delivery/worker.js';
 
 /**
  * Opus encoder processes beside deliveries: while the process says deliveries wait on its CPU, the
  * encoders and their ffmpeg are stopped most of the time (`ps` shows them `T`), and still finish the
  * note; otherwise they never stop; closing continues and ends them.
  */
+
+describe('when conversions give way (unit)', () => {
+  it('once a quarter of the slots hold notes whose audio is ready, rounded up', () => {
+    const table: ReadonlyArray<[slots: number, ready: number, busy: boolean]> = [
+      [8, 0, false],
+      [8, 1, false],
+      [8, 2, true],
+      [8, 4, true],
+      [64, 15, false],
+      [64, 16, true],
+      [6, 1, false],
+      [6, 2, true],
+      [1, 0, false],
+      [1, 1, true],
+    ];
+    for (const [slots, ready, busy] of table) assert.equal(deliveriesWaitOnCpu(ready, slots), busy, `${ready} ready of ${slots} slots`);
+  });
+});
 
 describe('Opus encoder processes giving way to deliveries', { skip: process.platform !== 'linux' }, () => {
   let dir: string;

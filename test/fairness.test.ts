@@ -28,6 +28,8 @@ describe('the fair pick (unit)', () => {
     assert.equal(accountCap(4, 75), 3);
     assert.equal(accountCap(1, 75), 1);
     assert.equal(accountCap(8, 100), 8);
+    // Rounded down, never up: a share of 75 % of a few slots leaves at least one for everyone else.
+    for (const [slots, cap] of [[2, 1], [3, 2], [5, 3], [6, 4], [7, 5]] as const) assert.equal(accountCap(slots, 75), cap, `accountCap(${slots}, 75)`);
   });
 
   it('goes round-robin across accounts, then across the senders of one account', () => {

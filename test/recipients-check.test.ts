@@ -101,6 +101,44 @@ describe(`POST /recipients/check (${STORAGE_LABEL})`, () => {
     }
   });
 
+  it('a Telegram bot that is resting or has expired is not made to ask: exists null, with why, and getChat is not called', async () => {
+    const fake = await startTelegramApi();
+    const t = await startTestApp({ env: { TELEGRAM_API_ROOT: fake.apiRoot } });
+    try {
+      const account = await t.createAccount();
+      const session = { bot_token: TELEGRAM_TOKEN };
+      // Asked now, the bot would be told the user never started it: exists false.
+      fake.unstartedChats.add('420000009');
+      const getChats = () => fake.calls.filter((c) => c.method.toLowerCase() === 'getchat').length;
+      const note = async (recipient: string) => (await t.send(account.liveKey, { ...defaultSendBody('telegram', t.voiceUrl), recipient, session })).json().id;
+
+      // A flood wait rests the bot (its note waits out the minute).
+      fake.failForChat('420000001', { kind: 'rate_limited', retryAfter: 60 }, 1);
+      await note('420000001');
+      const sender = async () => (await t.request({ method: 'GET', url: `${API}/senders`, key: account.liveKey })).json().data[0];
+      // The note is converted and sent first: slow on a loaded machine.
+      await eventually(async () => (await sender())?.status === 'resting', 'the bot to rest', 60_000);
+      const asked = getChats();
+      const resting = await checked(t, account.liveKey, { platform: 'telegram', recipient: '420000009', session });
+      assert.equal(resting.exists, null, 'a resting bot does not say');
+      assert.match(resting.reason, /resting until/);
+
+      // A revoked token expires the bot.
+      await t.app.services.db.kysely.updateTable('sender_records').set({ status: 'ok', until: null, reason: null }).where('id', '=', (await sender()).id).execute();
+      fake.failForToken(TELEGRAM_TOKEN, { kind: 'unauthorized' }, 1);
+      const revoked = await note('420000002');
+      assert.equal((await t.waitForStatus(account.liveKey, revoked, ['delivered', 'failed'])).error?.code, 'invalid_session');
+      await eventually(async () => (await sender())?.status === 'expired', 'the bot to expire', 30_000);
+      const expired = await checked(t, account.liveKey, { platform: 'telegram', recipient: '420000009', session });
+      assert.equal(expired.exists, null, 'an expired bot does not say');
+      assert.match(expired.reason, /expired/);
+      assert.equal(getChats(), asked, 'Telegram was not asked');
+    } finally {
+      await t.close();
+      await fake.close();
+    }
+  });
+
   it('live Telegram: a reason that echoes the bot token has every copy of it, and its secret part alone, scrubbed', async () => {
     const fake = await startTelegramApi();
     const t = await startTestApp({ env: { TELEGRAM_API_ROOT: fake.apiRoot } });

@@ -162,6 +162,26 @@ describe(`replies recorded on the note they answer (${STORAGE_LABEL})`, () => {
     assert.equal(receiver.received.filter((r) => r.path === '/nobody').length, 2, 'only the delivered and failed events');
   });
 
+  it("answers a note delivered 29 days ago; allows 5 s for the platform's clock: a reply stamped 2 s before the delivery answers it, 8 s before does not", async () => {
+    const a = await t.createAccount();
+    const old = await accepted(t, a.testKey, telegram({ recipient: '1000021' }));
+    await t.waitForStatus(a.testKey, old, ['delivered']);
+    const senderKey = await senderKeyOf(t, old);
+    await t.app.services.db.kysely.updateTable('messages').set({ delivered_at: Date.now() - 29 * DAY }).where('id', '=', old).execute();
+    await t.app.services.onHeard(heard(senderKey, '1000021', { platformId: '601', text: 'sorry, late' }));
+    const oldDetail = (await t.request({ method: 'GET', url: `/api/v1/messages/${old}`, key: a.testKey })).json();
+    assert.deepEqual(oldDetail.replies.map((r: any) => r.text), ['sorry, late'], 'within the 30 days');
+
+    const fresh = await accepted(t, a.testKey, telegram({ recipient: '1000022' }));
+    await t.waitForStatus(a.testKey, fresh, ['delivered']);
+    const { delivered_at } = await t.app.services.db.kysely.selectFrom('messages').select('delivered_at').where('id', '=', fresh).executeTakeFirstOrThrow();
+    const deliveredAt = Number(delivered_at);
+    await t.app.services.onHeard(heard(senderKey, '1000022', { platformId: '602', text: 'written before', at: deliveredAt - 8_000 }));
+    await t.app.services.onHeard(heard(senderKey, '1000022', { platformId: '603', text: 'clock behind', at: deliveredAt - 2_000 }));
+    const detail = (await t.request({ method: 'GET', url: `/api/v1/messages/${fresh}`, key: a.testKey })).json();
+    assert.deepEqual(detail.replies.map((r: any) => [r.text, r.received_at]), [['clock behind', new Date(deliveredAt - 2_000).toISOString()]]);
+  });
+
   it('group messages and strangers are not heard; a reply of one account never lands on another account sharing the bot', async () => {
     const a = await t.createAccount();
     const b = await t.createAccount();

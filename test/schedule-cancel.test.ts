@@ -260,6 +260,9 @@ describe(`send_at, cancel and unknown fields without a worker (${STORAGE_LABEL})
     const cases: Array<[Record<string, unknown>, string]> = [
       [telegram({ captoin: 'hi' }), 'captoin'],
       [telegram({ sendAt: inMs(MINUTE) }), 'sendAt'],
+      // Names are compared as written: a field differing from a known one only in case is not that field.
+      [telegram({ Caption: 'hi' }), 'Caption'],
+      [telegram({ session: { bot_token: TELEGRAM_TOKEN, BOT_TOKEN: 'x' } }), 'session.BOT_TOKEN'],
       [telegram({ session: { bot_token: TELEGRAM_TOKEN, foo: 'x' } }), 'session.foo'],
       [{ ...defaultSendBody('linkedin', t.voiceUrl), session: { ...LINKEDIN_SESSION, jsessionid: 'x' } }, 'session.jsessionid'],
       [{ ...defaultSendBody('whatsapp', t.voiceUrl, 'ws_000000000000000000000000'), session: { session_id: 'ws_000000000000000000000000', bot_token: 'x' } }, 'session.bot_token'],

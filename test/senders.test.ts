@@ -63,6 +63,9 @@ function statusesInOrder(hooks: Array<{ body: string }>): string[] {
     .map((event) => event.data.status);
 }
 
+/** A sender's health as GET /senders shows it: status, reason, and whether it has an until. */
+const pick = (sender: { status: string; reason: string | null; until: string | null }) => [sender.status, sender.reason, sender.until !== null];
+
 describe(`senders (${STORAGE_LABEL})`, () => {
   it('GET /senders lists the senders used, with exactly the documented fields; paged; scoped to the account and environment', async () => {
     const fake = await startTelegramApi();
@@ -243,6 +246,42 @@ describe(`senders (${STORAGE_LABEL})`, () => {
         } finally {
           await front.close();
           await worker.close();
+        }
+      });
+    } finally {
+      await fake.close();
+    }
+  });
+
+  it('a rest or a lock whose until has passed shows ok, with no reason and no until, though no worker has written its end', async () => {
+    const fake = await startTelegramApi();
+    try {
+      await withRestartableStorage(async (reuse) => {
+        const env = { TELEGRAM_API_ROOT: fake.apiRoot };
+        const worker = await startTestApp({ env, reuse });
+        const front = await startTestApp({ env, reuse, worker: false });
+        let workerRuns = true;
+        try {
+          const account = await worker.createAccount();
+          const first = await accepted(front, account.liveKey, telegramNote(front, '345000001'));
+          assert.equal((await front.waitForStatus(account.liveKey, first, ['delivered', 'failed'])).status, 'delivered');
+          await worker.close();
+          workerRuns = false;
+          // No worker left to notice the end: only the view can say the sender is ok again.
+          const [sender] = (await senders(front, account.liveKey)).data;
+          const setHealth = (status: string, until: number) =>
+            front.app.services.db.kysely.updateTable('sender_records').set({ status, until, reason: `${status} for a test` }).where('id', '=', sender.id).execute();
+          await setHealth('resting', Date.now() + 60_000);
+          assert.deepEqual(pick((await senders(front, account.liveKey)).data[0]), ['resting', 'resting for a test', true], 'a rest still running shows');
+          for (const status of ['resting', 'restricted']) {
+            await setHealth(status, Date.now() - 1_000);
+            assert.deepEqual(pick((await senders(front, account.liveKey)).data[0]), ['ok', null, false], `a ${status} state that ended`);
+            const one = await front.request({ method: 'GET', url: `${API}/senders/${sender.id}`, key: account.liveKey });
+            assert.deepEqual(pick(one.json()), ['ok', null, false], `GET /senders/{id}: a ${status} state that ended`);
+          }
+        } finally {
+          await front.close();
+          if (workerRuns) await worker.close();
         }
       });
     } finally {

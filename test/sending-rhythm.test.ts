@@ -285,6 +285,31 @@ describe(`each sender's daily rhythm (${STORAGE_LABEL})`, () => {
     }
   });
 
+  it('a note that fails for good gives its place back: a cap of 2, one recipient_not_found, then two more delivered the same day', async () => {
+    const fake = await startTelegramApi();
+    const t = await startTestApp({ env: { TELEGRAM_API_ROOT: fake.apiRoot } });
+    try {
+      const account = await t.createAccount();
+      await saveRhythm(t.app.services.db.kysely, account.accountId, 'telegram', { dailyCap: 2, warmup: null });
+      const note = (chat: string) => accepted(t, account.liveKey, { ...defaultSendBody('telegram', t.voiceUrl), recipient: chat });
+      fake.failForChat('321000001', { kind: 'chat_not_found' });
+      const lost = await t.waitForStatus(account.liveKey, await note('321000001'), ['delivered', 'failed']);
+      assert.deepEqual([lost.status, lost.error?.code], ['failed', 'recipient_not_found']);
+      for (const chat of ['321000002', '321000003']) {
+        const id = await note(chat);
+        const settled = await eventually(async () => {
+          const d = await detail(t, account.liveKey, id);
+          return d.status === 'delivered' || d.status === 'failed' || d.waiting_for === 'daily_cap' ? d : undefined;
+        }, `the note to ${chat} to go or wait`);
+        assert.deepEqual([settled.status, settled.waiting_for], ['delivered', null], `the note to ${chat} is one of the day's two`);
+      }
+      for (const chat of ['321000002', '321000003']) assert.equal(fake.callsForChat(chat).filter(isVoice).length, 1, `Telegram got the note to ${chat}`);
+    } finally {
+      await t.close();
+      await fake.close();
+    }
+  });
+
   it('WhatsApp by default: a new session warms up (5 notes on its first day); with caps off every note goes', async () => {
     const world = new FakeWhatsapp();
     const t = await startTestApp({ whatsappSocketFactory: world.factory('a'), whatsappLive: FAST_WHATSAPP, builtInRhythm: true });

@@ -6,6 +6,8 @@ import { PNG } from 'pngjs';
 import { describeOggOpus } from './fixtures/ogg-opus-reader.js';
 import { assertErrorEnvelope, closeSharedAudio, startTestApp, STORAGE_LABEL, TELEGRAM_TOKEN, type TestApp } from './fixtures/app-harness.js';
 import { FakeTelegram, type FakeAccount } from './fakes/telegram-mtproto.js';
+import { Api } from 'telegram';
+import { RPCMessageToError } from 'telegram/errors/index.js';
 import { classifyTelegramError } from '../src/platforms/telegram/account/errors.js';
 
 const API = '/api/v1';
@@ -66,6 +68,41 @@ async function liveWorld(extra: { builtInRhythm?: boolean } = {}): Promise<{ t: 
 
 const sendFrom = (t: TestApp, key: string, sessionId: string, recipient: string, extra: Record<string, unknown> = {}) =>
   t.send(key, { platform: 'telegram', recipient, audio_url: t.voiceUrl, session: { session_id: sessionId }, ...extra });
+
+describe("Telegram's errors, by the name Telegram gives them (unit)", () => {
+  /** What `messages.sendMedia` throws for `name`: GramJS's own error class, as its sender builds it from Telegram's rpc_error. */
+  const rpcError = (code: number, name: string) => RPCMessageToError(new Api.RpcError({ errorCode: code, errorMessage: name }), new Api.help.GetConfig());
+  const outcome = (error: unknown): string => {
+    const r = classifyTelegramError(error, 'the voice note');
+    if (r.kind === 'fail') return `${r.error.code}${r.error.transient ? ' (retried)' : ''}`;
+    return r.kind === 'flood_wait' ? `flood_wait ${r.seconds}` : r.kind;
+  };
+
+  it('maps each to what the sending code does: wait, rest, session_expired, or the failure the README names', () => {
+    const table: ReadonlyArray<[code: number, name: string, outcome: string]> = [
+      [420, 'FLOOD_WAIT_7', 'flood_wait 7'],
+      [420, 'SLOWMODE_WAIT_3', 'flood_wait 3'],
+      [400, 'PEER_FLOOD', 'peer_flood'],
+      [401, 'AUTH_KEY_UNREGISTERED', 'revoked'],
+      [401, 'SESSION_REVOKED', 'revoked'],
+      [403, 'USER_PRIVACY_RESTRICTED', 'recipient_blocked'],
+      [403, 'PRIVACY_PREMIUM_REQUIRED', 'recipient_blocked'],
+      [403, 'VOICE_MESSAGES_FORBIDDEN', 'recipient_blocked'],
+      [400, 'USER_IS_BLOCKED', 'recipient_blocked'],
+      [400, 'YOU_BLOCKED_USER', 'recipient_blocked'],
+      [400, 'USERNAME_NOT_OCCUPIED', 'recipient_not_found'],
+      [400, 'PEER_ID_INVALID', 'recipient_not_found'],
+      [400, 'INPUT_USER_DEACTIVATED', 'recipient_not_found'],
+      [500, 'RPC_CALL_FAIL', 'platform_error (retried)'],
+    ];
+    for (const [code, name, expected] of table) assert.equal(outcome(rpcError(code, name)), expected, name);
+    const privacy = classifyTelegramError(rpcError(403, 'USER_PRIVACY_RESTRICTED'), 'the voice note');
+    assert.ok(privacy.kind === 'fail');
+    assert.match(privacy.error.message, /USER_PRIVACY_RESTRICTED/, 'the message names what Telegram said');
+    // No answer of Telegram's at all (the connection dropped): tried again.
+    assert.equal(outcome(new Error('socket closed')), 'platform_error (retried)');
+  });
+});
 
 describe(`sending from a linked Telegram account (${STORAGE_LABEL})`, () => {
   it('acceptance: a ts_ session beside bot_token, both together 422, an unknown one 422, one not connected 422 session_not_connected', async () => {
@@ -188,6 +225,9 @@ describe(`sending from a linked Telegram account (${STORAGE_LABEL})`, () => {
       const types = (await t.app.services.db.kysely.selectFrom('webhook_events').select(['type', 'payload']).execute()).filter((e) => JSON.parse(e.payload).data.id === id).map((e) => e.type);
       assert.deepEqual(types.sort(), ['voice_note.played', 'voice_note.read']);
 
+      // What the account itself writes to Bob from its phone comes back to it as Bob's chat, marked `out`: no reply.
+      world.wrote(JANE.userId, BOB.userId, 'my own follow-up', 'short');
+      world.wrote(JANE.userId, BOB.userId, 'my own follow-up, in full', 'full');
       // A reply from Bob is recorded on the note (the one inbound road); a stranger's message is not.
       const replyId = world.reply(BOB.userId, JANE.userId, 'Thanks, got it!');
       world.reply(CAROL.userId, JANE.userId, 'who is this?');
@@ -199,7 +239,7 @@ describe(`sending from a linked Telegram account (${STORAGE_LABEL})`, () => {
       assert.deepEqual(
         (await detail()).replies.map((r: any) => [r.type, r.text]),
         [['text', 'Thanks, got it!']],
-        'only people a note went to',
+        'only people a note went to, and only what they wrote',
       );
       assert.match(replies[0].id, /^rpl_/);
       assert.ok((await detail()).first_replied_at);
@@ -224,6 +264,10 @@ describe(`sending from a linked Telegram account (${STORAGE_LABEL})`, () => {
       const paced = await t.waitForStatus(key, flooded.json().id, ['delivered', 'failed'], 20_000);
       assert.equal(paced.status, 'delivered', 'paced, not failed');
       assert.ok(Date.now() - started >= 2_000, 'waited the seconds Telegram said');
+      // The retry is the same message to Telegram: the same random_id, so Telegram could never post it twice.
+      const sends = world.requests.filter((r) => r.className === 'messages.SendMedia').map((r) => String((r.request as Api.messages.SendMedia).randomId));
+      assert.equal(sends.length, 2, 'refused once, then sent');
+      assert.equal(sends[1], sends[0], 'the retry carries the random_id of the refused send');
 
       const blocked = await sendFrom(t, key, sessionId, '@dave_private');
       const refused = await t.waitForStatus(key, blocked.json().id, ['delivered', 'failed']);
@@ -246,6 +290,16 @@ describe(`sending from a linked Telegram account (${STORAGE_LABEL})`, () => {
       assert.equal(waiting.status, 'queued', 'PEER_FLOOD fails nothing: the note waits');
       const nextAttempt = (await t.request({ method: 'GET', url: `${API}/messages/${rested.json().id}`, key })).json().next_attempt_at;
       assert.ok(Date.parse(nextAttempt) > Date.now() + 60 * 60_000, `the note comes back after the rest, beyond the retry window: ${nextAttempt}`);
+      // Another note during the rest is not sent: it waits out the rest too.
+      const sentBefore = world.requests.filter((r) => r.className === 'messages.SendMedia').length;
+      const during = await sendFrom(t, key, sessionId, '@bob_builder');
+      const held = await eventually(async () => {
+        const now = (await t.request({ method: 'GET', url: `${API}/messages/${during.json().id}`, key })).json();
+        if (now.status === 'delivered' || now.status === 'failed') return now;
+        return now.status === 'queued' && Date.parse(now.next_attempt_at) > Date.now() + 60 * 60_000 ? now : undefined;
+      }, 'the note sent during the rest to be looked at');
+      assert.equal(held.status, 'queued', 'a note sent during the rest waits for its end');
+      assert.equal(world.requests.filter((r) => r.className === 'messages.SendMedia').length, sentBefore, 'nothing sent to Telegram during the rest');
       await t.app.services.db.kysely.updateTable('telegram_sessions').set({ resting_until: null }).where('id', '=', sessionId).execute();
 
       world.failNext.push({ className: 'messages.SendMedia', errorMessage: 'AUTH_KEY_UNREGISTERED' });

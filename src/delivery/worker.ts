@@ -15,6 +15,14 @@ import type { WorkerOptions } from './worker-options.js';
 export type { AttemptRecord, AttemptRecorder, AudioSource, PreparedVoice, RecordWrite, WorkerOptions } from './worker-options.js';
 
 /**
+ * Whether the notes in hand whose audio is ready (`readyNotes` of `slots`) make a backlog that
+ * conversions give way to (wait most of the time until it has gone): a quarter of the slots, rounded up.
+ */
+export function deliveriesWaitOnCpu(readyNotes: number, slots: number): boolean {
+  return readyNotes >= Math.ceil(slots / 4);
+}
+
+/**
  * Claims due messages from the store, hands each to its platform and settles it. Runs inside `serve`
  * or alone as `voicenote worker`; any number of workers may share one database.
  *
@@ -75,9 +83,8 @@ export class DeliveryWorker {
   #stopGivingWay: () => void = () => undefined;
 
   start(): void {
-    // A backlog of notes whose audio is ready: conversions wait most of the time until it has gone.
-    const backlog = Math.ceil(this.#options.concurrency / 4);
-    this.#stopGivingWay = this.#options.audio.giveWayWhile?.(() => this.#audioReady.size >= backlog) ?? (() => undefined);
+    const { concurrency } = this.#options;
+    this.#stopGivingWay = this.#options.audio.giveWayWhile?.(() => deliveriesWaitOnCpu(this.#audioReady.size, concurrency)) ?? (() => undefined);
     this.#loop.start();
   }
 

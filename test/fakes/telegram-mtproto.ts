@@ -222,6 +222,30 @@ export class FakeTelegram {
     return id;
   }
 
+  /**
+   * The account itself writes to `to` from another of its apps (its phone): its other sessions hear it
+   * with `out` set and the chat's other party as the peer. Telegram sends it short (updateShortMessage,
+   * `out:flags.1?true`, `user_id` "the ID of the sender (if outgoing will be the ID of the destination)":
+   * core.telegram.org/constructor/updateShortMessage; GramJS `tl/apiTl.js` line 384) or in full
+   * (updateNewMessage of a Message with `out` and `peer_id` the destination, `tl/apiTl.js` line 237).
+   */
+  wrote(from: bigint, to: bigint, text: string, form: 'short' | 'full' = 'short'): number {
+    const id = this.nextMessageId++;
+    const date = Math.floor(Date.now() / 1000);
+    const update =
+      form === 'short'
+        ? new Api.UpdateShortMessage({ out: true, id, userId: to as never, message: text, pts: 1, ptsCount: 1, date })
+        : new Api.Updates({
+            updates: [new Api.UpdateNewMessage({ message: new Api.Message({ out: true, id, peerId: new Api.PeerUser({ userId: to as never }), message: text, date }), pts: 1, ptsCount: 1 })],
+            users: [],
+            chats: [],
+            date,
+            seq: 0,
+          });
+    for (const conn of this.connections) if (conn.key.userId === from) conn.push(update);
+    return id;
+  }
+
   /** The recipient plays the voice note `messageId` (updateReadMessagesContents). */
   played(from: bigint, messageId: number): void {
     const update = new Api.UpdateReadMessagesContents({ messages: [messageId], pts: 1, ptsCount: 1 });
