@@ -31,14 +31,11 @@
  * BENCH_SPLIT_ACCOUNTS, BENCH_WORKER_NODE_OPTIONS, BENCH_NO_WRITE (print only). Writes its section of
  * BENCHMARKS.md between <!-- bench:starvation:start --> and <!-- bench:starvation:end -->.
  */
-import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdtemp, readFile, readdir, rm } from 'node:fs/promises';
+import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { promisify } from 'node:util';
 import { createAudioPipeline, resolveFfmpegPath } from '../src/audio/index.js';
-import { SPEECH_LIKE_FILTER } from '../src/audio/speech-like.js';
 import { defaultConcurrentConversions, DEFAULT_WORKER_CONCURRENCY } from '../src/config.js';
 import { audioTargetFor } from '../src/platforms/registry.js';
 import { startAudioServer } from '../test/fakes/audio-server.js';
@@ -46,9 +43,10 @@ import { startTelegramProcess, startWorkerProcess } from './api/processes.js';
 import { botToken } from './api/settings.js';
 import { benchAccount, buildApp, inject, openStorage } from './api/storage.js';
 import { intEnv } from './env.js';
+import { sample, type Sample } from './process-tree.js';
 import { commandLine, machineDescription, writeSection } from './report.js';
+import { id3Padding, makeSources } from './starvation-sources.js';
 
-const run = promisify(execFile);
 const ROUNDS = intEnv('BENCH_ROUNDS', 3, 1);
 const MESSAGES = intEnv('BENCH_MESSAGES', 1000, 1);
 const NOTES = intEnv('BENCH_NOTES', 50, 1);
@@ -61,17 +59,8 @@ const WARM_UP = 200;
 const SAMPLE_MS = 25;
 const DUE_AHEAD_MS = 1500;
 const INTAKE_CONCURRENCY = 20;
-const CLOCK_TICKS = 100;
 
 type Mode = 'alone' | 'during';
-
-interface Sample {
-  at: number;
-  ffmpegs: number;
-  /** The worker's own CPU, and that of its conversions (ffmpeg runs and encoder processes, reaped and running), in ms. */
-  workerCpuMs: number;
-  ffmpegCpuMs: number;
-}
 
 interface PhaseResult {
   round: number;
@@ -96,79 +85,6 @@ interface PhaseResult {
   ffmpegCores: number;
   /** From making the distinct notes due to the last one's delivery. */
   conversionsMs?: number;
-}
-
-/** A one-minute speech-like MP3 per note: a longer base, then per note its own start and pitch. */
-async function makeSources(ffmpegPath: string, dir: string, count: number): Promise<Buffer[]> {
-  const base = join(dir, 'base.wav');
-  await run(ffmpegPath, ['-nostdin', '-v', 'error', '-y', '-f', 'lavfi', '-i', SPEECH_LIKE_FILTER(90, 44100), '-ac', '2', base]);
-  const make = async (i: number): Promise<Buffer> => {
-    const out = join(dir, `note-${i}.mp3`);
-    const pitch = (1 + (i % 25) * 0.006).toFixed(3);
-    await run(ffmpegPath, [
-      '-nostdin', '-v', 'error', '-y', '-ss', String((i * 0.37) % 25), '-i', base, '-t', '60',
-      '-af', `asetrate=44100*${pitch},aresample=44100`, '-ar', '44100', '-ac', '2', '-c:a', 'libmp3lame', '-b:a', '128k', out,
-    ]);
-    return readFile(out);
-  };
-  const sources: Buffer[] = new Array(count);
-  let next = 0;
-  await Promise.all([0, 1].map(async () => {
-    while (next < count) {
-      const i = next++;
-      sources[i] = await make(i);
-    }
-  }));
-  return sources;
-}
-
-/** An ID3v2.3 tag of `padding` zero bytes: the same audio, new bytes (a new entry in the audio cache). */
-function id3Padding(padding: number): Buffer {
-  const size = Buffer.from([(padding >> 21) & 0x7f, (padding >> 14) & 0x7f, (padding >> 7) & 0x7f, padding & 0x7f]);
-  return Buffer.concat([Buffer.from('ID3\x03\x00\x00', 'latin1'), size, Buffer.alloc(padding)]);
-}
-
-/** A process's children, from /proc: pid and command name. */
-async function childrenOf(pid: number): Promise<Array<{ pid: number; comm: string }>> {
-  const found: Array<{ pid: number; comm: string }> = [];
-  for (const task of await readdir(`/proc/${pid}/task`).catch(() => [])) {
-    const text = await readFile(`/proc/${pid}/task/${task}/children`, 'utf8').catch(() => '');
-    for (const child of text.split(' ').filter(Boolean).map(Number)) {
-      found.push({ pid: child, comm: (await readFile(`/proc/${child}/comm`, 'utf8').catch(() => '')).trim() });
-    }
-  }
-  return found;
-}
-
-/** CPU of a process (utime + stime) and of its reaped children (cutime + cstime), in ms. */
-async function cpuOf(pid: number): Promise<{ own: number; reaped: number }> {
-  const stat = await readFile(`/proc/${pid}/stat`, 'utf8').catch(() => '');
-  if (stat === '') return { own: 0, reaped: 0 };
-  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ').slice(11, 15).map(Number);
-  const tick = 1000 / CLOCK_TICKS;
-  return { own: ((f[0] ?? 0) + (f[1] ?? 0)) * tick, reaped: ((f[2] ?? 0) + (f[3] ?? 0)) * tick };
-}
-
-/**
- * The worker's own CPU, and that of its conversions: the ffmpeg runs it starts (the ffmpeg encode)
- * and its Opus encoder processes with the ffmpeg runs they start (the libopus encode), reaped or running.
- */
-async function sample(pid: number): Promise<Sample> {
-  const at = Date.now();
-  const worker = await cpuOf(pid);
-  let ffmpegs = 0;
-  let conversions = worker.reaped;
-  for (const child of await childrenOf(pid)) {
-    const cpu = await cpuOf(child.pid);
-    conversions += cpu.own + cpu.reaped;
-    if (child.comm.startsWith('ffmpeg')) ffmpegs++;
-    for (const grandchild of await childrenOf(child.pid)) {
-      if (!grandchild.comm.startsWith('ffmpeg')) continue;
-      ffmpegs++;
-      conversions += (await cpuOf(grandchild.pid)).own;
-    }
-  }
-  return { at, ffmpegs, workerCpuMs: worker.own, ffmpegCpuMs: conversions };
 }
 
 const median = (xs: number[]): number => {

@@ -250,6 +250,28 @@ describe('Opus encoded in-process by the libopus binding', () => {
     }
   });
 
+  it('the binding\'s package not installed (an optional dependency whose native build failed): ffmpeg encodes, one warning names it', async () => {
+    // npm leaves out an optional dependency whose install failed: require() finds no such package.
+    const absentLog = capturingLogger();
+    const absent = createAudioPipeline(
+      { dataDir: join(dataDir, 'absent'), ffmpegPath: counting.path, allowPrivateUrls: true, logger: absentLog.logger },
+      { opusBinding: '@discordjs/opus-not-installed' },
+    );
+    try {
+      const w = await prepare(absent, 'speech.mp3', 'whatsapp');
+      assert.match((await counting.calls()).at(-1)!, / -c:a libopus .* -ar 16000 /);
+      const dw = describeOggOpus(await readFile(w.path));
+      w.release();
+      assert.deepEqual([dw.inputRate, dw.preSkip], [16000, 312]);
+      assert.deepEqual(absentLog.converted().map((c) => c.opus_encoder), ['ffmpeg']);
+      const warned = absentLog.lines.filter((l) => l.level === 'warn');
+      assert.equal(warned.length, 1);
+      assert.match(String(warned[0]!.obj.reason), /Cannot find (module|package) '@discordjs\/opus-not-installed'/);
+    } finally {
+      await absent.close();
+    }
+  });
+
   it('an encoder that fails mid-note: audio_unsupported, ffmpeg stopped, nothing left behind', async () => {
     const broken = createAudioPipeline(
       { dataDir: join(dataDir, 'broken'), ffmpegPath, allowPrivateUrls: true },
@@ -282,5 +304,19 @@ describe('Opus encoded in-process by the libopus binding', () => {
     } finally {
       await celt.close();
     }
+  });
+});
+
+describe('the libopus binding is optional at install', () => {
+  it('package.json and package-lock.json list @discordjs/opus as an optional dependency: a failed native build is a warning, not a failed install', async () => {
+    const root = join(import.meta.dirname, '..');
+    const pkg = JSON.parse(await readFile(join(root, 'package.json'), 'utf8'));
+    const lock = JSON.parse(await readFile(join(root, 'package-lock.json'), 'utf8'));
+    assert.equal(pkg.dependencies['@discordjs/opus'], undefined);
+    assert.match(pkg.optionalDependencies['@discordjs/opus'], /^\^/);
+    // What `npm ci` installs from: the same declaration, and the package marked optional.
+    assert.equal(lock.packages[''].dependencies['@discordjs/opus'], undefined);
+    assert.equal(lock.packages[''].optionalDependencies['@discordjs/opus'], pkg.optionalDependencies['@discordjs/opus']);
+    assert.equal(lock.packages['node_modules/@discordjs/opus'].optional, true);
   });
 });

@@ -5,16 +5,16 @@ import type { LookupFunction } from 'node:net';
 import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
 import { AUDIO_CACHE_DIR, AudioCache, type AudioLogger, type CacheEntry, type SourceFacts } from './cache.js';
+import { ConversionFlights, NoTakers } from './conversion-flights.js';
 import { AudioError } from './errors.js';
 import { PipelineEncoders } from './encoder-processes.js';
-import { FfmpegRunner, Semaphore } from './ffmpeg.js';
-import { createAudioAgent, fetchAudio, type FetchedSource } from './fetch.js';
+import { FfmpegRunner } from './ffmpeg.js';
+import { createAudioAgent, fetchAudio } from './fetch.js';
+import { KnownUrls } from './known-urls.js';
 import { OPUS_BINDING } from './opus-encoder.js';
-import { detectSource, type SourceInfo } from './probe.js';
 import { ReadyUrls } from './ready-urls.js';
 import { DEFAULT_MAX_SOURCE_BYTES, type AudioFormat, type AudioProfile, type AudioTarget } from './targets.js';
 import { abortable, copyLocalSource, exceedsDuration, lengthOf, tooLong } from './pipeline-steps.js';
-import { convertAudio, type ConversionOutcome } from './transcode.js';
 import type { AddressPolicy } from './url-check.js';
 
 /**
@@ -118,24 +118,11 @@ const DEFAULT_FETCH_TIMEOUT_MS = 30_000;
 const DEFAULT_FFMPEG_TIMEOUT_MS = 10 * 60_000;
 const STALE_DOWNLOAD_MS = 15 * 60_000;
 const DEFAULT_URL_FRESH_MS = 60_000;
-const MAX_KNOWN_URLS = 10_000;
 /**
  * ffmpeg and the Opus encoder processes run this much below the process's priority: on a busy machine
  * deliveries go first, conversions take what is left.
  */
 const FFMPEG_NICENESS = 10;
-
-/** Settles a conversion nobody is waiting for any more (every requester failed its own checks first). */
-class NoTakers extends Error {}
-
-interface Flight {
-  info: Promise<SourceInfo>;
-  /** Settles once the requests waiting on `info` have had their say (or detection failed). */
-  decided: Promise<void>;
-  entry: Promise<CacheEntry>;
-  /** Requests that passed their own limit checks and want the result. */
-  wanted: number;
-}
 
 const noop = (): void => undefined;
 
@@ -144,25 +131,27 @@ export function createAudioPipeline(opts: AudioPipelineOptions, internals: Audio
   const tmpDir = join(opts.dataDir, 'tmp', 'audio');
   const cache = new AudioCache(join(opts.dataDir, AUDIO_CACHE_DIR), opts.cacheMaxBytes ?? GiB, log);
   const maxConversions = opts.maxConcurrentConversions ?? availableParallelism();
-  // Every ffmpeg run is part of a conversion, so `conversions` bounds them too.
+  // No bound of its own: every ffmpeg run is part of a conversion, which `flights` bounds.
   const runner = new FfmpegRunner(opts.ffmpegPath, FFMPEG_NICENESS);
-  const conversions = new Semaphore(maxConversions);
   // The caller is told only that the host is not public; the operator's log says which and why.
   const onRefused = (detail: { host: string; reason: string }): void => opts.logger?.warn({ audio_host: detail.host, reason: detail.reason }, 'audio fetch refused: the host is not a public address');
   const agent = createAudioAgent({ allowPrivate: opts.allowPrivateUrls, lookup: internals.lookup, addressPolicy: internals.addressPolicy, onRefused });
   const fetchTimeoutMs = opts.fetchTimeoutMs ?? DEFAULT_FETCH_TIMEOUT_MS;
   const maxSourceBytes = opts.maxSourceBytes ?? DEFAULT_MAX_SOURCE_BYTES;
-  const ffmpegTimeoutMs = internals.ffmpegTimeoutMs ?? DEFAULT_FFMPEG_TIMEOUT_MS;
   // Decided at the first Opus note, so a process that never converts one never loads the binding.
   // Opus notes are encoded in processes of their own below normal priority, one per conversion at once.
   const opus = new PipelineEncoders({ log, module: internals.opusBinding ?? OPUS_BINDING, processes: maxConversions, niceness: FFMPEG_NICENESS });
+  const flights = new ConversionFlights({
+    cache,
+    runner,
+    opusEncoder: opus.choice,
+    maxConversions,
+    ffmpegTimeoutMs: internals.ffmpegTimeoutMs ?? DEFAULT_FFMPEG_TIMEOUT_MS,
+    log,
+    converted: (format, seconds) => opts.metrics?.converted(format, seconds),
+  });
   const closing = new AbortController();
-  const inflight = new Map<string, Flight>();
-  const urlFreshMs = opts.urlFreshMs ?? DEFAULT_URL_FRESH_MS;
-  /** What each URL served last, and when it was downloaded. */
-  const knownUrls = new Map<string, { sha256: string; at: number }>();
-  /** The first request for a URL while others wait for its download and conversion instead of downloading too. */
-  const urlLeaders = new Map<string, Promise<void>>();
+  const knownUrls = new KnownUrls(opts.urlFreshMs ?? DEFAULT_URL_FRESH_MS);
   const pending = new Set<Promise<unknown>>();
   const readyUrls = new ReadyUrls();
   let closed = false;
@@ -178,72 +167,6 @@ export function createAudioPipeline(opts: AudioPipelineOptions, internals: Audio
     await cache.init();
   })();
   ready.catch(noop);
-
-  function startFlight(key: string, src: FetchedSource, profile: AudioProfile, signal: AbortSignal | undefined): Flight {
-    const info = detectSource(src.path, src.sizeBytes);
-    let markDecided = noop;
-    const decided = new Promise<void>((resolve) => {
-      markDecided = resolve;
-    });
-    const flight: Flight = { info, decided, entry: Promise.resolve(null as unknown as CacheEntry), wanted: 0 };
-    flight.entry = (async () => {
-      try {
-        let detected: SourceInfo;
-        try {
-          detected = await info;
-          // Every request already waiting on `info` checks its own limits in the microtasks before this.
-          await new Promise<void>((resolve) => setImmediate(resolve));
-        } finally {
-          markDecided();
-        }
-        if (flight.wanted === 0) throw new NoTakers();
-        const outputPath = cache.tempPath();
-        const started = performance.now();
-        try {
-          // The conversion stops with the request that started it (others waiting on it then retry).
-          const permit = await conversions.acquire();
-          let outcome: ConversionOutcome;
-          try {
-            outcome = await convertAudio({ runner, sourcePath: src.path, info: detected, profile, outputPath, timeoutMs: ffmpegTimeoutMs, opusEncoder: opus.choice, ...(signal ? { signal } : {}) });
-          } finally {
-            permit();
-          }
-          const entry = await cache.commit(outcome.passThrough ? src.path : outputPath, {
-            sourceSha256: src.sha256,
-            profile,
-            durationSeconds: Math.round(outcome.decodedSeconds * 1000) / 1000,
-            waveform: [...outcome.waveform],
-            telegramWaveform: [...outcome.telegramWaveform],
-            passThrough: outcome.passThrough,
-            source: { container: detected.container, codec: detected.codec, durationSeconds: detected.durationSeconds, sizeBytes: src.sizeBytes },
-          });
-          opts.metrics?.converted(entry.meta.format, (performance.now() - started) / 1000);
-          log?.debug(
-            {
-              sha256: src.sha256, profile, passThrough: outcome.passThrough, ms: Math.round(performance.now() - started), container: detected.container, codec: detected.codec,
-              ...(outcome.opus ? { opus_encoder: outcome.opus.encoder, opus_kbps: outcome.opus.kbps } : {}),
-            },
-            'audio converted',
-          );
-          // The commit pin belongs to the flight; it is dropped once every waiter has pinned for itself.
-          setImmediate(() => cache.unpin(entry));
-          return entry;
-        } finally {
-          await rm(outputPath, { force: true });
-        }
-      } finally {
-        await rm(src.path, { force: true });
-      }
-    })();
-    info.catch(noop);
-    flight.entry
-      .finally(() => {
-        if (inflight.get(key) === flight) inflight.delete(key);
-      })
-      .catch(noop);
-    inflight.set(key, flight);
-    return flight;
-  }
 
   function hand(entry: CacheEntry, target: AudioTarget, hint: number | null, cacheHit: boolean): PreparedAudio {
     opts.metrics?.cacheLookup(cacheHit);
@@ -281,23 +204,9 @@ export function createAudioPipeline(opts: AudioPipelineOptions, internals: Audio
 
   /** The converted audio for a URL downloaded less than `urlFreshMs` ago, without downloading it again. */
   async function fromKnownUrl(url: string, profile: AudioProfile): Promise<CacheEntry | null> {
-    const known = knownUrls.get(url);
-    if (!known) return null;
-    if (Date.now() - known.at >= urlFreshMs) {
-      knownUrls.delete(url);
-      return null;
-    }
-    return cache.acquireKnown(known.sha256, profile) ?? (await cache.acquire(known.sha256, profile));
-  }
-
-  function rememberUrl(url: string, sha256: string): void {
-    if (urlFreshMs <= 0) return;
-    knownUrls.delete(url);
-    knownUrls.set(url, { sha256, at: Date.now() });
-    for (const oldest of knownUrls.keys()) {
-      if (knownUrls.size <= MAX_KNOWN_URLS) break;
-      knownUrls.delete(oldest);
-    }
+    const sha256 = knownUrls.fresh(url);
+    if (sha256 === undefined) return null;
+    return cache.acquireKnown(sha256, profile) ?? (await cache.acquire(sha256, profile));
   }
 
   async function prepareOnce(input: PrepareInput): Promise<PreparedAudio> {
@@ -305,26 +214,23 @@ export function createAudioPipeline(opts: AudioPipelineOptions, internals: Audio
     const hintRaw = input.durationHint;
     const hint = typeof hintRaw === 'number' && Number.isFinite(hintRaw) && hintRaw > 0 ? hintRaw : null;
     await ready;
-    if (urlFreshMs <= 0) return prepareFromSource(input, target, hint);
+    if (knownUrls.freshMs <= 0) return prepareFromSource(input, target, hint);
     // A thousand recipients of one URL: the first request downloads (and converts) while the others
     // wait for it, then take its result from the cache. Leading is decided with no await in between.
-    const known = knownUrls.get(input.url);
-    const inMemory = known && Date.now() - known.at < urlFreshMs ? cache.acquireKnown(known.sha256, target.profile) : null;
+    const known = knownUrls.fresh(input.url);
+    const inMemory = known !== undefined ? cache.acquireKnown(known, target.profile) : null;
     if (inMemory) return hand(inMemory, target, hint, true);
-    const leader = urlLeaders.get(input.url);
-    if (!leader) {
-      let done = noop;
-      urlLeaders.set(input.url, new Promise<void>((resolve) => (done = resolve)));
+    const turn = knownUrls.turn(input.url);
+    if (turn.leads) {
       try {
         const cached = await fromKnownUrl(input.url, target.profile);
         if (cached) return hand(cached, target, hint, true);
         return await prepareFromSource(input, target, hint);
       } finally {
-        urlLeaders.delete(input.url);
-        done();
+        turn.done();
       }
     }
-    await abortable(leader, input.signal);
+    await abortable(turn.leader, input.signal);
     const cached = await fromKnownUrl(input.url, target.profile);
     if (cached) return hand(cached, target, hint, true);
     return prepareFromSource(input, target, hint);
@@ -345,19 +251,19 @@ export function createAudioPipeline(opts: AudioPipelineOptions, internals: Audio
         dispatcher: agent,
         signal: input.signal ? AbortSignal.any([closing.signal, input.signal]) : closing.signal,
       });
-      rememberUrl(input.url, src.sha256);
+      knownUrls.remember(input.url, src.sha256);
       const key = AudioCache.keyOf(src.sha256, target.profile);
       for (;;) {
         const cached = await cache.acquire(src.sha256, target.profile);
         if (cached) return hand(cached, target, hint, true);
-        let flight = inflight.get(key);
+        let flight = flights.get(key);
         let mine = false;
         if (!flight) {
           // A conversion may have finished while the lookup above was reading the disk.
           const justCommitted = cache.acquireKnown(src.sha256, target.profile);
           if (justCommitted) return hand(justCommitted, target, hint, true);
           if (handedOver) throw new Error('audio conversion was abandoned twice'); // cannot happen: we voted for our own
-          flight = startFlight(key, src, target.profile, input.signal);
+          flight = flights.start(key, src, target.profile, input.signal);
           handedOver = true;
           mine = true;
         }
@@ -411,7 +317,7 @@ export function createAudioPipeline(opts: AudioPipelineOptions, internals: Audio
       await runner.close();
       await opus.close();
       await Promise.allSettled([...pending]);
-      await Promise.allSettled([...inflight.values()].map((f) => f.entry));
+      await flights.settled();
       await agent.close().catch(noop);
       await cache.settle();
     },
