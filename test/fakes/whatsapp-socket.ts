@@ -53,6 +53,17 @@ export interface FactoryCall {
 
 type QrMode = 'show' | 'silent' | 'fail';
 
+/** A message someone writes to a session's number, as the fake socket's `receive` takes it. */
+export interface IncomingInput {
+  chat: string;
+  id: string;
+  message: unknown;
+  at?: number;
+  key?: Record<string, unknown>;
+  type?: 'notify' | 'append';
+  fromMe?: boolean;
+}
+
 const boom = (message: string, statusCode: number): Error => Object.assign(new Error(message), { output: { statusCode } });
 
 export class FakeSocket implements WhatsappSocket {
@@ -118,6 +129,12 @@ export class FakeSocket implements WhatsappSocket {
     this.user = { id: userId };
     this.opened = true;
     this.emit('connection.update', { connection: 'open', isNewLogin: false });
+    // What WhatsApp held for this number while no socket of it was connected comes once the new one is
+    // open, marked `offline`, and Baileys upserts it as `append`, not `notify` (Baileys 7.0.0-rc14
+    // lib/Socket/messages-recv.js:1432, `upsertMessage(msg, node.attrs.offline ? 'append' : 'notify')`).
+    const held = this.world.heldWhileOffline.get(this.sessionId) ?? [];
+    this.world.heldWhileOffline.delete(this.sessionId);
+    for (const message of held) this.receive({ ...message, type: 'append' });
   }
 
   emit<E extends keyof SocketEvents>(event: E, update: SocketEvents[E]): void {
@@ -144,7 +161,7 @@ export class FakeSocket implements WhatsappSocket {
    * `chat` is the JID the message comes from (`<phone>@s.whatsapp.net`, `<lid>@lid`, a group's
    * `…@g.us`); `key` adds what Baileys puts beside it (`remoteJidAlt`, `senderPn`, `participant`).
    */
-  receive(input: { chat: string; id: string; message: unknown; at?: number; key?: Record<string, unknown>; type?: 'notify' | 'append'; fromMe?: boolean }): void {
+  receive(input: IncomingInput): void {
     this.emit('messages.upsert', {
       type: input.type ?? 'notify',
       messages: [
@@ -389,6 +406,8 @@ export class FakeWhatsapp {
   lockReads = 0;
   /** Every resend request a recipient's device made, with the sender's answer. */
   readonly resendRequests: ResendRequest[] = [];
+  /** Messages written to a session's number while none of its sockets was open: delivered when one opens. */
+  readonly heldWhileOffline = new Map<string, IncomingInput[]>();
 
   factory(instance: string): WhatsappSocketFactory {
     return ({ sessionId, auth, getMessage }) => {
@@ -399,6 +418,19 @@ export class FakeWhatsapp {
       socket.start(this.qrMode);
       return socket;
     };
+  }
+
+  /**
+   * Someone writes to the session's number: heard at once (`notify`) by its open socket, else held by
+   * WhatsApp and delivered as offline messages (`append`) when a socket of the session opens.
+   */
+  write(sessionId: string, input: Omit<IncomingInput, 'type'>): void {
+    const socket = this.current(sessionId);
+    if (socket?.opened) {
+      socket.receive(input);
+      return;
+    }
+    this.heldWhileOffline.set(sessionId, [...(this.heldWhileOffline.get(sessionId) ?? []), input]);
   }
 
   socketsOf(sessionId: string): FakeSocket[] {

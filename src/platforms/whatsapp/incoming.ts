@@ -2,10 +2,14 @@ import type { HeardReply, ReplyType } from '../../inbound/heard.js';
 import { phoneOfJid, type IncomingWhatsappMessage, type MessagesUpsert } from './socket.js';
 
 /**
- * What a live socket's `messages.upsert` brings, turned into the one heard shape. Only `notify`
- * upserts (new messages; `append` is history and our own sends echoed), only messages from someone
- * else in a one-to-one chat: groups (`@g.us`), status updates (`status@broadcast`), broadcast lists and
- * channels are never heard. Media is described (its kind and caption), never downloaded.
+ * What a live socket's `messages.upsert` brings, turned into the one heard shape. Both kinds of upsert:
+ * `notify` (a message as it arrives) and `append`, which is how Baileys hands on what WhatsApp held while
+ * no socket was connected (rc14 `lib/Socket/messages-recv.js`: `upsertMessage(msg, node.attrs.offline ?
+ * 'append' : 'notify')`) — every reconnect, restart or takeover has such a window. Our own sends echoed
+ * (also `append`) are left out as any message from us is; a message heard twice is recorded once (by its
+ * id). Only messages from someone else in a one-to-one chat: groups (`@g.us`), status updates
+ * (`status@broadcast`), broadcast lists and channels are never heard. Media is described (its kind and
+ * caption), never downloaded.
  *
  * WhatsApp now delivers many private chats from a hidden `@lid` identity instead of the phone number
  * the note went to; the phone number comes from the key (Baileys 7: `remoteJidAlt`; older releases:
@@ -75,7 +79,7 @@ function timestampMs(value: unknown, fallback: number): number {
 
 /** The replies an upsert carries, for the session `sessionId` (the notes' sender key). */
 export async function heardFromUpsert(upsert: MessagesUpsert, sessionId: string, lids: LidResolver, now: number): Promise<HeardReply[]> {
-  if (upsert.type !== 'notify') return [];
+  if (upsert.type !== 'notify' && upsert.type !== 'append') return [];
   const heard: HeardReply[] = [];
   for (const message of upsert.messages) {
     const { key } = message;

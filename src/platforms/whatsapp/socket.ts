@@ -78,7 +78,7 @@ export interface IncomingWhatsappMessage {
   messageTimestamp?: unknown;
 }
 
-/** Baileys' `messages.upsert`: `notify` for new messages, `append` for history and echoes. */
+/** Baileys' `messages.upsert`: `notify` for new messages, `append` for those WhatsApp held while offline, and our own sends echoed. */
 export interface MessagesUpsert {
   messages: IncomingWhatsappMessage[];
   type: 'notify' | 'append' | string;
