@@ -278,7 +278,7 @@ describe(`senders (${STORAGE_LABEL})`, () => {
     }
   });
 
-  it("WhatsApp's reachout lock (463): restricted until it ends, notes to new numbers wait (sender_restricted) while existing chats go on; sender.updated at its start and end, also when Baileys announces it", async () => {
+  it("WhatsApp's reachout lock (463): the refused note fails, the sender is restricted until the lock ends, other notes to new numbers wait (sender_restricted) while existing chats go on; sender.updated at its start and end, also when Baileys announces it", async () => {
     const world = new FakeWhatsapp();
     const receiver = await startWebhookReceiver();
     const t = await startTestApp({ whatsappSocketFactory: world.factory('a'), whatsappLive: FAST_WHATSAPP, webhooks: { pollMs: 100 } });
@@ -299,8 +299,8 @@ describe(`senders (${STORAGE_LABEL})`, () => {
       assert.deepEqual([restricted.status, restricted.until], ['restricted', until.toISOString()]);
       assert.match(restricted.reason, /new chats/);
       const detail = async (id: string) => (await t.request({ method: 'GET', url: `${API}/messages/${id}`, key })).json();
-      await eventually(async () => (await detail(refused)).waiting_for === 'sender_restricted', 'the refused note to wait for the lock');
-      assert.equal((await detail(refused)).status, 'queued');
+      // WhatsApp took it and refused it in its acknowledgement: failed, and never sent again by itself.
+      assert.equal((await t.waitForStatus(key, refused, ['failed'])).error.code, 'platform_refused');
 
       // Another new number waits without being tried; an existing chat goes on.
       const other = await note('14155550202');
@@ -309,9 +309,10 @@ describe(`senders (${STORAGE_LABEL})`, () => {
       assert.ok(Date.now() < until.getTime(), 'the existing chat was written to during the lock');
       assert.deepEqual(world.refusedNewChats, ['14155550201@s.whatsapp.net'], 'WhatsApp refused one note; the other never went');
 
-      for (const id of [refused, other]) assert.equal((await t.waitForStatus(key, id, ['delivered', 'failed'], 20_000)).status, 'delivered');
-      const firstNew = world.sent.find((s) => s.jid === '14155550201@s.whatsapp.net')!;
-      assert.ok(firstNew, 'sent once the lock ended');
+      assert.equal((await t.waitForStatus(key, other, ['delivered', 'failed'], 20_000)).status, 'delivered');
+      assert.ok(world.sent.some((s) => s.jid === '14155550202@s.whatsapp.net'), 'sent once the lock ended');
+      assert.equal((await detail(refused)).status, 'failed');
+      assert.deepEqual(world.refusals.map((r) => r.jid), ['14155550201@s.whatsapp.net'], 'the refused note was not sent again');
       const events = statusesInOrder(await receiver.waitFor(2, 'sender.updated'));
       assert.deepEqual(events, ['restricted', 'ok']);
 

@@ -198,9 +198,19 @@ export class FakeSocket implements WhatsappSocket {
     const messageId = options!.messageId!;
     // WhatsApp's reachout lock: a first message to someone this number never wrote to is refused with 463.
     const lock = this.world.reachoutLock;
-    if (lock && lock.until.getTime() > Date.now() && !this.world.sent.some((s) => s.sessionId === this.sessionId && s.jid === jid)) {
-      this.world.refusedNewChats.push(jid);
-      throw boom('fake WhatsApp: 463 (reachout timelocked)', 463);
+    const newChatLocked = lock && lock.until.getTime() > Date.now() && !this.world.sent.some((s) => s.sessionId === this.sessionId && s.jid === jid);
+    if (newChatLocked) this.world.refusedNewChats.push(jid);
+    const refusal = newChatLocked ? '463' : this.world.refusedChats.get(jid);
+    if (refusal) {
+      // Refused by the server, but not to the sender's face: Baileys' sendMessage resolves once the message
+      // is relayed, and the refusal comes later in the server's acknowledgement, which Baileys reports as
+      // `messages.update` with status 0 (ERROR) and the code in `messageStubParameters` (rc14
+      // lib/Socket/messages-recv.js, handleBadAck, lines 1494-1560; for 463 it runs its privacy-token
+      // recovery and announces no lock). Nothing reaches the recipient.
+      this.world.refusals.push({ sessionId: this.sessionId, jid, messageId, code: refusal });
+      const key = { remoteJid: jid, fromMe: true, id: messageId };
+      setTimeout(() => this.emit('messages.update', [{ key, update: { status: 0, messageStubParameters: [refusal] } }]), this.world.ackDelayMs).unref();
+      return { key, message: uploadedVoiceNote(content) };
     }
     if (this.world.failSends > 0) {
       this.world.failSends -= 1;
@@ -402,6 +412,15 @@ export class FakeWhatsapp {
   reachoutLock: { until: Date } | undefined;
   /** Chats a send was refused for by the reachout lock. */
   readonly refusedNewChats: string[] = [];
+  /**
+   * Chats WhatsApp refuses every message to, with this error code in its acknowledgement: '463' with no
+   * lock active (a chat without a privacy token, WAHA #2219), '479' (smax-invalid), …
+   */
+  readonly refusedChats = new Map<string, string>();
+  /** Every send refused in its acknowledgement (the reachout lock's and refusedChats'). */
+  readonly refusals: Array<{ sessionId: string; jid: string; messageId: string; code: string }> = [];
+  /** How long after a send its acknowledgement comes back. */
+  ackDelayMs = 20;
   /** Times a socket read the reachout lock. */
   lockReads = 0;
   /** Every resend request a recipient's device made, with the sender's answer. */

@@ -12,8 +12,6 @@ import type { ReachoutLock, WhatsappSocket } from './socket.js';
  */
 
 export const REACHOUT_LOCK_REASON = 'WhatsApp does not let this number start new chats for now (its reachout timelock, error 463)';
-/** How soon a note held by a lock whose end WhatsApp did not say is looked at again. */
-export const UNKNOWN_LOCK_END_MS = 15 * 60_000;
 
 /** The lock as the session's socket reads it now; undefined when this Baileys has no such call or it failed. */
 export async function readReachoutLock(socket: WhatsappSocket): Promise<ReachoutLock | undefined> {

@@ -51,10 +51,13 @@ export interface ReachoutLock {
   timeEnforcementEnds?: Date | undefined;
 }
 
-/** One entry of Baileys' `messages.update`: a message's new status (2 server, 3 device, 4 read, 5 played). */
+/**
+ * One entry of Baileys' `messages.update`: a message's new status (0 error, 2 server, 3 device, 4 read,
+ * 5 played); an error carries the server's code first in `messageStubParameters`.
+ */
 export interface MessageStatusUpdate {
   key: { id?: string | null; remoteJid?: string | null; fromMe?: boolean | null };
-  update: { status?: number | null };
+  update: { status?: number | null; messageStubParameters?: Array<string | null | undefined> | null };
 }
 
 /** One message of Baileys' `messages.upsert` (a `WAMessage`): the parts the service reads. */

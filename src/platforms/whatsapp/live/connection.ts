@@ -5,6 +5,7 @@ import { transitionWhatsappSession } from '../../../store/whatsapp-sessions.js';
 import { applyReachoutLock, readReachoutLock } from '../reachout-lock.js';
 import { DISCONNECT, disconnectCode, phoneOfJid, type AuthCreds, type ConnectionUpdate, type WhatsappSocket } from '../socket.js';
 import { heardFromUpsert, type LidResolver } from '../incoming.js';
+import { followErrorAcks } from '../refusals.js';
 import { resendAnswers } from './resend.js';
 import { endQuietly, FINAL_CLOSES, type LiveContext, type Link, type Phase, WhatsappUnavailableError, withTimeout } from './context.js';
 
@@ -79,9 +80,13 @@ export function createConnections(ctx: LiveContext, hooks: LeaseHooks) {
       if (link.socket !== socket) return;
       void onUpdate(link, socket, update).catch((err: unknown) => log(link.id).error({ err }, 'WhatsApp connection update failed'));
     });
-    // Listen receipts: the recipient's device reports delivery, read and played for what we sent.
+    // Listen receipts: the recipient's device reports delivery, read and played for what we sent; and
+    // WhatsApp's refusals of what it had taken (refusals.ts).
     socket.ev.on('messages.update', (updates) => {
       void recordWhatsappStatusUpdates(db, updates, now()).catch((err: unknown) => log(link.id).warn({ err }, 'could not record WhatsApp receipts'));
+      void followErrorAcks({ db, logger: log(link.id), now }, { id: link.id, socket }, updates).catch((err: unknown) =>
+        log(link.id).warn({ err }, 'could not record a refusal of WhatsApp'),
+      );
     });
     listenForReplies(link, socket);
   }
