@@ -69,7 +69,7 @@ describe(`WhatsApp refusals in the acknowledgement (${STORAGE_LABEL})`, () => {
       const sender = await senderOf(t, key);
       assert.deepEqual([sender.status, sender.sent_today], ['ok', 0]);
       await sleep(500);
-      assert.equal(receiver.received.filter((e) => e.type === 'sender.updated').length, 0);
+      assert.equal(receiver.received.filter((e) => JSON.parse(e.body).type === 'sender.updated').length, 0);
       assert.equal(world.refusals.length, 1, 'not sent again');
       assert.equal(world.sent.length, 0);
     } finally {

@@ -135,6 +135,8 @@ export interface SenderRecordsTable {
   last_sent_at: number | null;
   sent_day: number | null;
   sent_today: number;
+  /** WhatsApp's new-chat message cap as last read (JSON, store/new-chat-cap.ts); null elsewhere or before. */
+  new_chat_cap?: string | null;
   created_at: number;
   updated_at: number;
 }

@@ -3,6 +3,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import {
   DISCONNECT,
   type AuthState,
+  type NewChatCapInfo,
   type ResendRequestKey,
   type SentWhatsappMessage,
   type SocketEvents,
@@ -30,6 +31,8 @@ export interface SentVoiceNote {
   hadSignalSession: boolean;
   /** The message content the send produced (what Baileys' sendMessage gives back): the uploaded audio's URL and media key. */
   message: Record<string, any>;
+  /** When it was sent (epoch ms). */
+  at: number;
 }
 
 /** A recipient's device asked the sender for a message again, and what the sender's `getMessage` gave. */
@@ -230,7 +233,7 @@ export class FakeSocket implements WhatsappSocket {
     // Like Baileys 7 when it learns a contact's linked identity: the mapping both ways, in the key store.
     if (lid) await this.auth.keys.set({ 'lid-mapping': { [user]: lid, [`${lid}_reverse`]: user } });
     const message = uploadedVoiceNote(content);
-    const note = { instance: this.instance, sessionId: this.sessionId, jid, content, messageId, hadSignalSession: existing[jid] !== undefined, message };
+    const note = { instance: this.instance, sessionId: this.sessionId, jid, content, messageId, hadSignalSession: existing[jid] !== undefined, message, at: Date.now() };
     if (this.world.seenIds.has(`${jid} ${messageId}`)) {
       // Recipients' devices key messages by id: the same id again is the same message, shown once.
       this.world.deduplicated.push(note);
@@ -260,6 +263,16 @@ export class FakeSocket implements WhatsappSocket {
     const recorded = { instance: this.instance, sessionId: this.sessionId, key, answer, relayed };
     this.world.resendRequests.push(recorded);
     return recorded;
+  }
+
+  /**
+   * Baileys 7's `fetchNewChatMessageCap` (rc14 lib/Socket/socket.js:922, a MEX query answering
+   * `xwa2_message_capping_info`): the cap as the server reports it.
+   */
+  async fetchNewChatMessageCap(): Promise<NewChatCapInfo> {
+    this.assertOpen();
+    this.world.capReads += 1;
+    return { ...this.world.newChatCap };
   }
 
   /** Baileys 7's `fetchAccountReachoutTimelock`: the lock as the server reports it. */
@@ -423,6 +436,10 @@ export class FakeWhatsapp {
   ackDelayMs = 20;
   /** Times a socket read the reachout lock. */
   lockReads = 0;
+  /** WhatsApp's new-chat message cap of every number of this world (Baileys' NewChatMessageCapInfo). */
+  newChatCap: NewChatCapInfo = { capping_status: 'NONE', used_quota: 0, total_quota: 100 };
+  /** Times a socket read the new-chat message cap. */
+  capReads = 0;
   /** Every resend request a recipient's device made, with the sender's answer. */
   readonly resendRequests: ResendRequest[] = [];
   /** Messages written to a session's number while none of its sockets was open: delivered when one opens. */
@@ -478,6 +495,15 @@ export class FakeWhatsapp {
     const lock = this.reachoutLock;
     const state = lock && lock.until.getTime() > Date.now() ? { isActive: true, timeEnforcementEnds: lock.until } : { isActive: false };
     this.current(sessionId)?.emit('connection.update', { reachoutTimeLock: state });
+  }
+
+  /**
+   * WhatsApp tells the session's socket its new-chat message cap changed: Baileys emits the
+   * notification's payload as it comes (rc14 lib/Socket/messages-recv.js:182-191,
+   * handleMessageCappingNotification).
+   */
+  announceNewChatCap(sessionId: string): void {
+    this.current(sessionId)?.emit('message-capping.update', { ...this.newChatCap });
   }
 
   scan(sessionId: string, phone: string, device = 12): void {

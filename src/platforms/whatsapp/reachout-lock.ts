@@ -33,6 +33,7 @@ export async function applyReachoutLock(db: Kysely<Database>, sessionId: string,
     await setSenderStatus(db, ref, { status: 'restricted', reason: REACHOUT_LOCK_REASON, until }, { kind: 'whatsapp_session' });
     return;
   }
+  // Only the lock's own restriction is lifted (not the new-chat cap's, new-chat-cap.ts).
   const current = await findSenderByRef(db, ref);
-  if (current?.status === 'restricted') await setSenderStatus(db, ref, { status: 'ok', reason: null, until: null });
+  if (current?.status === 'restricted' && current.reason?.startsWith(REACHOUT_LOCK_REASON)) await setSenderStatus(db, ref, { status: 'ok', reason: null, until: null });
 }
