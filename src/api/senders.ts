@@ -37,6 +37,13 @@ export const Sender = Type.Object({
     ],
     { description: "WhatsApp's new-chat message cap as last read; null for other platforms and before it is read" },
   ),
+  recipient_checks: Type.Object(
+    {
+      today: Type.Integer({ description: 'Live checks that asked the platform today (UTC); answers from a kept check do not count' }),
+      daily_budget: Type.Integer({ description: 'Live checks allowed per UTC day; past it POST /recipients/check answers 429' }),
+    },
+    { description: 'POST /recipients/check as this sender' },
+  ),
 });
 const SenderList = Type.Object({ data: Type.Array(Sender), has_more: Type.Boolean({ description: 'More senders past this page, in the direction paged' }) });
 const str = (description: string) => Type.Optional(Type.String({ description }));

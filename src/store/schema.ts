@@ -137,6 +137,9 @@ export interface SenderRecordsTable {
   sent_today: number;
   /** WhatsApp's new-chat message cap as last read (JSON, store/new-chat-cap.ts); null elsewhere or before. */
   new_chat_cap?: string | null;
+  /** Live recipient checks asked on the UTC day `checks_day` (store/recipient-check-budget.ts). */
+  checks_day?: number | null;
+  checks_today?: number;
   created_at: number;
   updated_at: number;
 }
