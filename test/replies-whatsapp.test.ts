@@ -162,4 +162,38 @@ describe(`replies from a live WhatsApp session (${STORAGE_LABEL})`, () => {
       await t.close();
     }
   });
+
+  it('a reply quoting one of the notes (contextInfo.stanzaId) is recorded on that note; one quoting nothing on the latest', async () => {
+    const world = new FakeWhatsapp();
+    const t = await startTestApp({ whatsappSocketFactory: world.factory('one'), whatsappLive: FAST_WHATSAPP });
+    try {
+      const account = await t.createAccount();
+      const key = account.liveKey;
+      const sessionId = await linkedSession(t, world, key);
+      const ids: string[] = [];
+      for (let i = 0; i < 2; i++) {
+        const sent = await t.send(key, { platform: 'whatsapp', recipient: RECIPIENT, audio_url: t.voiceUrl, session: { session_id: sessionId } });
+        assert.equal(sent.statusCode, 202, sent.body);
+        ids.push(sent.json().id);
+        await t.waitForStatus(key, ids[i]!, ['delivered']);
+      }
+      const [older, latest] = ids as [string, string];
+      const socket = world.current(sessionId)!;
+      const phoneJid = `${RECIPIENT}@s.whatsapp.net`;
+      // Swiped to reply to the first note: WhatsApp names it in the reply's contextInfo (proto ContextInfo.stanzaId).
+      const quotedNote = world.sent[0]!;
+      socket.receive({
+        chat: phoneJid,
+        id: 'Q1',
+        message: { extendedTextMessage: { text: 'about your first note', contextInfo: { stanzaId: quotedNote.messageId, participant: '14155550123@s.whatsapp.net', quotedMessage: { audioMessage: { ptt: true } } } } },
+      });
+      socket.receive({ chat: phoneJid, id: 'Q2', message: { conversation: 'and in general' } });
+      await eventually(async () => (await repliesOf(t, key, older)).length === 1, 'the quoting reply on the first note');
+      assert.deepEqual((await repliesOf(t, key, older)).map((r) => r.text), ['about your first note']);
+      await eventually(async () => (await repliesOf(t, key, latest)).length === 1, 'the plain reply on the latest note');
+      assert.deepEqual((await repliesOf(t, key, latest)).map((r) => r.text), ['and in general']);
+    } finally {
+      await t.close();
+    }
+  });
 });

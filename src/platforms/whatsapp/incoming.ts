@@ -71,11 +71,30 @@ export function describeContent(message: Content | null | undefined): { type: Re
   return meaningful.length > 0 ? { type: 'other', text: null } : undefined;
 }
 
+/**
+ * The id of the message this one quotes (a reply to it in WhatsApp's interface): `contextInfo.stanzaId`
+ * of its content (`extendedTextMessage`, `audioMessage`, `imageMessage`, …; proto `ContextInfo`).
+ */
+export function quotedId(message: Content | null | undefined): string | undefined {
+  const content = unwrap(message);
+  if (!content) return undefined;
+  for (const value of Object.values(content)) {
+    const stanzaId = (value as { contextInfo?: { stanzaId?: unknown } } | null)?.contextInfo?.stanzaId;
+    if (typeof stanzaId === 'string' && stanzaId !== '') return stanzaId;
+  }
+  return undefined;
+}
+
 /** Epoch ms of Baileys' `messageTimestamp` (seconds, as a number or a Long); `fallback` when missing. */
 function timestampMs(value: unknown, fallback: number): number {
   const seconds = typeof value === 'number' ? value : typeof value === 'object' && value !== null && 'toNumber' in value ? (value as { toNumber(): number }).toNumber() : Number(value);
   return Number.isFinite(seconds) && seconds > 0 ? seconds * 1000 : fallback;
 }
+
+const quoting = (message: Content | null | undefined): { quotes?: string } => {
+  const quotes = quotedId(message);
+  return quotes ? { quotes } : {};
+};
 
 /** The replies an upsert carries, for the session `sessionId` (the notes' sender key). */
 export async function heardFromUpsert(upsert: MessagesUpsert, sessionId: string, lids: LidResolver, now: number): Promise<HeardReply[]> {
@@ -93,7 +112,7 @@ export async function heardFromUpsert(upsert: MessagesUpsert, sessionId: string,
       platform: 'whatsapp',
       senderKey: sessionId,
       from: phone,
-      reply: { platformId: key.id, type: described.type, text: described.text, at: timestampMs(message.messageTimestamp, now) },
+      reply: { platformId: key.id, type: described.type, text: described.text, at: timestampMs(message.messageTimestamp, now), ...quoting(message.message as Content | null | undefined) },
     });
   }
   return heard;
