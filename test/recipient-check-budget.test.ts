@@ -81,4 +81,23 @@ describe(`recipient checks: kept answers and a daily budget (${STORAGE_LABEL})`,
       await fake.close();
     }
   });
+
+  it("Telegram: checks asked at once take the bot's turns one flood-limit slot apart, as its sends do", async () => {
+    const fake = await startTelegramApi();
+    const t = await startTestApp({ env: { TELEGRAM_API_ROOT: fake.apiRoot } });
+    try {
+      const account = await t.createAccount();
+      const session = { bot_token: TELEGRAM_TOKEN };
+      const answers = await Promise.all(Array.from({ length: 8 }, (_, i) => checked(t, account.liveKey, { platform: 'telegram', recipient: String(420000000 + i), session })));
+      assert.ok(answers.every((a) => a.exists === true));
+      const times = fake.calls.filter((c) => c.method.toLowerCase() === 'getchat').map((c) => c.receivedAt).sort((a, b) => a - b);
+      assert.equal(times.length, 8);
+      // The Bot API's limit per bot is about 30 messages a second: its slots are 35 ms apart (seven gaps
+      // of 35 ms; a little less as they arrive, the first may wait on its connection longer than the rest).
+      assert.ok(times.at(-1)! - times[0]! >= 5 * 35, `8 getChat calls within ${times.at(-1)! - times[0]!} ms`);
+    } finally {
+      await t.close();
+      await fake.close();
+    }
+  });
 });
