@@ -5,7 +5,7 @@ import { checksToday, RECIPIENT_CHECK_DAILY_BUDGET } from './recipient-check-bud
 import { findRhythms, rhythmKey } from './rhythm.js';
 import type { Database, SenderRecordsTable } from './schema.js';
 
-/** A sender as GET /senders, the dashboard and `sender.updated` show it (README, "Senders"). */
+/** A sender as GET /senders, the dashboard and `sender.updated` show it (docs/senders.md, "Senders"). */
 export interface SenderView {
   id: string;
   platform: string;
