@@ -6,9 +6,10 @@ import { eventually, FakeWhatsapp } from './fakes/whatsapp-socket.js';
 import { startWebhookReceiver } from './fakes/webhook-receiver.js';
 
 /**
- * Replies heard by a live WhatsApp session: `messages.upsert` (type notify) in the process that holds
- * the session, from the phone number the note went to or from the hidden `@lid` identity WhatsApp now
- * uses for many private chats, mapped back to the phone number.
+ * Replies heard by a live WhatsApp session: `messages.upsert` in the process that holds the session
+ * (`notify` as they arrive, `append` for what WhatsApp held while the session was offline), from the
+ * phone number the note went to or from the hidden `@lid` identity WhatsApp now uses for many private
+ * chats, mapped back to the phone number.
  */
 
 const API = '/api/v1';
@@ -32,7 +33,7 @@ async function linkedSession(t: TestApp, world: FakeWhatsapp, key: string): Prom
 const repliesOf = async (t: TestApp, key: string, id: string): Promise<any[]> => (await t.request({ method: 'GET', url: `${API}/messages/${id}`, key })).json().replies;
 
 describe(`replies from a live WhatsApp session (${STORAGE_LABEL})`, () => {
-  it('hears the recipient from the phone number and from a LID mapped back (key, lid-mapping.update, the mapping store); never groups, status, strangers or history', async () => {
+  it('hears the recipient from the phone number and from a LID mapped back (key, lid-mapping.update, the mapping store); never groups, status, strangers or our own messages', async () => {
     const world = new FakeWhatsapp();
     const receiver = await startWebhookReceiver();
     const t = await startTestApp({ whatsappSocketFactory: world.factory('one'), whatsappLive: FAST_WHATSAPP, webhooks: { pollMs: 100 } });
@@ -52,12 +53,13 @@ describe(`replies from a live WhatsApp session (${STORAGE_LABEL})`, () => {
       const base = Date.now();
 
       // Never heard: a group the recipient writes in, a status update, someone we never wrote to, our own
-      // message echoed, history (append), a LID nobody can map, a protocol message (a deletion).
+      // message (from the phone, and a send echoed as Baileys does: `append`, fromMe), a LID nobody can map,
+      // a protocol message (a deletion).
       socket.receive({ chat: '120363025246125486@g.us', id: 'G1', key: { participant: phoneJid }, message: { conversation: 'in a group' } });
       socket.receive({ chat: 'status@broadcast', id: 'S1', key: { participant: phoneJid }, message: { conversation: 'my status' } });
       socket.receive({ chat: '14155559999@s.whatsapp.net', id: 'X1', message: { conversation: 'a stranger' } });
       socket.receive({ chat: phoneJid, id: 'F1', fromMe: true, message: { conversation: 'sent from the phone' } });
-      socket.receive({ chat: phoneJid, id: 'A1', type: 'append', message: { conversation: 'history' } });
+      socket.receive({ chat: phoneJid, id: 'A1', type: 'append', fromMe: true, message: { conversation: 'our send, echoed' } });
       socket.receive({ chat: '209999999999999@lid', id: 'L0', message: { conversation: 'unknown lid' } });
       socket.receive({ chat: phoneJid, id: 'P1', message: { protocolMessage: { type: 0, key: { id: 'X' } } } });
       await sleep(500);
@@ -106,7 +108,7 @@ describe(`replies from a live WhatsApp session (${STORAGE_LABEL})`, () => {
     }
   });
 
-  it('records once a message WhatsApp delivers again when the session reconnects, and a reply cancels a waiting follow-up', async () => {
+  it('hears a reply written while the session was offline (replayed as append at reconnect), records it once, and it cancels a waiting follow-up', async () => {
     const world = new FakeWhatsapp();
     const t = await startTestApp({ whatsappSocketFactory: world.factory('one'), whatsappLive: FAST_WHATSAPP });
     try {
@@ -127,23 +129,69 @@ describe(`replies from a live WhatsApp session (${STORAGE_LABEL})`, () => {
       assert.equal(followUp.statusCode, 202, followUp.body);
       const sentAt = Date.now();
 
+      // The connection drops; the recipient answers meanwhile. WhatsApp holds the message and delivers it
+      // on the next connection as an offline message, which Baileys upserts as `append`.
       const before = world.current(sessionId)!;
-      before.receive({ chat: `${RECIPIENT}@s.whatsapp.net`, id: 'OFFLINE1', at: sentAt + 1000, message: { conversation: 'are you there?' } });
-      await eventually(async () => (await repliesOf(t, key, messageId)).length === 1, 'first hearing');
-      // The connection drops; WhatsApp delivers the messages it holds again on the new one.
       before.closeWith(428, 'Connection Closed');
+      world.write(sessionId, { chat: `${RECIPIENT}@s.whatsapp.net`, id: 'OFFLINE1', at: sentAt + 1000, message: { conversation: 'are you there?' } });
+      // Delivered twice (an unacknowledged offline message comes again), once from the LID WhatsApp now uses.
+      world.write(sessionId, { chat: `${LID}@lid`, id: 'OFFLINE1', at: sentAt + 1000, key: { remoteJidAlt: `${RECIPIENT}@s.whatsapp.net` }, message: { conversation: 'are you there?' } });
       const after = await eventually(() => {
         const socket = world.current(sessionId);
         return socket && socket !== before && socket.opened ? socket : undefined;
       }, 'reconnected');
+      assert.equal(world.heldWhileOffline.size, 0, 'the held messages went to the new socket');
+
+      const replies = await eventually(async () => {
+        const found = await repliesOf(t, key, messageId);
+        return found.length > 0 ? found : undefined;
+      }, 'the offline reply');
+      assert.deepEqual(
+        replies.map((r) => [r.type, r.text]),
+        [['text', 'are you there?']],
+      );
+      // Heard again while connected: still one.
       after.receive({ chat: `${RECIPIENT}@s.whatsapp.net`, id: 'OFFLINE1', at: sentAt + 1000, message: { conversation: 'are you there?' } });
-      after.receive({ chat: `${LID}@lid`, id: 'OFFLINE1', at: sentAt + 1000, key: { remoteJidAlt: `${RECIPIENT}@s.whatsapp.net` }, message: { conversation: 'are you there?' } });
       await sleep(500);
       assert.equal((await repliesOf(t, key, messageId)).length, 1, 'recorded once');
 
       const canceled = await t.waitForStatus(key, followUp.json().id, ['canceled']);
       assert.equal(canceled.status, 'canceled');
       assert.equal((await t.request({ method: 'GET', url: `${API}/usage`, key })).json().usage.total_sent, 1);
+    } finally {
+      await t.close();
+    }
+  });
+
+  it('a reply quoting one of the notes (contextInfo.stanzaId) is recorded on that note; one quoting nothing on the latest', async () => {
+    const world = new FakeWhatsapp();
+    const t = await startTestApp({ whatsappSocketFactory: world.factory('one'), whatsappLive: FAST_WHATSAPP });
+    try {
+      const account = await t.createAccount();
+      const key = account.liveKey;
+      const sessionId = await linkedSession(t, world, key);
+      const ids: string[] = [];
+      for (let i = 0; i < 2; i++) {
+        const sent = await t.send(key, { platform: 'whatsapp', recipient: RECIPIENT, audio_url: t.voiceUrl, session: { session_id: sessionId } });
+        assert.equal(sent.statusCode, 202, sent.body);
+        ids.push(sent.json().id);
+        await t.waitForStatus(key, ids[i]!, ['delivered']);
+      }
+      const [older, latest] = ids as [string, string];
+      const socket = world.current(sessionId)!;
+      const phoneJid = `${RECIPIENT}@s.whatsapp.net`;
+      // Swiped to reply to the first note: WhatsApp names it in the reply's contextInfo (proto ContextInfo.stanzaId).
+      const quotedNote = world.sent[0]!;
+      socket.receive({
+        chat: phoneJid,
+        id: 'Q1',
+        message: { extendedTextMessage: { text: 'about your first note', contextInfo: { stanzaId: quotedNote.messageId, participant: '14155550123@s.whatsapp.net', quotedMessage: { audioMessage: { ptt: true } } } } },
+      });
+      socket.receive({ chat: phoneJid, id: 'Q2', message: { conversation: 'and in general' } });
+      await eventually(async () => (await repliesOf(t, key, older)).length === 1, 'the quoting reply on the first note');
+      assert.deepEqual((await repliesOf(t, key, older)).map((r) => r.text), ['about your first note']);
+      await eventually(async () => (await repliesOf(t, key, latest)).length === 1, 'the plain reply on the latest note');
+      assert.deepEqual((await repliesOf(t, key, latest)).map((r) => r.text), ['and in general']);
     } finally {
       await t.close();
     }

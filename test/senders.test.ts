@@ -85,11 +85,11 @@ describe(`senders (${STORAGE_LABEL})`, () => {
       assert.equal(list.has_more, false);
       assert.equal(list.data.length, 2, JSON.stringify(list));
       const [newer, older] = list.data;
-      assert.deepEqual(Object.keys(older).sort(), ['daily_cap', 'id', 'kind', 'label', 'last_sent_at', 'platform', 'reason', 'sent_today', 'status', 'until'].sort());
+      assert.deepEqual(Object.keys(older).sort(), ['daily_cap', 'id', 'kind', 'label', 'last_sent_at', 'new_chat_cap', 'platform', 'reason', 'recipient_checks', 'sent_today', 'status', 'until'].sort());
       assert.match(older.id, /^snd_[0-9A-Za-z]{24}$/);
       assert.deepEqual(
-        { platform: older.platform, kind: older.kind, status: older.status, reason: older.reason, until: older.until, sent_today: older.sent_today, daily_cap: older.daily_cap },
-        { platform: 'telegram', kind: 'telegram_bot', status: 'ok', reason: null, until: null, sent_today: 2, daily_cap: null },
+        { platform: older.platform, kind: older.kind, status: older.status, reason: older.reason, until: older.until, sent_today: older.sent_today, daily_cap: older.daily_cap, new_chat_cap: older.new_chat_cap, recipient_checks: older.recipient_checks },
+        { platform: 'telegram', kind: 'telegram_bot', status: 'ok', reason: null, until: null, sent_today: 2, daily_cap: null, new_chat_cap: null, recipient_checks: { today: 0, daily_budget: 50 } },
       );
       assert.ok(Date.parse(older.last_sent_at) > Date.now() - 60_000, older.last_sent_at);
       assert.equal(newer.sent_today, 1);
@@ -317,7 +317,7 @@ describe(`senders (${STORAGE_LABEL})`, () => {
     }
   });
 
-  it("WhatsApp's reachout lock (463): restricted until it ends, notes to new numbers wait (sender_restricted) while existing chats go on; sender.updated at its start and end, also when Baileys announces it", async () => {
+  it("WhatsApp's reachout lock (463): the refused note fails, the sender is restricted until the lock ends, other notes to new numbers wait (sender_restricted) while existing chats go on; sender.updated at its start and end, also when Baileys announces it", async () => {
     const world = new FakeWhatsapp();
     const receiver = await startWebhookReceiver();
     const t = await startTestApp({ whatsappSocketFactory: world.factory('a'), whatsappLive: FAST_WHATSAPP, webhooks: { pollMs: 100 } });
@@ -338,8 +338,8 @@ describe(`senders (${STORAGE_LABEL})`, () => {
       assert.deepEqual([restricted.status, restricted.until], ['restricted', until.toISOString()]);
       assert.match(restricted.reason, /new chats/);
       const detail = async (id: string) => (await t.request({ method: 'GET', url: `${API}/messages/${id}`, key })).json();
-      await eventually(async () => (await detail(refused)).waiting_for === 'sender_restricted', 'the refused note to wait for the lock');
-      assert.equal((await detail(refused)).status, 'queued');
+      // WhatsApp took it and refused it in its acknowledgement: failed, and never sent again by itself.
+      assert.equal((await t.waitForStatus(key, refused, ['failed'])).error.code, 'platform_refused');
 
       // Another new number waits without being tried; an existing chat goes on.
       const other = await note('14155550202');
@@ -348,9 +348,10 @@ describe(`senders (${STORAGE_LABEL})`, () => {
       assert.ok(Date.now() < until.getTime(), 'the existing chat was written to during the lock');
       assert.deepEqual(world.refusedNewChats, ['14155550201@s.whatsapp.net'], 'WhatsApp refused one note; the other never went');
 
-      for (const id of [refused, other]) assert.equal((await t.waitForStatus(key, id, ['delivered', 'failed'], 20_000)).status, 'delivered');
-      const firstNew = world.sent.find((s) => s.jid === '14155550201@s.whatsapp.net')!;
-      assert.ok(firstNew, 'sent once the lock ended');
+      assert.equal((await t.waitForStatus(key, other, ['delivered', 'failed'], 20_000)).status, 'delivered');
+      assert.ok(world.sent.some((s) => s.jid === '14155550202@s.whatsapp.net'), 'sent once the lock ended');
+      assert.equal((await detail(refused)).status, 'failed');
+      assert.deepEqual(world.refusals.map((r) => r.jid), ['14155550201@s.whatsapp.net'], 'the refused note was not sent again');
       const events = statusesInOrder(await receiver.waitFor(2, 'sender.updated'));
       assert.deepEqual(events, ['restricted', 'ok']);
 

@@ -5,12 +5,32 @@ import { isViolation, type Violation } from '../platforms/rules.js';
 import { sandboxRecipientExists } from '../platforms/sandbox/adapter.js';
 import type { RecipientCheck } from '../platforms/platform.js';
 import type { Services } from '../services.js';
+import { RECIPIENT_CHECK_DAILY_BUDGET, takeRecipientCheck } from '../store/recipient-check-budget.js';
+import { findRecipientCheck, saveRecipientCheck, type RecipientCheckRow } from '../store/recipient-checks.js';
 import { findSenderByRef } from '../store/senders.js';
 import { ApiError, invalidParameter, invalidRequest } from './errors.js';
 import { withErrors } from './schemas.js';
 import { rejectUnknownFields } from './unknown-fields.js';
 
 const fail = (violation: Violation): ApiError => invalidParameter(violation.field, violation.message);
+
+/** How long a kept answer is given again: a recipient found, 30 days (as kept); one not found may join or start the bot, so a day. */
+const NOT_FOUND_FRESH_MS = 24 * 60 * 60_000;
+const isFresh = (kept: RecipientCheckRow, now = Date.now()): boolean => kept.exists || now - kept.checkedAt < NOT_FOUND_FRESH_MS;
+
+const keptAnswer = (recipient: string, kept: RecipientCheckRow): RecipientCheck =>
+  kept.exists ? { exists: true, reason: null } : { exists: false, reason: `${recipient} was not found when the platform was asked at ${new Date(kept.checkedAt).toISOString()}` };
+
+/** 429 in the error envelope, with when the sender's budget is whole again. */
+function overBudget(resetsAt: number): ApiError {
+  const retryAfter = Math.max(1, Math.ceil((resetsAt - Date.now()) / 1000));
+  return new ApiError(
+    'rate_limited',
+    `this sender has asked the platform about ${RECIPIENT_CHECK_DAILY_BUDGET} recipients today (UTC), its daily budget of recipient checks; it resets at ${new Date(resetsAt).toISOString()}`,
+    { daily_budget: RECIPIENT_CHECK_DAILY_BUDGET, resets_at: new Date(resetsAt).toISOString() },
+    { 'Retry-After': String(retryAfter) },
+  );
+}
 
 const CheckBody = Type.Object({
   platform: Type.String({ description: 'linkedin, telegram or whatsapp' }),
@@ -37,7 +57,7 @@ export function registerRecipientCheckRoute(app: FastifyInstance, services: Serv
         description: 'WhatsApp asks the session (onWhatsApp); a Telegram bot asks getChat (a bot reaches only users who started it). exists null: the platform did not say.',
         tags: ['senders'],
         body: CheckBody,
-        response: { 200: CheckAnswer, ...withErrors(400, 415, 422) },
+        response: { 200: CheckAnswer, ...withErrors(400, 415, 422, 429) },
       },
     },
     async (request) => {
@@ -69,7 +89,20 @@ export function registerRecipientCheckRoute(app: FastifyInstance, services: Serv
         return answer({ exists: null, reason: `the sender is resting${until !== null ? ` until ${new Date(until).toISOString()}` : ''}` });
       }
       if (!platform.recipientExists) return answer({ exists: null, reason: `${platform.name} is not asked ahead: the send itself resolves the recipient` });
-      return answer(await platform.recipientExists({ session, recipient: body.recipient, owner }, services));
+      if (!senderKey) return answer(await platform.recipientExists({ session, recipient: body.recipient, owner }, services));
+      // Every live check asks the platform as the sender, and bulk lookups get senders banned: a fresh
+      // kept answer is given again, and the others count under the sender's daily budget.
+      const db = services.db.kysely;
+      const kept = await findRecipientCheck(db, senderKey, body.recipient);
+      if (kept && isFresh(kept)) return answer(keptAnswer(body.recipient, kept));
+      const taken = await takeRecipientCheck(db, { ...owner, platform: platform.name, senderKey, kind: platform.senderKind?.(senderKey) ?? platform.name });
+      if (!taken.ok) throw overBudget(taken.resetsAt);
+      const check = await platform.recipientExists({ session, recipient: body.recipient, owner }, services);
+      // Kept for the next check (a platform that keeps its own answer, with its address, has written it already).
+      if (check.exists !== null && !(await findRecipientCheck(db, senderKey, body.recipient))) {
+        await saveRecipientCheck(db, senderKey, body.recipient, { exists: check.exists, address: null });
+      }
+      return answer(check);
     },
   );
 }

@@ -2,6 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import { Type } from '@sinclair/typebox';
 import type { Services } from '../services.js';
+import { NEW_CHAT_CAP_STATUSES } from '../store/new-chat-cap.js';
 import { findSender, listSenders, SENDER_STATUSES, type SenderPage } from '../store/senders.js';
 import { invalidParameter, notFound } from './errors.js';
 import { withErrors } from './schemas.js';
@@ -24,6 +25,25 @@ export const Sender = Type.Object({
   last_sent_at: NullableTimestamp,
   sent_today: Type.Integer({ description: 'Notes delivered today (UTC)' }),
   daily_cap: Type.Union([Type.Integer(), Type.Null()], { description: "Today's allowance under the account's daily rhythm (live senders); null: no cap" }),
+  new_chat_cap: Type.Union(
+    [
+      Type.Object({
+        status: Type.String({ enum: [...NEW_CHAT_CAP_STATUSES], description: 'NONE, FIRST_WARNING and SECOND_WARNING (sends spaced further apart), CAPPED (notes to new chats wait)' }),
+        used: Type.Union([Type.Integer(), Type.Null()], { description: 'New chats started in this cycle, as WhatsApp counts them' }),
+        total: Type.Union([Type.Integer(), Type.Null()], { description: 'New chats allowed in this cycle' }),
+        cycle_ends_at: NullableTimestamp,
+      }),
+      Type.Null(),
+    ],
+    { description: "WhatsApp's new-chat message cap as last read; null for other platforms and before it is read" },
+  ),
+  recipient_checks: Type.Object(
+    {
+      today: Type.Integer({ description: 'Live checks that asked the platform today (UTC); answers from a kept check do not count' }),
+      daily_budget: Type.Integer({ description: 'Live checks allowed per UTC day; past it POST /recipients/check answers 429' }),
+    },
+    { description: 'POST /recipients/check as this sender' },
+  ),
 });
 const SenderList = Type.Object({ data: Type.Array(Sender), has_more: Type.Boolean({ description: 'More senders past this page, in the direction paged' }) });
 const str = (description: string) => Type.Optional(Type.String({ description }));

@@ -28,5 +28,7 @@ export interface HeardReply {
     text: string | null;
     /** When the recipient sent it (epoch ms). */
     at: number;
+    /** The platform's id of the message it quotes, when the platform says (WhatsApp `contextInfo.stanzaId`): the note it answers. */
+    quotes?: string;
   };
 }

@@ -4,7 +4,7 @@ import { newReplyId } from '../core/ids.js';
 import { messageStatusView, replyView } from '../core/public-views.js';
 import { giveBackCanceled } from '../store/cancel.js';
 import type { MessageRow } from '../store/messages.js';
-import { cancelAnsweredNotes, findRepliedNote, insertReply, markReplied, type Conversation, type ReplyRow } from '../store/replies.js';
+import { cancelAnsweredNotes, findQuotedNote, findRepliedNote, insertReply, markReplied, type Conversation, type ReplyRow } from '../store/replies.js';
 import type { Database } from '../store/schema.js';
 import { enqueueEvent } from '../store/webhook-outbox.js';
 import type { Heard, HeardReply } from './heard.js';
@@ -22,8 +22,8 @@ export interface Recorded {
 
 /**
  * Records what a listener heard, in one transaction with its effects:
- *  - the reply, on the latest voice note delivered to that recipient from that sender in the last 30
- *    days, once (a message heard again is recognized by its platform id), with voice_note.replied;
+ *  - the reply, on the voice note it quotes (when the platform says which) or else the latest one
+ *    delivered to that recipient from that sender in the last 30 days, once (a message heard again is recognized by its platform id), with voice_note.replied;
  *  - notes to that recipient from that sender that asked for `cancel_on_reply`, accepted before the reply
  *    and not yet taken by a worker: canceled (voice_note.canceled, cancel_reason "replied").
  * A message from anyone never written to answers no note and is not recorded at all.
@@ -37,7 +37,9 @@ async function recordReply(db: Kysely<Database>, heard: HeardReply): Promise<Rec
   const at = Math.floor(heard.reply.at);
   return db.transaction().execute(async (trx) => {
     const recorded: Recorded = { canceled: [] };
-    const note = await findRepliedNote(trx, chat, at);
+    // The note it quotes when the platform says so, else the latest one.
+    const quoted = heard.reply.quotes ? await findQuotedNote(trx, chat, heard.reply.quotes) : undefined;
+    const note = quoted ?? (await findRepliedNote(trx, chat, at));
     if (note) {
       const row: ReplyRow = {
         id: newReplyId(at),

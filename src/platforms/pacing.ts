@@ -36,11 +36,11 @@ export class PacingBusy extends Error {
 export class KeyedPacer {
   readonly #keys = new Map<string, { running: boolean; freeAt: number; comeBack: number }>();
   /**
-   * @param gapMs the gap after each piece of work, drawn anew each time
+   * @param gapMs the gap after each piece of work of a key, drawn anew each time
    * @param lineGapMs how far apart refused work is told to come back (the longest gap: never too early)
    */
   constructor(
-    private readonly gapMs: () => number,
+    private readonly gapMs: (key: string) => number,
     private readonly lineGapMs: number,
     private readonly now: () => number = Date.now,
   ) {}
@@ -62,7 +62,7 @@ export class KeyedPacer {
       return await work();
     } finally {
       state.running = false;
-      state.freeAt = this.now() + this.gapMs();
+      state.freeAt = this.now() + this.gapMs(key);
       this.#forgetLater(key, state);
     }
   }

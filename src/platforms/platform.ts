@@ -23,6 +23,7 @@ export type FailureCode =
   | 'audio_too_long'
   | 'audio_unsupported'
   | 'platform_rate_limited'
+  | 'platform_refused'
   | 'platform_error';
 
 /**

@@ -32,6 +32,7 @@ import * as platformReached from './migrations/019_platform_reached.js';
 import * as cancelReason from './migrations/024_cancel_reason.js';
 import * as linkedinListeners from './migrations/022_linkedin_listeners.js';
 import * as messageLookupIndexes from './migrations/023_message_lookup_indexes.js';
+import * as senderWatch from './migrations/025_sender_watch.js';
 import * as senderRecords from './migrations/016_sender_records.js';
 import * as recipientChecks from './migrations/016b_recipient_checks.js';
 import * as replies from './migrations/017_replies.js';
@@ -207,6 +208,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '022_linkedin_listeners': linkedinListeners,
   '023_message_lookup_indexes': messageLookupIndexes,
   '024_cancel_reason': cancelReason,
+  '025_sender_watch': senderWatch,
   '016_sender_records': senderRecords,
   '016b_recipient_checks': recipientChecks,
   '017_replies': replies,

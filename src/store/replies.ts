@@ -47,6 +47,24 @@ export async function findRepliedNote(db: Kysely<Database>, chat: Conversation, 
     .executeTakeFirst();
 }
 
+/**
+ * The note a reply quotes, by the platform's id of it: delivered to that recipient from that sender (the
+ * same conversation as findRepliedNote); undefined when the quoted message is none of those.
+ */
+export async function findQuotedNote(db: Kysely<Database>, chat: Conversation, platformMessageId: string): Promise<MessageRow | undefined> {
+  return db
+    .selectFrom('messages')
+    .selectAll()
+    .where('platform_message_id', '=', platformMessageId)
+    .where('sender_key', '=', chat.senderKey)
+    .where('recipient', '=', chat.recipient)
+    .where('platform', '=', chat.platform)
+    .$if(chat.accountId !== undefined, (qb) => qb.where('account_id', '=', chat.accountId!))
+    .$if(chat.env !== undefined, (qb) => qb.where('env', '=', chat.env!))
+    .where('status', '=', 'delivered')
+    .executeTakeFirst();
+}
+
 /** Writes a reply once (the platform's id is unique within the chat); true when it is new. */
 export async function insertReply(db: Kysely<Database>, row: ReplyRow): Promise<boolean> {
   const result = await db

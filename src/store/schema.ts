@@ -137,6 +137,11 @@ export interface SenderRecordsTable {
   last_sent_at: number | null;
   sent_day: number | null;
   sent_today: number;
+  /** WhatsApp's new-chat message cap as last read (JSON, store/new-chat-cap.ts); null elsewhere or before. */
+  new_chat_cap?: string | null;
+  /** Live recipient checks asked on the UTC day `checks_day` (store/recipient-check-budget.ts). */
+  checks_day?: number | null;
+  checks_today?: number;
   created_at: number;
   updated_at: number;
 }

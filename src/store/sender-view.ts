@@ -1,5 +1,7 @@
 import type { Kysely } from 'kysely';
 import { allowanceOn, utcDay, type Rhythm } from '../core/rhythm.js';
+import { parseNewChatCap } from './new-chat-cap.js';
+import { checksToday, RECIPIENT_CHECK_DAILY_BUDGET } from './recipient-check-budget.js';
 import { findRhythms, rhythmKey } from './rhythm.js';
 import type { Database, SenderRecordsTable } from './schema.js';
 
@@ -15,9 +17,18 @@ export interface SenderView {
   last_sent_at: string | null;
   sent_today: number;
   daily_cap: number | null;
+  /** WhatsApp's new-chat message cap as last read; null for other platforms and before it is read. */
+  new_chat_cap: { status: string; used: number | null; total: number | null; cycle_ends_at: string | null } | null;
+  /** Live recipient checks asked today (UTC) against the sender's daily budget. */
+  recipient_checks: { today: number; daily_budget: number };
 }
 
 const isoOrNull = (ms: number | null): string | null => (ms === null ? null : new Date(Number(ms)).toISOString());
+
+function newChatCapView(kept: string | null | undefined): SenderView['new_chat_cap'] {
+  const cap = parseNewChatCap(kept);
+  return cap && { status: cap.status, used: cap.used, total: cap.total, cycle_ends_at: isoOrNull(cap.cycleEndsAt) };
+}
 
 /**
  * The views of some sender records, read with what they need in a few statements: the daily cap from
@@ -68,6 +79,8 @@ export async function senderViews(
       last_sent_at: isoOrNull(r.last_sent_at),
       sent_today: r.sent_day !== null && Number(r.sent_day) === today ? Number(r.sent_today) : 0,
       daily_cap: rhythm ? allowanceOn(rhythm, firstDays.get(scoped(r)) ?? today, today) : null,
+      new_chat_cap: newChatCapView(r.new_chat_cap),
+      recipient_checks: { today: checksToday(r, now), daily_budget: RECIPIENT_CHECK_DAILY_BUDGET },
     };
   });
 }

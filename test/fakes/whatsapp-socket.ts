@@ -3,6 +3,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import {
   DISCONNECT,
   type AuthState,
+  type NewChatCapInfo,
   type ResendRequestKey,
   type SentWhatsappMessage,
   type SocketEvents,
@@ -30,6 +31,8 @@ export interface SentVoiceNote {
   hadSignalSession: boolean;
   /** The message content the send produced (what Baileys' sendMessage gives back): the uploaded audio's URL and media key. */
   message: Record<string, any>;
+  /** When it was sent (epoch ms). */
+  at: number;
 }
 
 /** A recipient's device asked the sender for a message again, and what the sender's `getMessage` gave. */
@@ -52,6 +55,17 @@ export interface FactoryCall {
 }
 
 type QrMode = 'show' | 'silent' | 'fail';
+
+/** A message someone writes to a session's number, as the fake socket's `receive` takes it. */
+export interface IncomingInput {
+  chat: string;
+  id: string;
+  message: unknown;
+  at?: number;
+  key?: Record<string, unknown>;
+  type?: 'notify' | 'append';
+  fromMe?: boolean;
+}
 
 const boom = (message: string, statusCode: number): Error => Object.assign(new Error(message), { output: { statusCode } });
 
@@ -118,6 +132,12 @@ export class FakeSocket implements WhatsappSocket {
     this.user = { id: userId };
     this.opened = true;
     this.emit('connection.update', { connection: 'open', isNewLogin: false });
+    // What WhatsApp held for this number while no socket of it was connected comes once the new one is
+    // open, marked `offline`, and Baileys upserts it as `append`, not `notify` (Baileys 7.0.0-rc14
+    // lib/Socket/messages-recv.js:1432, `upsertMessage(msg, node.attrs.offline ? 'append' : 'notify')`).
+    const held = this.world.heldWhileOffline.get(this.sessionId) ?? [];
+    this.world.heldWhileOffline.delete(this.sessionId);
+    for (const message of held) this.receive({ ...message, type: 'append' });
   }
 
   emit<E extends keyof SocketEvents>(event: E, update: SocketEvents[E]): void {
@@ -144,7 +164,7 @@ export class FakeSocket implements WhatsappSocket {
    * `chat` is the JID the message comes from (`<phone>@s.whatsapp.net`, `<lid>@lid`, a group's
    * `…@g.us`); `key` adds what Baileys puts beside it (`remoteJidAlt`, `senderPn`, `participant`).
    */
-  receive(input: { chat: string; id: string; message: unknown; at?: number; key?: Record<string, unknown>; type?: 'notify' | 'append'; fromMe?: boolean }): void {
+  receive(input: IncomingInput): void {
     this.emit('messages.upsert', {
       type: input.type ?? 'notify',
       messages: [
@@ -181,9 +201,19 @@ export class FakeSocket implements WhatsappSocket {
     const messageId = options!.messageId!;
     // WhatsApp's reachout lock: a first message to someone this number never wrote to is refused with 463.
     const lock = this.world.reachoutLock;
-    if (lock && lock.until.getTime() > Date.now() && !this.world.sent.some((s) => s.sessionId === this.sessionId && s.jid === jid)) {
-      this.world.refusedNewChats.push(jid);
-      throw boom('fake WhatsApp: 463 (reachout timelocked)', 463);
+    const newChatLocked = lock && lock.until.getTime() > Date.now() && !this.world.sent.some((s) => s.sessionId === this.sessionId && s.jid === jid);
+    if (newChatLocked) this.world.refusedNewChats.push(jid);
+    const refusal = newChatLocked ? '463' : this.world.refusedChats.get(jid);
+    if (refusal) {
+      // Refused by the server, but not to the sender's face: Baileys' sendMessage resolves once the message
+      // is relayed, and the refusal comes later in the server's acknowledgement, which Baileys reports as
+      // `messages.update` with status 0 (ERROR) and the code in `messageStubParameters` (rc14
+      // lib/Socket/messages-recv.js, handleBadAck, lines 1494-1560; for 463 it runs its privacy-token
+      // recovery and announces no lock). Nothing reaches the recipient.
+      this.world.refusals.push({ sessionId: this.sessionId, jid, messageId, code: refusal });
+      const key = { remoteJid: jid, fromMe: true, id: messageId };
+      setTimeout(() => this.emit('messages.update', [{ key, update: { status: 0, messageStubParameters: [refusal] } }]), this.world.ackDelayMs).unref();
+      return { key, message: uploadedVoiceNote(content) };
     }
     if (this.world.failSends > 0) {
       this.world.failSends -= 1;
@@ -203,7 +233,7 @@ export class FakeSocket implements WhatsappSocket {
     // Like Baileys 7 when it learns a contact's linked identity: the mapping both ways, in the key store.
     if (lid) await this.auth.keys.set({ 'lid-mapping': { [user]: lid, [`${lid}_reverse`]: user } });
     const message = uploadedVoiceNote(content);
-    const note = { instance: this.instance, sessionId: this.sessionId, jid, content, messageId, hadSignalSession: existing[jid] !== undefined, message };
+    const note = { instance: this.instance, sessionId: this.sessionId, jid, content, messageId, hadSignalSession: existing[jid] !== undefined, message, at: Date.now() };
     if (this.world.seenIds.has(`${jid} ${messageId}`)) {
       // Recipients' devices key messages by id: the same id again is the same message, shown once.
       this.world.deduplicated.push(note);
@@ -233,6 +263,16 @@ export class FakeSocket implements WhatsappSocket {
     const recorded = { instance: this.instance, sessionId: this.sessionId, key, answer, relayed };
     this.world.resendRequests.push(recorded);
     return recorded;
+  }
+
+  /**
+   * Baileys 7's `fetchNewChatMessageCap` (rc14 lib/Socket/socket.js:922, a MEX query answering
+   * `xwa2_message_capping_info`): the cap as the server reports it.
+   */
+  async fetchNewChatMessageCap(): Promise<NewChatCapInfo> {
+    this.assertOpen();
+    this.world.capReads += 1;
+    return { ...this.world.newChatCap };
   }
 
   /** Baileys 7's `fetchAccountReachoutTimelock`: the lock as the server reports it. */
@@ -385,10 +425,25 @@ export class FakeWhatsapp {
   reachoutLock: { until: Date } | undefined;
   /** Chats a send was refused for by the reachout lock. */
   readonly refusedNewChats: string[] = [];
+  /**
+   * Chats WhatsApp refuses every message to, with this error code in its acknowledgement: '463' with no
+   * lock active (a chat without a privacy token, WAHA #2219), '479' (smax-invalid), …
+   */
+  readonly refusedChats = new Map<string, string>();
+  /** Every send refused in its acknowledgement (the reachout lock's and refusedChats'). */
+  readonly refusals: Array<{ sessionId: string; jid: string; messageId: string; code: string }> = [];
+  /** How long after a send its acknowledgement comes back. */
+  ackDelayMs = 20;
   /** Times a socket read the reachout lock. */
   lockReads = 0;
+  /** WhatsApp's new-chat message cap of every number of this world (Baileys' NewChatMessageCapInfo). */
+  newChatCap: NewChatCapInfo = { capping_status: 'NONE', used_quota: 0, total_quota: 100 };
+  /** Times a socket read the new-chat message cap. */
+  capReads = 0;
   /** Every resend request a recipient's device made, with the sender's answer. */
   readonly resendRequests: ResendRequest[] = [];
+  /** Messages written to a session's number while none of its sockets was open: delivered when one opens. */
+  readonly heldWhileOffline = new Map<string, IncomingInput[]>();
 
   factory(instance: string): WhatsappSocketFactory {
     return ({ sessionId, auth, getMessage }) => {
@@ -399,6 +454,19 @@ export class FakeWhatsapp {
       socket.start(this.qrMode);
       return socket;
     };
+  }
+
+  /**
+   * Someone writes to the session's number: heard at once (`notify`) by its open socket, else held by
+   * WhatsApp and delivered as offline messages (`append`) when a socket of the session opens.
+   */
+  write(sessionId: string, input: Omit<IncomingInput, 'type'>): void {
+    const socket = this.current(sessionId);
+    if (socket?.opened) {
+      socket.receive(input);
+      return;
+    }
+    this.heldWhileOffline.set(sessionId, [...(this.heldWhileOffline.get(sessionId) ?? []), input]);
   }
 
   socketsOf(sessionId: string): FakeSocket[] {
@@ -427,6 +495,15 @@ export class FakeWhatsapp {
     const lock = this.reachoutLock;
     const state = lock && lock.until.getTime() > Date.now() ? { isActive: true, timeEnforcementEnds: lock.until } : { isActive: false };
     this.current(sessionId)?.emit('connection.update', { reachoutTimeLock: state });
+  }
+
+  /**
+   * WhatsApp tells the session's socket its new-chat message cap changed: Baileys emits the
+   * notification's payload as it comes (rc14 lib/Socket/messages-recv.js:182-191,
+   * handleMessageCappingNotification).
+   */
+  announceNewChatCap(sessionId: string): void {
+    this.current(sessionId)?.emit('message-capping.update', { ...this.newChatCap });
   }
 
   scan(sessionId: string, phone: string, device = 12): void {

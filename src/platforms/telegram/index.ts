@@ -1,8 +1,8 @@
 import { hash } from 'node:crypto';
 import { MiB, OGG_OPUS_VOICE } from '../../audio/targets.js';
 import { TELEGRAM_ACCOUNT_RHYTHM } from '../../core/rhythm.js';
-import { createRedisSlotPacer } from '../pacing.js';
-import type { PlatformDefinition } from '../platform.js';
+import { createMemorySlotPacer, createRedisSlotPacer, type SlotPacer } from '../pacing.js';
+import type { PlatformDefinition, PlatformServices } from '../platform.js';
 import { isChatBlocked } from '../../store/listeners.js';
 import { createTelegramAdapter } from './adapter.js';
 import { askTelegramAboutChat } from './recipient-check.js';
@@ -17,6 +17,26 @@ const isUnpaced = (value: unknown): boolean => typeof value === 'object' && valu
 
 /** The bot's sender key: a hash of its token (never the token). */
 export const botKey = (token: string): string => hash('sha256', token, 'base64url').slice(0, 22);
+
+/**
+ * The slots recipient checks take their bot's turn in: Redis' when configured, shared with every
+ * process's sends (the same keys); otherwise this process's own (one per services).
+ */
+const checkPacers = new WeakMap<object, SlotPacer>();
+function checkPacerOf(services: PlatformServices): SlotPacer {
+  let pacer = checkPacers.get(services);
+  if (!pacer) {
+    pacer = services.redis
+      ? createRedisSlotPacer({
+          redis: services.redis,
+          keyPrefix: services.redisKeyPrefix ?? 'voicenote',
+          onFallback: (err) => services.logger.warn({ err }, 'Redis did not answer; Telegram recipient checks are paced per process until it does'),
+        })
+      : createMemorySlotPacer();
+    checkPacers.set(services, pacer);
+  }
+  return pacer;
+}
 
 /** Telegram through the official Bot API, with the bot token of each send. */
 export const telegram: PlatformDefinition = {
@@ -35,7 +55,7 @@ export const telegram: PlatformDefinition = {
   recipientExists: async ({ session, recipient }, services) =>
     session.session_id !== undefined
       ? { exists: null, reason: 'a linked Telegram account is not asked before a send; its send says whether the recipient exists' }
-      : askTelegramAboutChat(services.config.telegramApiRoot, String(session.bot_token), recipient),
+      : askTelegramAboutChat(services.config.telegramApiRoot, String(session.bot_token), recipient, checkPacerOf(services)),
   // A linked account must exist and be connected; only the process holding its connection sends through it.
   checkAtAccept: checkAccountAtAccept,
   // Bots have no cap (the Bot API's flood limits pace them); a person's account has WhatsApp-like caution.

@@ -1,15 +1,38 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import { request } from '../../core/http-client.js';
+import type { SlotPacer } from '../pacing.js';
 import type { RecipientCheck } from '../platform.js';
 import { scrubToken } from './token-scrub.js';
+import { telegramPaceRules } from './adapter.js';
 
 const CHECK_TIMEOUT_MS = 10_000;
+/** The longest a check waits for its bot's turn among its sends and other checks. */
+const TURN_WAIT_MS = 10_000;
+
+/** Waits for the bot's next slot (its flood limit, shared with its sends); false when it is not within TURN_WAIT_MS. */
+async function botTurn(pacer: SlotPacer, token: string, chatId: string): Promise<boolean> {
+  const [botRule] = telegramPaceRules(token, chatId);
+  const deadline = Date.now() + TURN_WAIT_MS;
+  for (;;) {
+    const left = deadline - Date.now();
+    if (left < 0) return false;
+    const wait = await pacer.reserve([botRule!], left);
+    if (wait >= 0) {
+      await sleep(wait);
+      return true;
+    }
+    await sleep(Math.min(-wait, left + 1));
+  }
+}
 
 /**
  * Does a bot reach this chat? The Bot API's `getChat`: a bot knows a user only once the user has
  * started it (or a group or channel it was added to), so "chat not found" means this bot cannot write
- * there. The token goes in the path only, never in an answer.
+ * there. The token goes in the path only, never in an answer. With a `pacer`, asked in the bot's turn.
  */
-export async function askTelegramAboutChat(apiRoot: string, token: string, chatId: string): Promise<RecipientCheck> {
+export async function askTelegramAboutChat(apiRoot: string, token: string, chatId: string, pacer?: SlotPacer): Promise<RecipientCheck> {
+  // Paced as the bot's sends are (its flood limit): many checks at once come one slot apart.
+  if (pacer && !(await botTurn(pacer, token, chatId))) return { exists: null, reason: "Telegram was not asked: the bot's turn did not come within 10 s" };
   let status: number;
   let reply: { ok?: unknown; description?: unknown; parameters?: { retry_after?: unknown } } | undefined;
   try {

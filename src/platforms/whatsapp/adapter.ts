@@ -7,7 +7,6 @@ import { PacingBusy } from '../pacing.js';
 import { DeliveryError, type DeliveryJob, type PlatformAdapter } from '../platform.js';
 import { SessionNotOpenError, type LiveWhatsapp } from './live.js';
 import type { WhatsappSessionRef } from './rules.js';
-import { isReachoutRefusal, reachoutRefusal } from './reachout-refusal.js';
 import { recipientJidFor } from './recipient-check.js';
 import type { VoiceNoteContent, WhatsappSocket } from './socket.js';
 
@@ -119,12 +118,12 @@ export function createWhatsappAdapter(deps: { db: Kysely<Database>; live: LiveWh
           };
           // The send cannot be taken back once started: an attempt aborted before it never starts it.
           job.signal.throwIfAborted();
+          // Resolved once relayed, before WhatsApp's acknowledgement: a refusal (463 and others) comes
+          // later, as an error status of the message (refusals.ts).
           let sent: Awaited<ReturnType<typeof socket.sendMessage>>;
           try {
             sent = await socket.sendMessage(jid, note, { messageId: whatsappMessageId(job.messageId) });
           } catch (error) {
-            // 463: the number may not start new chats for now (the reachout lock): the note waits for it to end.
-            if (isReachoutRefusal(error)) throw await reachoutRefusal(socket, error as Error);
             throw transient(`WhatsApp did not accept the voice note: ${(error as Error).message}`);
           }
           // For a recipient's device that cannot decrypt it and asks for it again, days later or in another process.

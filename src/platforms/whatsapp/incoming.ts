@@ -2,10 +2,14 @@ import type { HeardReply, ReplyType } from '../../inbound/heard.js';
 import { phoneOfJid, type IncomingWhatsappMessage, type MessagesUpsert } from './socket.js';
 
 /**
- * What a live socket's `messages.upsert` brings, turned into the one heard shape. Only `notify`
- * upserts (new messages; `append` is history and our own sends echoed), only messages from someone
- * else in a one-to-one chat: groups (`@g.us`), status updates (`status@broadcast`), broadcast lists and
- * channels are never heard. Media is described (its kind and caption), never downloaded.
+ * What a live socket's `messages.upsert` brings, turned into the one heard shape. Both kinds of upsert:
+ * `notify` (a message as it arrives) and `append`, which is how Baileys hands on what WhatsApp held while
+ * no socket was connected (rc14 `lib/Socket/messages-recv.js`: `upsertMessage(msg, node.attrs.offline ?
+ * 'append' : 'notify')`) — every reconnect, restart or takeover has such a window. Our own sends echoed
+ * (also `append`) are left out as any message from us is; a message heard twice is recorded once (by its
+ * id). Only messages from someone else in a one-to-one chat: groups (`@g.us`), status updates
+ * (`status@broadcast`), broadcast lists and channels are never heard. Media is described (its kind and
+ * caption), never downloaded.
  *
  * WhatsApp now delivers many private chats from a hidden `@lid` identity instead of the phone number
  * the note went to; the phone number comes from the key (Baileys 7: `remoteJidAlt`; older releases:
@@ -67,15 +71,34 @@ export function describeContent(message: Content | null | undefined): { type: Re
   return meaningful.length > 0 ? { type: 'other', text: null } : undefined;
 }
 
+/**
+ * The id of the message this one quotes (a reply to it in WhatsApp's interface): `contextInfo.stanzaId`
+ * of its content (`extendedTextMessage`, `audioMessage`, `imageMessage`, …; proto `ContextInfo`).
+ */
+export function quotedId(message: Content | null | undefined): string | undefined {
+  const content = unwrap(message);
+  if (!content) return undefined;
+  for (const value of Object.values(content)) {
+    const stanzaId = (value as { contextInfo?: { stanzaId?: unknown } } | null)?.contextInfo?.stanzaId;
+    if (typeof stanzaId === 'string' && stanzaId !== '') return stanzaId;
+  }
+  return undefined;
+}
+
 /** Epoch ms of Baileys' `messageTimestamp` (seconds, as a number or a Long); `fallback` when missing. */
 function timestampMs(value: unknown, fallback: number): number {
   const seconds = typeof value === 'number' ? value : typeof value === 'object' && value !== null && 'toNumber' in value ? (value as { toNumber(): number }).toNumber() : Number(value);
   return Number.isFinite(seconds) && seconds > 0 ? seconds * 1000 : fallback;
 }
 
+const quoting = (message: Content | null | undefined): { quotes?: string } => {
+  const quotes = quotedId(message);
+  return quotes ? { quotes } : {};
+};
+
 /** The replies an upsert carries, for the session `sessionId` (the notes' sender key). */
 export async function heardFromUpsert(upsert: MessagesUpsert, sessionId: string, lids: LidResolver, now: number): Promise<HeardReply[]> {
-  if (upsert.type !== 'notify') return [];
+  if (upsert.type !== 'notify' && upsert.type !== 'append') return [];
   const heard: HeardReply[] = [];
   for (const message of upsert.messages) {
     const { key } = message;
@@ -89,7 +112,7 @@ export async function heardFromUpsert(upsert: MessagesUpsert, sessionId: string,
       platform: 'whatsapp',
       senderKey: sessionId,
       from: phone,
-      reply: { platformId: key.id, type: described.type, text: described.text, at: timestampMs(message.messageTimestamp, now) },
+      reply: { platformId: key.id, type: described.type, text: described.text, at: timestampMs(message.messageTimestamp, now), ...quoting(message.message as Content | null | undefined) },
     });
   }
   return heard;

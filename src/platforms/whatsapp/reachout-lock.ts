@@ -12,8 +12,6 @@ import type { ReachoutLock, WhatsappSocket } from './socket.js';
  */
 
 export const REACHOUT_LOCK_REASON = 'WhatsApp does not let this number start new chats for now (its reachout timelock, error 463)';
-/** How soon a note held by a lock whose end WhatsApp did not say is looked at again. */
-export const UNKNOWN_LOCK_END_MS = 15 * 60_000;
 
 /** The lock as the session's socket reads it now; undefined when this Baileys has no such call or it failed. */
 export async function readReachoutLock(socket: WhatsappSocket): Promise<ReachoutLock | undefined> {
@@ -35,6 +33,7 @@ export async function applyReachoutLock(db: Kysely<Database>, sessionId: string,
     await setSenderStatus(db, ref, { status: 'restricted', reason: REACHOUT_LOCK_REASON, until }, { kind: 'whatsapp_session' });
     return;
   }
+  // Only the lock's own restriction is lifted (not the new-chat cap's, new-chat-cap.ts).
   const current = await findSenderByRef(db, ref);
-  if (current?.status === 'restricted') await setSenderStatus(db, ref, { status: 'ok', reason: null, until: null });
+  if (current?.status === 'restricted' && current.reason?.startsWith(REACHOUT_LOCK_REASON)) await setSenderStatus(db, ref, { status: 'ok', reason: null, until: null });
 }

@@ -34,7 +34,10 @@ export async function recipientJidFor(db: Kysely<Database>, socket: WhatsappSock
   return answer.jid ?? `${recipient}@s.whatsapp.net`;
 }
 
-/** POST /recipients/check for a live session: asked now, paced with the session's sends (one wait for its turn). */
+/** The longest a check waits for the session's turn (its sends and other checks) before saying it could not ask. */
+const TURN_WAIT_MS = 10_000;
+
+/** POST /recipients/check for a live session: asked now, paced with the session's sends (waiting up to 10 s for its turn). */
 export async function askWhatsappAboutRecipient(
   deps: { db: Kysely<Database>; acquire(sessionId: string): Promise<Acquired> },
   sessionId: string,
@@ -44,13 +47,16 @@ export async function askWhatsappAboutRecipient(
   if (!acquired.held) return { exists: null, reason: `the WhatsApp session cannot be used from here right now (${acquired.reason.replaceAll('_', ' ')})` };
   const ask = () => acquired.held.paced((socket) => askWhatsapp(deps.db, socket, sessionId, recipient));
   try {
+    const deadline = Date.now() + TURN_WAIT_MS;
     let answer;
-    try {
-      answer = await ask();
-    } catch (error) {
-      if (!(error instanceof PacingBusy)) throw error;
-      await sleep(Math.min(error.retryAfterMs, 10_000));
-      answer = await ask();
+    for (;;) {
+      try {
+        answer = await ask();
+        break;
+      } catch (error) {
+        if (!(error instanceof PacingBusy) || Date.now() + error.retryAfterMs > deadline) throw error;
+        await sleep(error.retryAfterMs);
+      }
     }
     return answer.exists ? { exists: true, reason: null } : { exists: false, reason: `${recipient} is not on WhatsApp` };
   } catch (error) {

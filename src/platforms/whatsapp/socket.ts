@@ -51,10 +51,27 @@ export interface ReachoutLock {
   timeEnforcementEnds?: Date | undefined;
 }
 
-/** One entry of Baileys' `messages.update`: a message's new status (2 server, 3 device, 4 read, 5 played). */
+/**
+ * Baileys 7's `NewChatMessageCapInfo` (`fetchNewChatMessageCap`, `message-capping.update`): how many new
+ * chats the account may start in the current cycle, and where it stands against that cap.
+ */
+export interface NewChatCapInfo {
+  total_quota?: number;
+  used_quota?: number;
+  /** Unix seconds, as a string. */
+  cycle_start_timestamp?: string;
+  cycle_end_timestamp?: string;
+  /** `NONE`, `FIRST_WARNING`, `SECOND_WARNING` or `CAPPED` (Baileys' NewChatMessageCappingStatusType). */
+  capping_status?: string;
+}
+
+/**
+ * One entry of Baileys' `messages.update`: a message's new status (0 error, 2 server, 3 device, 4 read,
+ * 5 played); an error carries the server's code first in `messageStubParameters`.
+ */
 export interface MessageStatusUpdate {
   key: { id?: string | null; remoteJid?: string | null; fromMe?: boolean | null };
-  update: { status?: number | null };
+  update: { status?: number | null; messageStubParameters?: Array<string | null | undefined> | null };
 }
 
 /** One message of Baileys' `messages.upsert` (a `WAMessage`): the parts the service reads. */
@@ -78,7 +95,7 @@ export interface IncomingWhatsappMessage {
   messageTimestamp?: unknown;
 }
 
-/** Baileys' `messages.upsert`: `notify` for new messages, `append` for history and echoes. */
+/** Baileys' `messages.upsert`: `notify` for new messages, `append` for those WhatsApp held while offline, and our own sends echoed. */
 export interface MessagesUpsert {
   messages: IncomingWhatsappMessage[];
   type: 'notify' | 'append' | string;
@@ -91,6 +108,8 @@ export interface SocketEvents {
   'messages.upsert': MessagesUpsert;
   /** A LID's phone number, learned (Baileys 7). */
   'lid-mapping.update': { lid: string; pn: string };
+  /** WhatsApp's new-chat message cap changed (Baileys 7). */
+  'message-capping.update': NewChatCapInfo;
 }
 
 /** What `sendMessage` receives for a voice note. */
@@ -135,6 +154,8 @@ export interface WhatsappSocket {
   readonly signalRepository?: { lidMapping?: { getPNForLID(lid: string): Promise<string | null> } };
   /** Baileys 7 (`fetchAccountReachoutTimelock`): whether the account is locked out of new chats, and until when. */
   fetchAccountReachoutTimelock?(): Promise<ReachoutLock>;
+  /** Baileys 7 (`fetchNewChatMessageCap`): the account's new-chat message cap and its use. */
+  fetchNewChatMessageCap?(): Promise<NewChatCapInfo>;
   /** Unlinks this device from the phone, then closes. */
   logout(message?: string): Promise<void>;
   /** Closes the connection; the device stays linked. */

@@ -1,10 +1,13 @@
 import { createStoredAuthState } from '../auth-state.js';
 import { recordWhatsappStatusUpdates } from '../receipts.js';
+import type { NewChatCap } from '../../../store/new-chat-cap.js';
 import { endLiveSession, releaseLease } from '../../../store/whatsapp-live.js';
 import { transitionWhatsappSession } from '../../../store/whatsapp-sessions.js';
 import { applyReachoutLock, readReachoutLock } from '../reachout-lock.js';
 import { DISCONNECT, disconnectCode, phoneOfJid, type AuthCreds, type ConnectionUpdate, type WhatsappSocket } from '../socket.js';
 import { heardFromUpsert, type LidResolver } from '../incoming.js';
+import { applyNewChatCap, newChatCapOf, readNewChatCap } from '../new-chat-cap.js';
+import { followErrorAcks } from '../refusals.js';
 import { resendAnswers } from './resend.js';
 import { endQuietly, FINAL_CLOSES, type LiveContext, type Link, type Phase, WhatsappUnavailableError, withTimeout } from './context.js';
 
@@ -37,6 +40,7 @@ export function createConnections(ctx: LiveContext, hooks: LeaseHooks) {
       firstQr: undefined,
       openWaiters: new Set(),
       awaitingCode: false,
+      newChatCap: undefined,
     };
     links.set(id, link);
     hooks.ensureRenewing();
@@ -79,11 +83,26 @@ export function createConnections(ctx: LiveContext, hooks: LeaseHooks) {
       if (link.socket !== socket) return;
       void onUpdate(link, socket, update).catch((err: unknown) => log(link.id).error({ err }, 'WhatsApp connection update failed'));
     });
-    // Listen receipts: the recipient's device reports delivery, read and played for what we sent.
+    // Listen receipts: the recipient's device reports delivery, read and played for what we sent; and
+    // WhatsApp's refusals of what it had taken (refusals.ts).
     socket.ev.on('messages.update', (updates) => {
       void recordWhatsappStatusUpdates(db, updates, now()).catch((err: unknown) => log(link.id).warn({ err }, 'could not record WhatsApp receipts'));
+      void followErrorAcks({ db, logger: log(link.id), now }, { id: link.id, socket }, updates).catch((err: unknown) =>
+        log(link.id).warn({ err }, 'could not record a refusal of WhatsApp'),
+      );
+    });
+    // WhatsApp's new-chat message cap tightened or eased (new-chat-cap.ts).
+    socket.ev.on('message-capping.update', (info) => {
+      if (link.socket === socket) void followNewChatCap(link, newChatCapOf(info));
     });
     listenForReplies(link, socket);
+  }
+
+  /** The session's sends and sender follow the new-chat message cap (new-chat-cap.ts). */
+  async function followNewChatCap(link: Link, cap: NewChatCap | undefined): Promise<void> {
+    if (!cap) return;
+    link.newChatCap = cap.status;
+    await applyNewChatCap(db, link.id, cap).catch((err: unknown) => log(link.id).warn({ err }, 'could not record the new-chat message cap'));
   }
 
   /** Replies: new messages to this session, from the people its notes went to (incoming.ts; the recorder decides who counts). */
@@ -144,6 +163,8 @@ export function createConnections(ctx: LiveContext, hooks: LeaseHooks) {
       (lock) => (lock ? applyReachoutLock(db, link.id, lock) : undefined),
       () => undefined,
     ).catch((err: unknown) => log(link.id).warn({ err }, 'could not record the reachout lock'));
+    // And where it stands against the new-chat message cap.
+    void readNewChatCap(socket).then((cap) => followNewChatCap(link, cap));
     for (const wake of link.openWaiters) wake();
     link.openWaiters.clear();
     // Without a worker here nothing would send through it: hand it to a process that has one.

@@ -7,6 +7,7 @@ import type { Owner, WhatsappSessionRow } from '../../../store/whatsapp-sessions
 import type { StoredAuthState } from '../auth-state.js';
 import { DISCONNECT, type SentWhatsappMessage, type WhatsappSocket, type WhatsappSocketFactory } from '../socket.js';
 import type { OnHeard } from '../../../inbound/recorder.js';
+import type { NewChatCapStatus } from '../../../store/new-chat-cap.js';
 
 /**
  * What the parts of live WhatsApp (ownership lease, socket lifecycle, linking, sending) share: the
@@ -102,6 +103,8 @@ export interface Link {
   openWaiters: Set<() => void>;
   /** A pairing code was asked for and not entered yet. */
   awaitingCode: boolean;
+  /** WhatsApp's new-chat message cap as last heard: its warnings space the session's sends further apart. */
+  newChatCap: NewChatCapStatus | undefined;
 }
 
 export type LiveCreated = { row: WhatsappSessionRow; qr: string; pairingCode?: undefined } | { row: WhatsappSessionRow; pairingCode: string; qr?: undefined };

@@ -1,5 +1,6 @@
 import { findSessionById } from '../../../store/whatsapp-live.js';
 import { KeyedPacer } from '../../pacing.js';
+import { paceFactorOf } from '../new-chat-cap.js';
 import type { WhatsappSocket } from '../socket.js';
 import type { Connections } from './connection.js';
 import { keepForResend } from './resend.js';
@@ -13,7 +14,9 @@ export function createSending(ctx: LiveContext, connections: Connections, restor
   const { db, tuning, links, holderId, state } = ctx;
   const { waitOpen } = connections;
   // A send that finds its session busy or in its gap is refused (PacingBusy) and goes back to the queue.
-  const sendPacer = new KeyedPacer(() => tuning.sendGapMs + Math.random() * tuning.sendJitterMs, tuning.sendGapMs + tuning.sendJitterMs);
+  // The gap widens at the warnings of WhatsApp's new-chat message cap (new-chat-cap.ts).
+  const gapOf = (sessionId: string) => (tuning.sendGapMs + Math.random() * tuning.sendJitterMs) * paceFactorOf(links.get(sessionId)?.newChatCap);
+  const sendPacer = new KeyedPacer(gapOf, tuning.sendGapMs + tuning.sendJitterMs);
 
   function heldSession(link: Link): HeldSession {
     return {
