@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -101,5 +102,18 @@ describe(`voicenote CLI: the first steps (${STORAGE_LABEL})`, () => {
     assert.match(run.stdout, /^ts_\S+\tqr_pending\t-\t-\nQR code: .*qr\.png \(kept current while this waits\)\nts_\S+\tconnected\t@voicenote_sandbox\t/);
     const json = await runCli(['telegram-sessions', 'create', '--url', origin, '--wait', '--json', '--qr-file', qrFile], { VOICENOTE_KEY: key });
     assert.equal(JSON.parse(json.stdout).status, 'connected', json.stdout);
+  });
+
+  test('a command that creates a database says which one, and points at the service\'s DATA_DIR', async () => {
+    const fresh = path.join(dir, 'other-terminal');
+    const listed = await runCli(['accounts', 'list'], { DATA_DIR: fresh, SECRET_KEY: randomBytes(32).toString('base64') });
+    assert.equal(listed.code, 0, listed.stderr);
+    assert.equal(
+      listed.stderr,
+      `voicenote: note: created a new database at ${path.join(fresh, 'voicenote.db')} (DATA_DIR=${fresh}); if the service keeps its data elsewhere, give this command the service's DATA_DIR (export DATA_DIR=… in this terminal)\n`,
+    );
+    const migrated = await runCli(['migrate'], { DATA_DIR: path.join(dir, 'third-terminal'), SECRET_KEY: randomBytes(32).toString('base64') });
+    assert.equal(migrated.code, 0, migrated.stderr);
+    assert.match(migrated.stderr, /^voicenote: note: created a new database at .*third-terminal.*DATA_DIR=.*; if the service keeps its data elsewhere/);
   });
 });

@@ -154,6 +154,21 @@ describe(`dashboard in a browser (${STORAGE_LABEL})`, { skip: BROWSER_SKIP_REASO
     assert.equal((await api(account.testKey, `/whatsapp/sessions/${sessionId}`)).status, 404);
   });
 
+  it('links a Telegram account and names it by its @username, as the API and the table do', async () => {
+    const { page } = browser;
+    await page.goto(`${base}/dashboard/telegram`);
+    await page.getByRole('button', { name: 'Link a Telegram account' }).click();
+    const panel = page.locator('[data-poll]');
+    const sessionId = (await panel.getAttribute('data-session'))!;
+    const scanned = await api(account.testKey, `/telegram/sessions/${sessionId}/simulate`, { method: 'POST', body: { event: 'scan' } });
+    assert.equal(scanned.status, 200);
+    await panel.locator('[data-field="status_text"]').filter({ hasText: 'connected' }).waitFor();
+    await panel.locator('[data-field="phone"]').filter({ hasText: 'as @voicenote_sandbox' }).waitFor();
+    const row = page.locator(`tr[data-session-id="${sessionId}"] [data-field="phone_number"]`);
+    await row.filter({ hasText: '@voicenote_sandbox' }).waitFor();
+    assert.doesNotMatch(await panel.innerText(), /\+1555/);
+  });
+
   it('links a sandbox WhatsApp session by pairing code instead of a QR', async () => {
     const { page } = browser;
     await page.goto(`${base}/dashboard/whatsapp`);

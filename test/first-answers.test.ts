@@ -14,7 +14,7 @@ describe(`the first answers (${STORAGE_LABEL})`, () => {
   let t: TestApp;
   let account: TestAccount;
   before(async () => {
-    t = await startTestApp({ worker: false });
+    t = await startTestApp({ env: { SANDBOX_AUTO_SCAN_SECONDS: '0' } });
     account = await t.createAccount();
   });
   after(async () => {
@@ -75,5 +75,17 @@ describe(`the first answers (${STORAGE_LABEL})`, () => {
     assert.match(page, /No audio: the note was canceled before its first attempt/);
     assert.doesNotMatch(page, /No attempt yet|fetched and converted at the first attempt/);
     assert.match((await client.get(`/dashboard/messages/${requested}`)).body, /data-field="cancel_reason">canceled on request/);
+  });
+
+  it('a linked Telegram account has its @username as its label on the senders list, as a bot has', async () => {
+    const created = await t.request({ method: 'POST', url: '/api/v1/telegram/sessions', key: account.testKey });
+    const id = created.json().session_id as string;
+    await t.request({ method: 'POST', url: `/api/v1/telegram/sessions/${id}/simulate`, key: account.testKey, body: { event: 'scan' } });
+    const sent = await acceptedMessageId(t, account.testKey, { platform: 'telegram', recipient: '3000021', audio_url: t.voiceUrl, session: { session_id: id } });
+    assert.equal((await t.waitForStatus(account.testKey, sent, ['delivered', 'failed'])).status, 'delivered');
+    const senders = (await t.request({ method: 'GET', url: '/api/v1/senders', key: account.testKey })).json().data;
+    const linked = senders.find((s: any) => s.kind === 'telegram_account');
+    assert.ok(linked, JSON.stringify(senders));
+    assert.equal(linked.label, '@voicenote_sandbox');
   });
 });

@@ -59,9 +59,23 @@ describe(`voicenote rhythm show / set (${STORAGE_LABEL})`, () => {
         const shown = jsonOf(await runCli(['rhythm', 'show', '--account', account.accountId, '--json'], env), 'rhythm show');
         assert.equal(shown.account_id, account.accountId);
         const byPlatform = Object.fromEntries(shown.rhythms.map((r: any) => [r.platform, r]));
-        assert.deepEqual(byPlatform.whatsapp, { platform: 'whatsapp', source: 'default', daily_cap: 15, warmup: { start: 5, days: 7 }, senders: [] });
+        assert.deepEqual(byPlatform.whatsapp, {
+          platform: 'whatsapp',
+          source: 'default',
+          daily_cap: 15,
+          warmup: { start: 5, days: 7 },
+          applies_to: [{ kind: 'whatsapp_session', daily_cap: 15, warmup: { start: 5, days: 7 } }],
+          senders: [],
+        });
         assert.deepEqual(byPlatform.linkedin.daily_cap, 100);
         assert.deepEqual([byPlatform.telegram.daily_cap, byPlatform.telegram.warmup], [null, null]);
+        // Telegram's defaults differ by kind of sender: bots are not capped, linked accounts are.
+        assert.deepEqual(byPlatform.telegram.applies_to, [
+          { kind: 'telegram_bot', daily_cap: null, warmup: null },
+          { kind: 'telegram_account', daily_cap: 20, warmup: { start: 5, days: 7 } },
+        ]);
+        const telegramText = await runCli(['rhythm', 'show', '--account', account.accountId, '--platform', 'telegram'], env);
+        assert.equal(telegramText.stdout, 'telegram (the default)\n         telegram_bot: no daily cap\n         telegram_account: at most 20 a day (UTC), warm-up from 5 a day over 7 days\n');
 
         const set = jsonOf(await runCli(['rhythm', 'set', '--account', account.accountId, '--platform', 'linkedin', '--daily-cap', '40', '--warmup', '10:5', '--json'], env), 'rhythm set');
         assert.deepEqual([set.source, set.daily_cap, set.warmup], ['account', 40, { start: 10, days: 5 }]);
@@ -73,7 +87,7 @@ describe(`voicenote rhythm show / set (${STORAGE_LABEL})`, () => {
 
         const text = await runCli(['rhythm', 'show', '--account', account.accountId, '--platform', 'whatsapp'], env);
         assert.equal(text.code, 0, text.stderr);
-        assert.match(text.stdout, /^whatsapp +no daily cap \(this account's setting\)$/m);
+        assert.equal(text.stdout, "whatsapp (this account's setting)\n         whatsapp_session: no daily cap\n");
 
         const back = jsonOf(await runCli(['rhythm', 'set', '--account', account.accountId, '--platform', 'whatsapp', '--defaults', '--json'], env), 'rhythm set --defaults');
         assert.deepEqual([back.source, back.daily_cap], ['default', 15]);
@@ -100,6 +114,10 @@ describe(`the dashboard's sending rhythm (${STORAGE_LABEL})`, () => {
       const page = await client.get('/dashboard/rhythm');
       assert.equal(page.statusCode, 200);
       assert.match(page.body, /data-platform="whatsapp"[\s\S]*At most 15 notes per sender and UTC day, a new sender starting at 5 a day/);
+      assert.match(
+        page.body,
+        /<li data-kind="telegram_bot">Telegram bots: No daily cap\.<\/li><li data-kind="telegram_account">Linked Telegram accounts: At most 20 notes per sender and UTC day, a new sender starting at 5 a day/,
+      );
 
       const refused = await client.post('/dashboard/rhythm', { platform: 'telegram', daily_cap: '1', warmup_start: '', warmup_days: '' });
       assert.equal(refused.statusCode, 403, 'no change without the CSRF token');

@@ -158,6 +158,9 @@ describe(`sending from a linked Telegram account (${STORAGE_LABEL})`, () => {
       const parts = world.requests.filter((r) => r.className === 'upload.SaveFilePart');
       assert.ok(parts.length >= 1, 'uploaded with upload.saveFilePart');
       assert.equal(world.requests.filter((r) => r.className === 'messages.SendMedia').length, 1);
+      // The senders list names the account as people know it, as it names a bot.
+      const senders = (await t.request({ method: 'GET', url: '/api/v1/senders', key })).json().data;
+      assert.deepEqual(senders.map((s: any) => [s.kind, s.label]), [['telegram_account', `@${JANE.username}`]]);
     } finally {
       await t.close();
     }

@@ -7,6 +7,7 @@ import { checkSecretKey } from '../store/key-check.js';
 import { SecretBox } from '../core/secret-box.js';
 import { loadOrCreateSecretKey } from '../secret-key.js';
 import { CliError, out, messageOf, storageFailure, config } from './common.js';
+import { noticeCreated, sqliteExists } from './storage.js';
 
 /**
  * Stops on SIGTERM/SIGINT with `stop`, exit 0 once it has finished. After `graceMs` (deliveries in hand
@@ -87,9 +88,11 @@ export function registerProcessCommands(program: Command): void {
     .action(async () => {
       // Not withDb: it migrates first, and this command should report what it applied itself.
       const cfg = config();
+      const existed = sqliteExists(cfg);
       const db = await openDb({ databaseUrl: cfg.databaseUrl, dataDir: cfg.dataDir }).catch((error: unknown) => {
         throw storageFailure(cfg, error);
       });
+      if (!existed) noticeCreated(cfg);
       let applied: string[];
       try {
         applied = await migrate(db).catch((error: unknown) => {

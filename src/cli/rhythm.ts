@@ -1,6 +1,6 @@
 import { InvalidArgumentError, Option, type Command } from 'commander';
 import { MAX_DAILY_CAP, parseWarmup } from '../core/rhythm.js';
-import { PLATFORM_NAMES } from '../platforms/registry.js';
+import { builtInPlatform, PLATFORM_NAMES } from '../platforms/registry.js';
 import { findAccount } from '../store/accounts.js';
 import type { Db } from '../store/db.js';
 import { findRhythm, saveRhythm } from '../store/rhythm.js';
@@ -19,6 +19,12 @@ function parsePlatform(value: string): string {
   return value;
 }
 
+/** A sender's kind from its key, by the platform's own rule (a Telegram ts_ session is an account, else a bot). */
+function kindOptions(platform: string): { kindOf?: (senderKey: string) => string } {
+  const kindOf = builtInPlatform(platform).senderKind;
+  return kindOf ? { kindOf } : {};
+}
+
 function parseCap(value: string): number {
   if (!/^\d+$/.test(value) || Number(value) < 1 || Number(value) > MAX_DAILY_CAP) throw new InvalidArgumentError(`must be a whole number from 1 to ${MAX_DAILY_CAP}`);
   return Number(value);
@@ -30,10 +36,16 @@ function parseWarmupOption(value: string): { start: number; days: number } {
   return warmup;
 }
 
+/** "at most 15 a day (UTC), warm-up from 5 a day over 7 days" */
+function rhythmText(r: { daily_cap: number | null; warmup: { start: number; days: number } | null }): string {
+  const cap = r.daily_cap === null ? 'no daily cap' : `at most ${r.daily_cap} a day (UTC)`;
+  return `${cap}${r.warmup ? `, warm-up from ${r.warmup.start} a day over ${r.warmup.days} days` : ''}`;
+}
+
+/** The platform, then each kind of sender with the rhythm in force for it (the defaults differ by kind), then today's senders. */
 function describe(view: RhythmView): string[] {
-  const cap = view.daily_cap === null ? 'no daily cap' : `at most ${view.daily_cap} a day (UTC)`;
-  const warmup = view.warmup ? `, warm-up from ${view.warmup.start} a day over ${view.warmup.days} days` : '';
-  const lines = [`${view.platform.padEnd(8)} ${cap}${warmup} (${view.source === 'default' ? 'the default' : "this account's setting"})`];
+  const lines = [`${view.platform.padEnd(8)} (${view.source === 'default' ? 'the default' : "this account's setting"})`];
+  for (const k of view.applies_to) lines.push(`         ${k.kind}: ${rhythmText(k)}`);
   for (const s of view.senders) lines.push(`         sender ${s.sender}: ${s.sent_today} today${s.allowed_today === null ? '' : ` of ${s.allowed_today}`}, first seen ${s.first_day}`);
   return lines;
 }
@@ -51,7 +63,7 @@ export function registerRhythmCommands(program: Command, deps: RhythmCliDeps): v
       const views = await deps.withDb(async (db) => {
         if (!(await findAccount(db.kysely, options.account))) throw deps.fail(`no account ${options.account}`);
         const platforms = options.platform ? [options.platform] : [...PLATFORM_NAMES];
-        return Promise.all(platforms.map((p) => rhythmView(db.kysely, options.account, p)));
+        return Promise.all(platforms.map((p) => rhythmView(db.kysely, options.account, p, kindOptions(p))));
       });
       if (options.json) deps.json({ account_id: options.account, rhythms: views });
       else for (const view of views) for (const line of describe(view)) deps.out(line);
@@ -88,7 +100,7 @@ export function registerRhythmCommands(program: Command, deps: RhythmCliDeps): v
           });
           if ('problem' in applied) throw deps.fail(applied.problem);
           await saveRhythm(db.kysely, options.account, options.platform, applied.rhythm);
-          return rhythmView(db.kysely, options.account, options.platform);
+          return rhythmView(db.kysely, options.account, options.platform, kindOptions(options.platform));
         });
         if (options.json) deps.json({ account_id: options.account, ...view });
         else for (const line of describe(view)) deps.out(line);

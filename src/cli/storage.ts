@@ -27,10 +27,21 @@ export const sqliteExists = (config: Config): boolean => config.databaseUrl !== 
  */
 export async function noticeEmptyStorage(config: Config, db: Db, existedBefore: boolean): Promise<void> {
   if (!existedBefore) {
-    process.stderr.write(`voicenote: note: created a new database at ${describeStorage(config)}\n`);
+    noticeCreated(config);
     return;
   }
   if ((await countAccounts(db.kysely)) === 0) {
-    process.stderr.write(`voicenote: note: the database at ${describeStorage(config)} has no accounts yet\n`);
+    process.stderr.write(`voicenote: note: the database at ${describeStorage(config)} has no accounts yet${SAME_STORAGE_HINT(config)}\n`);
   }
+}
+
+/** A terminal opened after the service was started with its own DATA_DIR does not see it: say how to reach the service's data. */
+const SAME_STORAGE_HINT = (config: Config): string =>
+  config.databaseUrl
+    ? '; if the service keeps its data elsewhere, give this command its DATABASE_URL'
+    : "; if the service keeps its data elsewhere, give this command the service's DATA_DIR (export DATA_DIR=… in this terminal)";
+
+/** The command just created the database (opening a SQLite file that was not there creates it): which one, and what to check. */
+export function noticeCreated(config: Config): void {
+  process.stderr.write(`voicenote: note: created a new database at ${describeStorage(config)}${SAME_STORAGE_HINT(config)}\n`);
 }

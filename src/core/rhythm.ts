@@ -35,6 +35,16 @@ export const TELEGRAM_ACCOUNT_RHYTHM: Rhythm = { dailyCap: 20, warmup: { start: 
 
 export const NO_RHYTHM: Rhythm = { dailyCap: null, warmup: null };
 
+/** The kinds of sender on each platform (GET /senders' `kind`), in the order the rhythm page and CLI list them. */
+export const SENDER_KINDS: Readonly<Record<string, readonly string[]>> = {
+  whatsapp: ['whatsapp_session'],
+  linkedin: ['linkedin_cookie'],
+  telegram: ['telegram_bot', 'telegram_account'],
+};
+
+/** Kinds whose default is not their platform's (the telegram platform's senderRhythm applies it). */
+export const KIND_DEFAULT_RHYTHMS: Readonly<Record<string, Rhythm>> = { telegram_account: TELEGRAM_ACCOUNT_RHYTHM };
+
 export const defaultRhythm = (platform: string): Rhythm => DEFAULT_RHYTHMS[platform] ?? NO_RHYTHM;
 
 /** Largest daily cap and warm-up length a user may set (a cap above this is as good as none: turn it off). */

@@ -14,6 +14,10 @@ export interface TelegramSessionFields {
   last_connected_at: number | null;
 }
 
+/** A linked account as people know it: its @username, else its +phone number; null before it is linked. */
+export const telegramAccountLabel = (row: Pick<TelegramSessionFields, 'username' | 'phone_number'>): string | null =>
+  row.username ? `@${row.username}` : row.phone_number ? `+${row.phone_number}` : null;
+
 const isoOrNull = (ms: number | null): string | null => (ms === null ? null : iso(ms));
 
 export const telegramSessionView = (row: TelegramSessionFields) => ({

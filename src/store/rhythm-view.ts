@@ -1,5 +1,5 @@
 import type { Kysely } from 'kysely';
-import { allowanceOn, MAX_DAILY_CAP, utcDay, type Rhythm } from '../core/rhythm.js';
+import { allowanceOn, KIND_DEFAULT_RHYTHMS, MAX_DAILY_CAP, SENDER_KINDS, utcDay, type Rhythm } from '../core/rhythm.js';
 import { findRhythm, senderCountsToday } from './rhythm.js';
 import type { Database } from './schema.js';
 
@@ -10,31 +10,38 @@ export interface RhythmView {
   source: 'account' | 'default';
   daily_cap: number | null;
   warmup: { start: number; days: number } | null;
+  /**
+   * The rhythm in force for each kind of sender on the platform: the account's setting applies to every
+   * kind; the defaults differ by kind (a Telegram bot has no cap, a linked Telegram account 20 a day).
+   */
+  applies_to: Array<{ kind: string; daily_cap: number | null; warmup: { start: number; days: number } | null }>;
   /** Live senders of the account on this platform and what they sent today (UTC). */
-  senders: Array<{ sender: string; sent_today: number; allowed_today: number | null; first_day: string }>;
+  senders: Array<{ sender: string; kind: string | null; sent_today: number; allowed_today: number | null; first_day: string }>;
 }
 
 export async function rhythmView(
   db: Kysely<Database>,
   accountId: string,
   platform: string,
-  options: { now?: number; defaults?: Readonly<Record<string, Rhythm>> } = {},
+  options: { now?: number; defaults?: Readonly<Record<string, Rhythm>>; /** The platform's senderKind: a sender's kind from its key. */ kindOf?: (senderKey: string) => string } = {},
 ): Promise<RhythmView> {
   const now = options.now ?? Date.now();
   const rhythm = await findRhythm(db, accountId, platform, options.defaults);
   const counts = await senderCountsToday(db, `${accountId}:live:${platform}:`);
+  // As the delivery's rhythm gate decides: a kind's own default only while the account sets none (and the defaults are the built-in ones).
+  const rhythmOf = (kind: string | null): Rhythm => (rhythm.custom || options.defaults !== undefined || kind === null ? rhythm : (KIND_DEFAULT_RHYTHMS[kind] ?? rhythm));
   return {
     platform,
     source: rhythm.custom ? 'account' : 'default',
     daily_cap: rhythm.dailyCap,
     warmup: rhythm.warmup,
-    senders: counts.map((c) => ({
+    applies_to: (SENDER_KINDS[platform] ?? []).map((kind) => ({ kind, daily_cap: rhythmOf(kind).dailyCap, warmup: rhythmOf(kind).warmup })),
+    senders: counts.map((c) => {
       // Past the account, environment and platform: a session id, or a hash of the credential (never the credential).
-      sender: c.sender_key.split(':').slice(3).join(':'),
-      sent_today: c.sent,
-      allowed_today: allowanceOn(rhythm, c.first_day, utcDay(now)),
-      first_day: new Date(c.first_day).toISOString().slice(0, 10),
-    })),
+      const sender = c.sender_key.split(':').slice(3).join(':');
+      const kind = options.kindOf?.(sender) ?? null;
+      return { sender, kind, sent_today: c.sent, allowed_today: allowanceOn(rhythmOf(kind), c.first_day, utcDay(now)), first_day: new Date(c.first_day).toISOString().slice(0, 10) };
+    }),
   };
 }
 

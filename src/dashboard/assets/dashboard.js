@@ -49,7 +49,9 @@ for (const panel of document.querySelectorAll('[data-poll]')) {
     panel.setAttribute('data-status', session.status);
     // While pending, the panel keeps its own words (it knows whether there is a QR to scan or a code to type).
     if (session.status !== 'qr_pending') statusText.textContent = session.status_text;
-    if (phone) phone.textContent = session.phone_number ? ` as +${session.phone_number}` : '';
+    // `who`: how a linked Telegram account is known (@username); a WhatsApp session by its number.
+    const who = session.who || (session.phone_number ? `+${session.phone_number}` : '');
+    if (phone) phone.textContent = who ? ` as ${who}` : '';
     if (qr) qr.hidden = session.status !== 'qr_pending';
     // A code the platform renews while it waits (Telegram's login token): show the current one.
     const image = panel.querySelector('img[data-qr]');
@@ -78,7 +80,7 @@ for (const row of document.querySelectorAll('tr[data-row-poll]')) {
     }
     row.setAttribute('data-status', session.status);
     cell('status_text').textContent = session.status_text;
-    cell('phone_number').textContent = session.phone_number ? `+${session.phone_number}` : '—';
+    cell('phone_number').textContent = session.who || (session.phone_number ? `+${session.phone_number}` : '—');
     if (session.last_connected_at) {
       const time = document.createElement('time');
       time.dateTime = session.last_connected_at;

@@ -6,21 +6,27 @@ import { applyRhythmChange, rhythmView, type RhythmChange, type RhythmView } fro
 import type { DashboardContext } from '../context.js';
 import { ctxOf, field, redirectTo, type DashboardDeps } from '../deps.js';
 import { html } from '../html.js';
-import { platformLabel } from '../labels.js';
+import { platformLabel, senderKindLabel } from '../labels.js';
 import { page, sendPage, type Notice } from '../layout.js';
 
 const NOTICES: Record<string, Notice> = {
   saved: { kind: 'ok', text: 'Saved. It applies to the next live notes.' },
 };
 
+/** One rhythm in words: "At most 15 notes per sender and UTC day, a new sender starting at 5 a day, …". */
+const rhythmText = (r: { daily_cap: number | null; warmup: { start: number; days: number } | null }): string =>
+  `${r.daily_cap !== null ? `At most ${r.daily_cap} notes per sender and UTC day` : 'No daily cap'}${
+    r.warmup ? `, a new sender starting at ${r.warmup.start} a day, rising to the cap over ${r.warmup.days} days` : ''
+  }`;
+
 function platformSection(ctx: DashboardContext, view: RhythmView) {
   const p = view.platform;
   const capped = view.daily_cap !== null;
+  // Each kind of sender with the rhythm in force for it: the defaults differ by kind (Telegram bots, linked accounts).
   return html`<section class="card" aria-labelledby="rhythm-${p}" data-platform="${p}">
 <h2 id="rhythm-${p}">${platformLabel(p)}</h2>
-<p data-field="summary">${capped ? `At most ${view.daily_cap} notes per sender and UTC day` : 'No daily cap'}${
-    view.warmup ? `, a new sender starting at ${view.warmup.start} a day, rising to the cap over ${view.warmup.days} days` : ''
-  } (${view.source === 'default' ? 'the default' : 'set for this account'}).</p>
+<p data-field="summary">${view.source === 'default' ? 'The default' : 'Set for this account'}:</p>
+<ul data-field="applies_to">${view.applies_to.map((k) => html`<li data-kind="${k.kind}">${senderKindLabel(k.kind)}: ${rhythmText(k)}.</li>`)}</ul>
 ${
   view.senders.length === 0
     ? html`<p class="hint">No live sender on ${platformLabel(p)} yet.</p>`
@@ -45,11 +51,14 @@ ${
 
 async function rhythmPage(deps: DashboardDeps, ctx: DashboardContext, notice?: Notice) {
   const defaults = deps.services.rhythmDefaults;
-  const views = await Promise.all(PLATFORM_NAMES.map((p) => rhythmView(deps.services.db.kysely, ctx.account.id, p, defaults ? { defaults } : {})));
+  const kindOf = (p: string) => deps.services.platforms.get(p)?.senderKind;
+  const views = await Promise.all(
+    PLATFORM_NAMES.map((p) => rhythmView(deps.services.db.kysely, ctx.account.id, p, { ...(defaults ? { defaults } : {}), ...(kindOf(p) ? { kindOf: kindOf(p)! } : {}) })),
+  );
   return page(
     ctx,
     { sections: deps.sections, section: 'account', title: 'Sending rhythm', path: '/dashboard/rhythm', notice },
-    html`<p>Each sender (a WhatsApp session, a LinkedIn cookie, a Telegram bot) sends at most its daily cap of live notes per UTC day; a note over it waits for the next day, it does not fail. A warm-up lets a new sender start low. Sandbox notes are not capped.</p>
+    html`<p>Each sender (a WhatsApp session, a LinkedIn cookie, a Telegram bot or linked account) sends at most its daily cap of live notes per UTC day; a note over it waits for the next day, it does not fail. A warm-up lets a new sender start low. Sandbox notes are not capped.</p>
 <div class="cards">${views.map((view) => platformSection(ctx, view))}</div>`,
   );
 }

@@ -1,5 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { TelegramNotConfiguredError, TelegramUnavailableError } from '../../platforms/telegram/account/sessions.js';
+import { telegramAccountLabel } from '../../core/telegram-session-views.js';
 import type { TelegramSessionRow } from '../../store/telegram-sessions.js';
 import type { DashboardContext } from '../context.js';
 import { ctxOf, redirectTo, type DashboardDeps } from '../deps.js';
@@ -19,7 +20,7 @@ const STATUS_TEXT: Record<string, string> = {
   disconnected: 'disconnected (link again with a new session)',
 };
 const statusText = (status: string): string => STATUS_TEXT[status] ?? status;
-const who = (row: TelegramSessionRow): string => (row.username ? `@${row.username}` : row.phone_number ? `+${row.phone_number}` : '—');
+const who = (row: TelegramSessionRow): string => telegramAccountLabel(row) ?? '—';
 
 /** What the page's script polls for (the same fields as the WhatsApp page's, so the same script follows it). */
 const sessionJson = (row: TelegramSessionRow, qrCode: string | undefined) => ({
@@ -27,6 +28,8 @@ const sessionJson = (row: TelegramSessionRow, qrCode: string | undefined) => ({
   status: row.status,
   status_text: statusText(row.status),
   phone_number: row.phone_number,
+  // What the panel and the table say ("connected as @jane"): the @username people know the account by.
+  who: telegramAccountLabel(row),
   created_at: isoTime(row.created_at),
   last_connected_at: row.last_connected_at === null ? null : isoTime(row.last_connected_at),
   ...(qrCode !== undefined ? { qr_code: qrCode } : {}),

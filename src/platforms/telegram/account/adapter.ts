@@ -14,6 +14,7 @@ import type { AccountLink } from './context.js';
 import { classifyTelegramError, PEER_FLOOD_REST_MS } from './errors.js';
 import type { LiveTelegramAccounts } from './live.js';
 import { resolvePeer, type ResolvedPeer } from './peers.js';
+import { tellAccountName } from './label.js';
 
 /** Parts of an upload (upload.saveFilePart takes up to 512 KB a part; files over 10 MB go as big files). */
 const PART_BYTES = 512 * 1024;
@@ -66,6 +67,7 @@ export function createAccountAdapter(deps: { db: Kysely<Database>; accounts: Liv
     const row = await findTelegramSession(db, { accountId: job.accountId, env: job.env }, id);
     if (!row) throw new DeliveryError('invalid_session', `the Telegram session ${id} no longer exists`, false);
     if (row.status !== 'connected') throw new DeliveryError('session_not_connected', `the Telegram session is ${row.status}, not connected`, false);
+    tellAccountName(job, row);
     const restingUntil = row.resting_until !== null ? Number(row.resting_until) : 0;
     if (restingUntil > Date.now()) {
       throw new DeliveryError('platform_rate_limited', 'Telegram rests this account (PEER_FLOOD); the note waits until the rest is over', true, restingUntil - Date.now(), { waits: true });

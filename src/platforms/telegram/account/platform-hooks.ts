@@ -1,6 +1,7 @@
 import { findTelegramSession } from '../../../store/telegram-sessions.js';
 import { DeliveryError, type AcceptProblem, type DeliveryJob, type Owner, type PlatformAdapter, type PlatformServices, type PlatformSession } from '../../platform.js';
 import { createAccountAdapter, type AccountAdapterTuning } from './adapter.js';
+import { tellAccountName } from './label.js';
 
 /**
  * What a linked Telegram account (`session: {"session_id": "ts_…"}`) changes in the Telegram platform,
@@ -31,9 +32,10 @@ export async function checkAccountAtAccept(session: PlatformSession, owner: Owne
 export async function accountSandboxCheck(job: DeliveryJob, { services }: { services: PlatformServices }): Promise<void> {
   const id = accountIdOf(job.session);
   if (id === undefined) return;
-  const status = (await findTelegramSession(services.db.kysely, { accountId: job.accountId, env: job.env }, id))?.status;
-  if (status === undefined) throw new DeliveryError('invalid_session', 'the Telegram session no longer exists', false);
-  if (status !== 'connected') throw new DeliveryError('session_not_connected', `the Telegram session is ${status}, not connected`, false);
+  const row = await findTelegramSession(services.db.kysely, { accountId: job.accountId, env: job.env }, id);
+  if (row === undefined) throw new DeliveryError('invalid_session', 'the Telegram session no longer exists', false);
+  if (row.status !== 'connected') throw new DeliveryError('session_not_connected', `the Telegram session is ${row.status}, not connected`, false);
+  tellAccountName(job, row);
 }
 
 const accountTuning = (value: unknown): AccountAdapterTuning => (typeof value === 'object' && value !== null ? (value as AccountAdapterTuning) : {});
