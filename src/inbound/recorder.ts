@@ -24,9 +24,12 @@ export interface Recorded {
  * Records what a listener heard, in one transaction with its effects:
  *  - the reply, on the latest voice note delivered to that recipient from that sender in the last 30
  *    days, once (a message heard again is recognized by its platform id), with voice_note.replied;
- *  - notes to that recipient from that sender that asked for `cancel_on_reply`, accepted before the reply
- *    and not yet taken by a worker: canceled (voice_note.canceled, cancel_reason "replied").
- * A message from anyone never written to answers no note and is not recorded at all.
+ *  - notes of that note's account and environment to that recipient from that sender that asked for
+ *    `cancel_on_reply`, accepted before the reply (give or take the clock slack) and not yet taken by a
+ *    worker: canceled (voice_note.canceled, cancel_reason "replied").
+ * A message from anyone never written to answers no note: nothing is recorded and nothing canceled.
+ * A listener names the environment it hears (live listeners: 'live'), so a reply never lands on a note
+ * of another environment; one whose sender belongs to one account (a WhatsApp session) names it too.
  */
 export async function recordHeard(db: Kysely<Database>, heard: Heard): Promise<Recorded> {
   return recordReply(db, heard);
@@ -38,29 +41,30 @@ async function recordReply(db: Kysely<Database>, heard: HeardReply): Promise<Rec
   return db.transaction().execute(async (trx) => {
     const recorded: Recorded = { canceled: [] };
     const note = await findRepliedNote(trx, chat, at);
-    if (note) {
-      const row: ReplyRow = {
-        id: newReplyId(at),
-        message_id: note.id,
-        account_id: note.account_id,
-        env: note.env,
-        platform: note.platform,
-        sender_key: heard.senderKey,
-        recipient: heard.from,
-        platform_reply_id: heard.reply.platformId,
-        type: heard.reply.type,
-        text: cut(heard.reply.text),
-        received_at: at,
-        created_at: Date.now(),
-      };
-      // Heard before (re-delivered at reconnect, or by two processes at once): nothing more to do.
-      if (!(await insertReply(trx, row))) return recorded;
-      await markReplied(trx, note.id, at);
-      const data = { ...messageStatusView(note), reply: replyView(row) };
-      await enqueueEvent(trx, { accountId: note.account_id, env: note.env, type: 'voice_note.replied', data, at });
-      recorded.reply = { row, note };
-    }
-    for (const message of await cancelAnsweredNotes(trx, chat, at)) {
+    // Nobody we wrote to (a stranger's /start): nothing is written, announced or canceled.
+    if (!note) return recorded;
+    const row: ReplyRow = {
+      id: newReplyId(at),
+      message_id: note.id,
+      account_id: note.account_id,
+      env: note.env,
+      platform: note.platform,
+      sender_key: heard.senderKey,
+      recipient: heard.from,
+      platform_reply_id: heard.reply.platformId,
+      type: heard.reply.type,
+      text: cut(heard.reply.text),
+      received_at: at,
+      created_at: Date.now(),
+    };
+    // Heard before (re-delivered at reconnect, or by two processes at once): nothing more to do.
+    if (!(await insertReply(trx, row))) return recorded;
+    await markReplied(trx, note.id, at);
+    const data = { ...messageStatusView(note), reply: replyView(row) };
+    await enqueueEvent(trx, { accountId: note.account_id, env: note.env, type: 'voice_note.replied', data, at });
+    recorded.reply = { row, note };
+    // Only the follow-ups of the account and environment whose note it answers (two accounts may share a bot).
+    for (const message of await cancelAnsweredNotes(trx, { ...chat, accountId: note.account_id, env: note.env }, at)) {
       recorded.canceled.push({ message, sent: await giveBackCanceled(trx, message, 'replied') });
     }
     return recorded;

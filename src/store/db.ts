@@ -31,6 +31,7 @@ import * as messageSender from './migrations/015_message_sender.js';
 import * as platformReached from './migrations/019_platform_reached.js';
 import * as linkedinListeners from './migrations/022_linkedin_listeners.js';
 import * as messageLookupIndexes from './migrations/023_message_lookup_indexes.js';
+import * as listeningAccounts from './migrations/024_listening_accounts.js';
 import * as senderRecords from './migrations/016_sender_records.js';
 import * as recipientChecks from './migrations/016b_recipient_checks.js';
 import * as replies from './migrations/017_replies.js';
@@ -205,6 +206,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '019_platform_reached': platformReached,
   '022_linkedin_listeners': linkedinListeners,
   '023_message_lookup_indexes': messageLookupIndexes,
+  '024_listening_accounts': listeningAccounts,
   '016_sender_records': senderRecords,
   '016b_recipient_checks': recipientChecks,
   '017_replies': replies,

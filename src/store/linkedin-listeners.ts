@@ -1,4 +1,5 @@
 import type { Kysely } from 'kysely';
+import { dropListeningAccounts } from './listening-accounts.js';
 import type { Database, LinkedinListenedConversationsTable, LinkedinListenersTable } from './schema.js';
 
 export type LinkedinListenerRow = LinkedinListenersTable;
@@ -93,6 +94,7 @@ export async function forgetLinkedinListener(db: Kysely<Database>, senderKey: st
   await db.transaction().execute(async (trx) => {
     await trx.deleteFrom('linkedin_listened_conversations').where('sender_key', '=', senderKey).execute();
     await trx.deleteFrom('linkedin_listeners').where('sender_key', '=', senderKey).execute();
+    await dropListeningAccounts(trx, 'linkedin', [senderKey]);
   });
 }
 

@@ -85,7 +85,8 @@ export async function cancelAnsweredNotes(db: Kysely<Database>, chat: Conversati
     .where('status', '=', 'queued')
     // Written out, not bound: the planner picks the partial index (cancel_on_reply = 1) only for a literal.
     .where(sql<boolean>`cancel_on_reply = 1`)
-    .where('created_at', '<=', at)
+    // The same slack as findRepliedNote: a reply dated in the note's own second (Telegram's dates are whole seconds) answers it.
+    .where('created_at', '<=', at + REPLY_CLOCK_SLACK_MS)
     .returningAll()
     .execute();
 }
