@@ -36,7 +36,10 @@ export async function recordHeard(db: Kysely<Database>, heard: Heard): Promise<R
 }
 
 async function recordReply(db: Kysely<Database>, heard: HeardReply): Promise<Recorded> {
-  const chat: Conversation = { platform: heard.platform, senderKey: heard.senderKey, recipient: heard.from, accountId: heard.accountId, env: heard.env };
+  // PostgreSQL refuses U+0000 in text ("invalid byte sequence"): dropped, as a request's are refused, so
+  // a reply carrying one is recorded rather than failing again each time it is heard.
+  const from = withoutNul(heard.from);
+  const chat: Conversation = { platform: heard.platform, senderKey: heard.senderKey, recipient: from, accountId: heard.accountId, env: heard.env };
   const at = Math.floor(heard.reply.at);
   return db.transaction().execute(async (trx) => {
     const recorded: Recorded = { canceled: [] };
@@ -50,10 +53,10 @@ async function recordReply(db: Kysely<Database>, heard: HeardReply): Promise<Rec
       env: note.env,
       platform: note.platform,
       sender_key: heard.senderKey,
-      recipient: heard.from,
-      platform_reply_id: heard.reply.platformId,
+      recipient: from,
+      platform_reply_id: withoutNul(heard.reply.platformId),
       type: heard.reply.type,
-      text: cut(heard.reply.text),
+      text: cut(heard.reply.text === null ? null : withoutNul(heard.reply.text)),
       received_at: at,
       created_at: Date.now(),
     };
@@ -78,7 +81,14 @@ function cut(text: string | null): string | null {
   return chars.length <= MAX_REPLY_TEXT ? text : chars.slice(0, MAX_REPLY_TEXT).join('');
 }
 
-/** What listeners are given: hand it what was heard; it never throws (a failure is logged). */
+const withoutNul = (text: string): string => (text.includes('\u0000') ? text.replaceAll('\u0000', '') : text);
+
+/**
+ * What listeners are given: hand it what was heard. It resolves once that is recorded (or known to answer
+ * nothing) and rejects when it could not be (storage down): the listener then keeps the message to hear
+ * it again (a Telegram bot's offset is not confirmed, a LinkedIn look is not counted), never drops it.
+ * Listeners that cannot hear a message twice (pushed to them) go through `recordEventually`.
+ */
 export type OnHeard = (heard: Heard) => Promise<void>;
 
 /**
@@ -93,7 +103,8 @@ export function createRecorder(deps: { db: Kysely<Database>; logger: Logger; onC
       for (const { message } of recorded.canceled) deps.logger.info({ message_id: message.id }, 'canceled: its recipient replied (cancel_on_reply)');
       if (recorded.canceled.length > 0) deps.onCanceled?.(recorded.canceled);
     } catch (err) {
-      deps.logger.warn({ err, platform: heard.platform }, 'could not record what was heard');
+      deps.logger.warn({ err, platform: heard.platform }, 'could not record what was heard: it is heard again later');
+      throw err;
     }
   };
 }
