@@ -4,7 +4,7 @@ import { newReplyId } from '../core/ids.js';
 import { messageStatusView, replyView } from '../core/public-views.js';
 import { giveBackCanceled } from '../store/cancel.js';
 import type { MessageRow } from '../store/messages.js';
-import { cancelAnsweredNotes, findRepliedNote, insertReply, markReplied, type Conversation, type ReplyRow } from '../store/replies.js';
+import { cancelAnsweredNotes, findRepliedNote, insertReply, markReplied, MAX_REPLIED_EVENTS, repliesInEventWindow, type Conversation, type ReplyRow } from '../store/replies.js';
 import type { Database } from '../store/schema.js';
 import { enqueueEvent } from '../store/webhook-outbox.js';
 import type { Heard, HeardReply } from './heard.js';
@@ -23,7 +23,8 @@ export interface Recorded {
 /**
  * Records what a listener heard, in one transaction with its effects:
  *  - the reply, on the latest voice note delivered to that recipient from that sender in the last 30
- *    days, once (a message heard again is recognized by its platform id), with voice_note.replied;
+ *    days, once (a message heard again is recognized by its platform id), with voice_note.replied (at
+ *    most MAX_REPLIED_EVENTS of a note's replies an hour are announced; all are kept);
  *  - notes of that note's account and environment to that recipient from that sender that asked for
  *    `cancel_on_reply`, accepted before the reply (give or take the clock slack) and not yet taken by a
  *    worker: canceled (voice_note.canceled, cancel_reason "replied").
@@ -63,8 +64,11 @@ async function recordReply(db: Kysely<Database>, heard: HeardReply): Promise<Rec
     // Heard before (re-delivered at reconnect, or by two processes at once): nothing more to do.
     if (!(await insertReply(trx, row))) return recorded;
     await markReplied(trx, note.id, at);
-    const data = { ...messageStatusView(note), reply: replyView(row) };
-    await enqueueEvent(trx, { accountId: note.account_id, env: note.env, type: 'voice_note.replied', data, at });
+    // Announced within a bound per note and hour (a burst of messages is kept, not sent as a burst of webhooks).
+    if ((await repliesInEventWindow(trx, note.id, at)) <= MAX_REPLIED_EVENTS) {
+      const data = { ...messageStatusView(note), reply: replyView(row) };
+      await enqueueEvent(trx, { accountId: note.account_id, env: note.env, type: 'voice_note.replied', data, at });
+    }
     recorded.reply = { row, note };
     // Only the follow-ups of the account and environment whose note it answers (two accounts may share a bot).
     for (const message of await cancelAnsweredNotes(trx, { ...chat, accountId: note.account_id, env: note.env }, at)) {

@@ -12,6 +12,13 @@ export const REPLY_WINDOW_MS = 30 * 24 * 60 * 60 * 1000;
  * this long before the note's delivery still answers it.
  */
 export const REPLY_CLOCK_SLACK_MS = 5_000;
+/**
+ * voice_note.replied is announced for at most this many replies of one note within REPLIED_EVENTS_WINDOW_MS
+ * (by the replies' own times): 300 messages in a row are 300 rows, not 300 webhooks. The rest are kept
+ * and shown in the message's detail; the next reply after the window is announced again.
+ */
+export const MAX_REPLIED_EVENTS = 10;
+export const REPLIED_EVENTS_WINDOW_MS = 60 * 60 * 1000;
 /** Replies a message's detail shows, oldest first. */
 export const MAX_REPLIES_SHOWN = 20;
 
@@ -94,4 +101,16 @@ export async function cancelAnsweredNotes(db: Kysely<Database>, chat: Conversati
 /** A message's replies, oldest first, at most MAX_REPLIES_SHOWN. */
 export async function findReplies(db: Kysely<Database>, messageId: string): Promise<ReplyRow[]> {
   return db.selectFrom('message_replies').selectAll().where('message_id', '=', messageId).orderBy('received_at').orderBy('id').limit(MAX_REPLIES_SHOWN).execute();
+}
+
+/** How many replies of the note were received in the window before `at` (`at` included): whether one more is announced. */
+export async function repliesInEventWindow(db: Kysely<Database>, messageId: string, at: number): Promise<number> {
+  const row = await db
+    .selectFrom('message_replies')
+    .select((eb) => eb.fn.countAll<number | string>().as('n'))
+    .where('message_id', '=', messageId)
+    .where('received_at', '>', at - REPLIED_EVENTS_WINDOW_MS)
+    .where('received_at', '<=', at)
+    .executeTakeFirst();
+  return Number(row?.n ?? 0);
 }
