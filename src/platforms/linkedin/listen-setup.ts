@@ -17,6 +17,7 @@ export interface LinkedinListenTuning {
   scanMs?: number;
   intervalsMs?: number[];
   dailyMs?: number;
+  preSendLeadMs?: number;
 }
 
 export const listenTuningOf = (tuning: Readonly<Record<string, unknown>> | undefined): LinkedinListenTuning =>
@@ -66,5 +67,6 @@ export function startLinkedinListening(
     ...(tuning.scanMs !== undefined ? { scanMs: tuning.scanMs } : {}),
     ...(tuning.intervalsMs !== undefined ? { intervalsMs: tuning.intervalsMs } : {}),
     ...(tuning.dailyMs !== undefined ? { dailyMs: tuning.dailyMs } : {}),
+    ...(tuning.preSendLeadMs !== undefined ? { preSendLeadMs: tuning.preSendLeadMs } : {}),
   });
 }
