@@ -33,5 +33,10 @@ export interface HeardReply {
     text: string | null;
     /** When the recipient sent it (epoch ms). */
     at: number;
+    /**
+     * The note it quotes, when the platform says so: that note's platform id as kept on it
+     * (`platform_message_id`). The reply is recorded on that note; without one, on the latest.
+     */
+    quotes?: string | undefined;
   };
 }

@@ -4,7 +4,7 @@ import { newReplyId } from '../core/ids.js';
 import { messageStatusView, replyView } from '../core/public-views.js';
 import { giveBackCanceled } from '../store/cancel.js';
 import type { MessageRow } from '../store/messages.js';
-import { cancelAnsweredNotes, findRepliedNote, insertReply, markReplied, MAX_REPLIED_EVENTS, repliesInEventWindow, type Conversation, type ReplyRow } from '../store/replies.js';
+import { cancelAnsweredNotes, findQuotedNote, findRepliedNote, insertReply, markReplied, MAX_REPLIED_EVENTS, repliesInEventWindow, type Conversation, type ReplyRow } from '../store/replies.js';
 import type { Database } from '../store/schema.js';
 import { enqueueEvent } from '../store/webhook-outbox.js';
 import type { Heard, HeardReply } from './heard.js';
@@ -22,8 +22,8 @@ export interface Recorded {
 
 /**
  * Records what a listener heard, in one transaction with its effects:
- *  - the reply, on the latest voice note delivered to that recipient from that sender in the last 30
- *    days, once (a message heard again is recognized by its platform id), with voice_note.replied (at
+ *  - the reply, on the note it quotes when the platform says so, else on the latest voice note
+ *    delivered to that recipient from that sender in the last 30 days, once (a message heard again is recognized by its platform id), with voice_note.replied (at
  *    most MAX_REPLIED_EVENTS of a note's replies an hour are announced; all are kept);
  *  - notes of that note's account and environment to that recipient from that sender that asked for
  *    `cancel_on_reply`, accepted before the reply (give or take the clock slack) and not yet taken by a
@@ -44,7 +44,9 @@ async function recordReply(db: Kysely<Database>, heard: HeardReply): Promise<Rec
   const at = Math.floor(heard.reply.at);
   return db.transaction().execute(async (trx) => {
     const recorded: Recorded = { canceled: [] };
-    const note = await findRepliedNote(trx, chat, at);
+    // The note it quotes when the platform says so (two notes to one person: the one answered), else the latest.
+    const quotes = heard.reply.quotes === undefined ? undefined : withoutNul(heard.reply.quotes);
+    const note = (quotes !== undefined ? await findQuotedNote(trx, chat, quotes, at) : undefined) ?? (await findRepliedNote(trx, chat, at));
     // Nobody we wrote to (a stranger's /start): nothing is written, announced or canceled.
     if (!note) return recorded;
     const row: ReplyRow = {

@@ -54,6 +54,26 @@ export async function findRepliedNote(db: Kysely<Database>, chat: Conversation, 
     .executeTakeFirst();
 }
 
+/**
+ * The delivered note a reply quotes (the platform said which: `platformMessageId`), within the same bounds
+ * as findRepliedNote (sender, recipient, platform, account and environment); undefined when it is not one
+ * of ours, or older than the window.
+ */
+export async function findQuotedNote(db: Kysely<Database>, chat: Conversation, platformMessageId: string, at: number): Promise<MessageRow | undefined> {
+  return db
+    .selectFrom('messages')
+    .selectAll()
+    .where('platform_message_id', '=', platformMessageId)
+    .where('sender_key', '=', chat.senderKey)
+    .where('recipient', '=', chat.recipient)
+    .where('platform', '=', chat.platform)
+    .$if(chat.accountId !== undefined, (qb) => qb.where('account_id', '=', chat.accountId!))
+    .$if(chat.env !== undefined, (qb) => qb.where('env', '=', chat.env!))
+    .where('status', '=', 'delivered')
+    .where('delivered_at', '>=', at - REPLY_WINDOW_MS)
+    .executeTakeFirst();
+}
+
 /** Writes a reply once (the platform's id is unique within the chat); true when it is new. */
 export async function insertReply(db: Kysely<Database>, row: ReplyRow): Promise<boolean> {
   const result = await db

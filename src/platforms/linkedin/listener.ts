@@ -250,7 +250,7 @@ export function startLinkedinListener(options: LinkedinListenerOptions): Linkedi
           from: conversation.recipient,
           // Only live sends listen: a sandbox note sent with the same li_at is never answered by a real person.
           env: 'live',
-          reply: { platformId: message.entityUrn, type: message.type, text: message.text, at: message.deliveredAt },
+          reply: { platformId: message.entityUrn, type: message.type, text: message.text, at: message.deliveredAt, quotes: message.quotes },
         });
       }
     }

@@ -117,6 +117,12 @@ export function mailboxOf(conversationUrn: string): string | undefined {
   return /^urn:li:msg_conversation:\((urn:li:fsd_profile:[A-Za-z0-9_-]+),/.exec(conversationUrn)?.[1];
 }
 
+/** The message a createMessage answer names (`value.entityUrn`): a reply quoting the note names it. */
+export function readSentMessage(answer: unknown): string | undefined {
+  const urn = record(record(answer)?.value)?.entityUrn;
+  return typeof urn === 'string' && urn.startsWith('urn:li:msg_message:') ? urn : undefined;
+}
+
 /** The conversation a createMessage answer names (`value.conversationUrn`), when it does. */
 export function readSentConversation(answer: unknown): string | undefined {
   const value = record(record(answer)?.value);
