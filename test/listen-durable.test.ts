@@ -4,6 +4,8 @@ import { sql } from 'kysely';
 import { it } from './fixtures/timed.js';
 import { dialectOf } from '../src/store/dialect.js';
 import { closeSharedAudio, defaultSendBody, STORAGE_LABEL, startTestApp, TELEGRAM_TOKEN, type TestApp } from './fixtures/app-harness.js';
+import { randomBytes } from 'node:crypto';
+import { startLinkedinVoyagerFake } from './fakes/linkedin-voyager.js';
 import { startTelegramApi, type TelegramFake } from './fakes/telegram-api.js';
 import { eventually } from './fakes/whatsapp-socket.js';
 
@@ -99,6 +101,35 @@ describe(`what is heard is recorded, whatever the storage says at first (${STORA
       await eventually(async () => (await detail(t, a.liveKey, note)).replies.length === 1, 'recorded after the outage', 30_000);
       assert.equal(await statusOf(t, a.liveKey, followUp), 'canceled');
       await eventually(() => fake.calls.some((c) => c.method.toLowerCase() === 'getupdates' && Number(c.fields.offset) === updateId + 1), 'confirmed once recorded', 15_000);
+    } finally {
+      await t.close();
+      await fake.close();
+    }
+  });
+
+  it('a LinkedIn look that could not record is not counted: the conversation is read again and the reply recorded once the storage takes it', async () => {
+    const JANE = { publicId: 'jane-smith-a1b2c3', urn: 'urn:li:fsd_profile:ACoAABjaneSmith01' };
+    const fake = await startLinkedinVoyagerFake({ profiles: [JANE] });
+    // One look 400 ms after the note, the next a minute later: only a look made again can record it in time.
+    const t = await startTestApp({ env: { LINKEDIN_API_ROOT: fake.apiRoot }, linkedinPace: { minMs: 0, maxMs: 0 }, platformTuning: { linkedinListen: { scanMs: 100, intervalsMs: [400, 60_000], dailyMs: 60_000 } } });
+    try {
+      const a = await t.createAccount();
+      const liAt = `AQEDAQ${randomBytes(18).toString('base64url')}`;
+      const csrfToken = `ajax:${BigInt(`0x${randomBytes(8).toString('hex')}`).toString()}`;
+      fake.addAccount({ liAt, csrfToken, profileUrn: `urn:li:fsd_profile:ACoAAB${randomBytes(6).toString('hex')}`, cookies: { bcookie: '"v=2&abc"' } });
+      const outage = await refuseReplies(t);
+      const note = await accepted(t, a.liveKey, { ...defaultSendBody('linkedin', t.mp3Url), recipient: JANE.publicId, session: { li_at: liAt, csrf_token: csrfToken, cookies: 'bcookie="v=2&abc"' }, listen: true });
+      assert.equal((await t.waitForStatus(a.liveKey, note, ['delivered', 'failed'])).status, 'delivered');
+      fake.pushMessage(fake.conversationWith(liAt, JANE.urn)!, { from: JANE.urn, text: 'heard during the outage' });
+      await eventually(() => fake.callsOf('messages', liAt).length >= 2, 'the conversation read again', 15_000);
+      assert.deepEqual((await detail(t, a.liveKey, note)).replies, []);
+      await outage.restore();
+      const replies = await eventually(async () => {
+        const found = (await detail(t, a.liveKey, note)).replies;
+        return found.length > 0 ? found : undefined;
+      }, 'recorded after the outage', 15_000);
+      assert.deepEqual(replies.map((r: any) => r.text), ['heard during the outage']);
+      assert.deepEqual(fake.violations, []);
     } finally {
       await t.close();
       await fake.close();
