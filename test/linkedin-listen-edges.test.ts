@@ -61,16 +61,16 @@ const repliesOf = async (t: TestApp, key: string, id: string): Promise<any[]> =>
 describe(`LinkedIn conversations read as LinkedIn writes them (${STORAGE_LABEL})`, () => {
   it('a cancel_on_reply follow-up: its conversation is looked at once before it goes, and a reply since the last look cancels it', async () => {
     // The intervals' first look is a minute after the note: only the look before the follow-up can hear the reply.
-    const { fake, t } = await start({ scanMs: 100, intervalsMs: [60_000], dailyMs: 60_000, preSendLeadMs: 2_000 });
+    const { fake, t } = await start({ scanMs: 100, intervalsMs: [60_000], dailyMs: 60_000, preSendLeadMs: 4_000 });
     try {
       const a = await t.createAccount();
       const session = newSession(fake);
       const note = await accepted(t, a.liveKey, sendBody(t, session, { listen: true }));
       assert.equal((await t.waitForStatus(a.liveKey, note, ['delivered', 'failed'])).status, 'delivered');
-      const followUp = await accepted(t, a.liveKey, sendBody(t, session, { send_at: inMs(5_000), cancel_on_reply: true }));
+      const followUp = await accepted(t, a.liveKey, sendBody(t, session, { send_at: inMs(8_000), cancel_on_reply: true }));
       fake.pushMessage(fake.conversationWith(session.liAt, JANE.urn)!, { from: JANE.urn, text: 'Already answered you' });
 
-      const status = await t.waitForStatus(a.liveKey, followUp, ['canceled', 'delivered', 'failed'], 15_000);
+      const status = await t.waitForStatus(a.liveKey, followUp, ['canceled', 'delivered', 'failed'], 30_000);
       assert.equal(status.status, 'canceled');
       assert.deepEqual((await repliesOf(t, a.liveKey, note)).map((r) => r.text), ['Already answered you']);
       assert.equal(fake.callsOf('createMessage', session.liAt).length, 1, 'the follow-up never went');
@@ -84,7 +84,7 @@ describe(`LinkedIn conversations read as LinkedIn writes them (${STORAGE_LABEL})
   });
 
   it('SYSTEM and RECALLED messages answer nothing; a reply quoting our note is text; one stamped just before the note still answers it', async () => {
-    const { fake, t } = await start({ scanMs: 100, intervalsMs: [1_500], dailyMs: 60_000 });
+    const { fake, t } = await start({ scanMs: 100, intervalsMs: [400], dailyMs: 1_000 });
     try {
       const a = await t.createAccount();
       const session = newSession(fake);
@@ -103,7 +103,7 @@ describe(`LinkedIn conversations read as LinkedIn writes them (${STORAGE_LABEL})
       const replies = await eventually(async () => {
         const found = await repliesOf(t, a.liveKey, note);
         return found.length >= 2 ? found : undefined;
-      }, 'the replies', 10_000);
+      }, 'the replies', 30_000);
       await sleep(300);
       assert.deepEqual(
         (await repliesOf(t, a.liveKey, note)).map((r) => [r.type, r.text]),

@@ -53,7 +53,8 @@ describe(`replies and listening stay within their environment and accounts (${ST
     const t = await startTestApp({
       env: { LINKEDIN_API_ROOT: fake.apiRoot },
       linkedinPace: { minMs: 0, maxMs: 0 },
-      platformTuning: { linkedinListen: { scanMs: 100, intervalsMs: [400, 1_600], dailyMs: 60_000 } },
+      // A look every second after the first: one comes after the reply however slow the sandbox deliveries are.
+      platformTuning: { linkedinListen: { scanMs: 100, intervalsMs: [400], dailyMs: 1_000 } },
     });
     const receiver = await startWebhookReceiver();
     try {
@@ -79,7 +80,7 @@ describe(`replies and listening stay within their environment and accounts (${ST
       const replies = await eventually(async () => {
         const found = (await detail(t, a.liveKey, live)).replies;
         return found.length > 0 ? found : undefined;
-      }, 'the reply on the live note', 10_000);
+      }, 'the reply on the live note', 30_000);
       assert.deepEqual(replies.map((r: any) => r.text), ['Got it, thanks']);
       assert.deepEqual((await detail(t, a.testKey, sandboxOfA)).replies, []);
       assert.deepEqual((await detail(t, b.testKey, sandboxOfB)).replies, []);
@@ -153,7 +154,7 @@ describe(`replies and listening stay within their environment and accounts (${ST
       fake.pushUpdate(TELEGRAM_TOKEN, {
         message: { message_id: 31, date: Math.floor(Date.now() / 1000) + 1, chat: { id: 557001, type: 'private' }, from: { id: 557001, is_bot: false, first_name: 'Jo' }, text: 'yes' },
       });
-      await eventually(async () => (await statusOf(t, b.liveKey, followUpOfB)) === 'canceled', "B's follow-up canceled", 10_000);
+      await eventually(async () => (await statusOf(t, b.liveKey, followUpOfB)) === 'canceled', "B's follow-up canceled", 30_000);
       assert.deepEqual((await detail(t, b.liveKey, noteOfB)).replies.map((r: any) => r.text), ['yes']);
       assert.deepEqual((await detail(t, a.liveKey, noteOfA)).replies, []);
       assert.equal(await statusOf(t, a.liveKey, followUpOfA), 'queued', "A's follow-up is A's: not canceled by a reply to B's note");

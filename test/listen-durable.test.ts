@@ -70,7 +70,7 @@ describe(`what is heard is recorded, whatever the storage says at first (${STORA
       const replies = await eventually(async () => {
         const found = (await detail(t, a.liveKey, note)).replies;
         return found.length > 0 ? found : undefined;
-      }, 'the reply', 10_000);
+      }, 'the reply', 30_000);
       assert.deepEqual(replies.map((r: any) => r.text), ['see you tomorrow']);
       assert.equal(await statusOf(t, a.liveKey, followUp), 'canceled');
     } finally {
@@ -91,16 +91,16 @@ describe(`what is heard is recorded, whatever the storage says at first (${STORA
       const outage = await refuseReplies(t);
       const updateId = fake.pushUpdate(TELEGRAM_TOKEN, privateText(558101, 51, 'call me'));
       // Fetched, not recorded: the next polls ask from the same offset (the update is not confirmed).
-      await eventually(() => fake.calls.some((c) => c.method.toLowerCase() === 'getupdates' && c.reply?.body?.includes('call me')), 'the update fetched', 10_000);
+      await eventually(() => fake.calls.some((c) => c.method.toLowerCase() === 'getupdates' && c.reply?.body?.includes('call me')), 'the update fetched', 30_000);
       const offsetBefore = (await t.app.services.db.kysely.selectFrom('telegram_listeners').select('update_offset').executeTakeFirstOrThrow()).update_offset;
-      await eventually(() => pollsWithOffset(fake, offsetBefore === null ? undefined : Number(offsetBefore)) >= 2, 'polled again from the same offset', 15_000);
+      await eventually(() => pollsWithOffset(fake, offsetBefore === null ? undefined : Number(offsetBefore)) >= 2, 'polled again from the same offset', 30_000);
       assert.deepEqual((await detail(t, a.liveKey, note)).replies, []);
       assert.equal(await statusOf(t, a.liveKey, followUp), 'queued');
 
       await outage.restore();
       await eventually(async () => (await detail(t, a.liveKey, note)).replies.length === 1, 'recorded after the outage', 30_000);
       assert.equal(await statusOf(t, a.liveKey, followUp), 'canceled');
-      await eventually(() => fake.calls.some((c) => c.method.toLowerCase() === 'getupdates' && Number(c.fields.offset) === updateId + 1), 'confirmed once recorded', 15_000);
+      await eventually(() => fake.calls.some((c) => c.method.toLowerCase() === 'getupdates' && Number(c.fields.offset) === updateId + 1), 'confirmed once recorded', 30_000);
     } finally {
       await t.close();
       await fake.close();
@@ -110,8 +110,8 @@ describe(`what is heard is recorded, whatever the storage says at first (${STORA
   it('a LinkedIn look that could not record is not counted: the conversation is read again and the reply recorded once the storage takes it', async () => {
     const JANE = { publicId: 'jane-smith-a1b2c3', urn: 'urn:li:fsd_profile:ACoAABjaneSmith01' };
     const fake = await startLinkedinVoyagerFake({ profiles: [JANE] });
-    // One look 400 ms after the note, the next a minute later: only a look made again can record it in time.
-    const t = await startTestApp({ env: { LINKEDIN_API_ROOT: fake.apiRoot }, linkedinPace: { minMs: 0, maxMs: 0 }, platformTuning: { linkedinListen: { scanMs: 100, intervalsMs: [400, 60_000], dailyMs: 60_000 } } });
+    // One look 5 s after the note, the next ten minutes later: only a look made again can record it in time.
+    const t = await startTestApp({ env: { LINKEDIN_API_ROOT: fake.apiRoot }, linkedinPace: { minMs: 0, maxMs: 0 }, platformTuning: { linkedinListen: { scanMs: 100, intervalsMs: [5_000, 600_000], dailyMs: 600_000 } } });
     try {
       const a = await t.createAccount();
       const liAt = `AQEDAQ${randomBytes(18).toString('base64url')}`;
@@ -120,14 +120,15 @@ describe(`what is heard is recorded, whatever the storage says at first (${STORA
       const outage = await refuseReplies(t);
       const note = await accepted(t, a.liveKey, { ...defaultSendBody('linkedin', t.mp3Url), recipient: JANE.publicId, session: { li_at: liAt, csrf_token: csrfToken, cookies: 'bcookie="v=2&abc"' }, listen: true });
       assert.equal((await t.waitForStatus(a.liveKey, note, ['delivered', 'failed'])).status, 'delivered');
+      assert.equal(fake.callsOf('messages', liAt).length, 0, 'written before the first look');
       fake.pushMessage(fake.conversationWith(liAt, JANE.urn)!, { from: JANE.urn, text: 'heard during the outage' });
-      await eventually(() => fake.callsOf('messages', liAt).length >= 2, 'the conversation read again', 15_000);
+      await eventually(() => fake.callsOf('messages', liAt).length >= 2, 'the conversation read again', 30_000);
       assert.deepEqual((await detail(t, a.liveKey, note)).replies, []);
       await outage.restore();
       const replies = await eventually(async () => {
         const found = (await detail(t, a.liveKey, note)).replies;
         return found.length > 0 ? found : undefined;
-      }, 'recorded after the outage', 15_000);
+      }, 'recorded after the outage', 30_000);
       assert.deepEqual(replies.map((r: any) => r.text), ['heard during the outage']);
       assert.deepEqual(fake.violations, []);
     } finally {
@@ -150,7 +151,7 @@ describe(`what is heard is recorded, whatever the storage says at first (${STORA
       const replies = await eventually(async () => {
         const found = (await detail(t, a.testKey, note)).replies;
         return found.length > 0 ? found : undefined;
-      }, 'recorded after the outage', 15_000);
+      }, 'recorded after the outage', 30_000);
       assert.deepEqual(replies.map((r: any) => r.text), ['Thanks, got it!']);
     } finally {
       await t.close();

@@ -61,8 +61,8 @@ describe(`replies tied to the note they quote (${STORAGE_LABEL})`, () => {
       // The Bot API gives the whole message answered (Message.reply_to_message), our note among them.
       fake.pushUpdate(TELEGRAM_TOKEN, { message: { message_id: 61, date, chat, from, text: 'About this one: yes', reply_to_message: { message_id: firstId, date: date - 5, chat, voice: { duration: 3 } } } });
       fake.pushUpdate(TELEGRAM_TOKEN, { message: { message_id: 62, date, chat, from, text: 'and hello' } });
-      await eventually(async () => (await repliesOf(t, a.liveKey, second)).length === 1, 'the plain reply', 10_000);
-      await eventually(async () => (await repliesOf(t, a.liveKey, first)).length === 1, 'the quoted reply', 10_000);
+      await eventually(async () => (await repliesOf(t, a.liveKey, second)).length === 1, 'the plain reply', 30_000);
+      await eventually(async () => (await repliesOf(t, a.liveKey, first)).length === 1, 'the quoted reply', 30_000);
       assert.deepEqual(texts(await repliesOf(t, a.liveKey, first)), [['text', 'About this one: yes']]);
       assert.deepEqual(texts(await repliesOf(t, a.liveKey, second)), [['text', 'and hello']]);
     } finally {
@@ -97,8 +97,8 @@ describe(`replies tied to the note they quote (${STORAGE_LABEL})`, () => {
 
       world.write(BOB.userId, JANE.userId, { text: 'this one!', media: 'photo', replyToMsgId: firstOnTelegram });
       for (const media of ['sticker', 'video', 'round', 'document', 'audio', 'voice'] as const) world.write(BOB.userId, JANE.userId, { media });
-      await eventually(async () => (await repliesOf(t, key, second)).length === 6, 'six replies on the latest note', 15_000);
-      await eventually(async () => (await repliesOf(t, key, first)).length === 1, 'the quoted reply', 15_000);
+      await eventually(async () => (await repliesOf(t, key, second)).length === 6, 'six replies on the latest note', 30_000);
+      await eventually(async () => (await repliesOf(t, key, first)).length === 1, 'the quoted reply', 30_000);
       assert.deepEqual(texts(await repliesOf(t, key, first)), [['image', 'this one!']]);
       assert.deepEqual((await repliesOf(t, key, second)).map((r) => r.type).sort(), ['audio', 'document', 'sticker', 'video', 'video', 'voice']);
     } finally {
@@ -109,7 +109,7 @@ describe(`replies tied to the note they quote (${STORAGE_LABEL})`, () => {
   it("LinkedIn's repliedMessageContent: the answer quoting the first of two notes lands on the first", async () => {
     const JANE = { publicId: 'jane-smith-a1b2c3', urn: 'urn:li:fsd_profile:ACoAABjaneSmith01' };
     const fake = await startLinkedinVoyagerFake({ profiles: [JANE] });
-    const t = await startTestApp({ env: { LINKEDIN_API_ROOT: fake.apiRoot }, linkedinPace: { minMs: 0, maxMs: 0 }, platformTuning: { linkedinListen: { scanMs: 100, intervalsMs: [1_500], dailyMs: 60_000 } } });
+    const t = await startTestApp({ env: { LINKEDIN_API_ROOT: fake.apiRoot }, linkedinPace: { minMs: 0, maxMs: 0 }, platformTuning: { linkedinListen: { scanMs: 100, intervalsMs: [400], dailyMs: 1_000 } } });
     try {
       const a = await t.createAccount();
       const liAt = `AQEDAQ${randomBytes(18).toString('base64url')}`;
@@ -124,7 +124,7 @@ describe(`replies tied to the note they quote (${STORAGE_LABEL})`, () => {
       assert.equal((await t.waitForStatus(a.liveKey, second, ['delivered', 'failed'])).status, 'delivered');
       const conversation = fake.conversationWith(liAt, JANE.urn)!;
       fake.pushMessage(conversation, { from: JANE.urn, text: 'The first was better', quotes: firstUrn });
-      await eventually(async () => (await repliesOf(t, a.liveKey, first)).length === 1, 'the quoted reply', 10_000);
+      await eventually(async () => (await repliesOf(t, a.liveKey, first)).length === 1, 'the quoted reply', 30_000);
       await sleep(300);
       assert.deepEqual(texts(await repliesOf(t, a.liveKey, first)), [['text', 'The first was better']]);
       assert.deepEqual(await repliesOf(t, a.liveKey, second), []);
