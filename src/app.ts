@@ -29,6 +29,7 @@ import { checkSecretKey } from './store/key-check.js';
 import { purgeExpiredIdempotency } from './store/idempotency.js';
 import { createAttemptRecorder } from './message-log/recorder.js';
 import { createRecorder } from './inbound/recorder.js';
+import { recordEventually } from './inbound/record-eventually.js';
 import type { MessageRow } from './store/messages.js';
 import { SandboxReplier } from './inbound/sandbox-replies.js';
 import { startTelegramListener } from './platforms/telegram/listener.js';
@@ -147,8 +148,10 @@ export async function openServices(config: Config, options: Omit<AppOptions, 'wo
       }
     },
   });
+  // Sockets push a message once: one that could not be recorded is tried again here until it is.
+  const onPushed = recordEventually(onHeard, logger);
   const whatsappLive = createLiveWhatsapp({
-    onHeard,
+    onHeard: onPushed,
     ...options.whatsappLive,
     db: db.kysely,
     secretBox,
@@ -175,7 +178,7 @@ export async function openServices(config: Config, options: Omit<AppOptions, 'wo
   });
   telegramAccounts.onAccountUpdate(createAccountReceipts(db.kysely, logger));
   // What people write back to a linked account takes the one inbound road (replies, cancel_on_reply).
-  telegramAccounts.onAccountUpdate(createAccountReplies(db.kysely, logger, onHeard));
+  telegramAccounts.onAccountUpdate(createAccountReplies(db.kysely, logger, onPushed));
   const telegramSessions = createTelegramSessions({
     db: db.kysely,
     secretBox,
@@ -253,6 +256,7 @@ export async function openServices(config: Config, options: Omit<AppOptions, 'wo
       await metricsListener?.close();
       await whatsappLive.stop();
       await telegramAccounts.stop();
+      onPushed.stop();
       redis?.disconnect();
       await db.close();
     },
@@ -276,7 +280,8 @@ export function startWorker(services: Services, tuning: WorkerTuning = {}): Runn
     metrics: services.metrics,
   });
   // The sandbox's recipients that answer, answering notes this worker delivered.
-  const replier = new SandboxReplier(services.onHeard);
+  const replierRecords = recordEventually(services.onHeard, logger);
+  const replier = new SandboxReplier(replierRecords);
   // Telegram bots that asked to be listened to: one poller per bot across all processes (a lease).
   const listenTuning = (tuning.platformTuning?.telegram ?? {}) as { listenScanMs?: number; listenPollSeconds?: number };
   const telegramListener = startTelegramListener({
@@ -302,6 +307,7 @@ export function startWorker(services: Services, tuning: WorkerTuning = {}): Runn
       await senderEnds.stop();
       await worker.stop(config.shutdownGraceMs);
       replier.stop();
+      replierRecords.stop();
       await telegramListener.stop();
       await linkedinListener.stop();
       await audio.close();

@@ -281,6 +281,14 @@ describe(`cancel_on_reply (${STORAGE_LABEL})`, () => {
 
   const telegram = (overrides: Record<string, unknown> = {}) => ({ ...defaultSendBody('telegram', t.voiceUrl), ...overrides });
 
+  /** A note to `recipient` delivered a second ago (no worker runs here: set as a worker's outcome would). */
+  async function deliveredTo(key: string, recipient: string, overrides: Record<string, unknown> = {}): Promise<string> {
+    const id = await accepted(t, key, telegram({ recipient, send_at: inMs(3 * DAY), ...overrides }));
+    const at = Date.now() - 1_000;
+    await t.app.services.db.kysely.updateTable('messages').set({ status: 'delivered', delivered_at: at, updated_at: at }).where('id', '=', id).execute();
+    return id;
+  }
+
   it('is taken only with send_at: otherwise 422 invalid_parameter naming cancel_on_reply', async () => {
     const a = await t.createAccount();
     for (const body of [telegram({ cancel_on_reply: true }), telegram({ cancel_on_reply: true, send_at: null })]) {
@@ -298,12 +306,13 @@ describe(`cancel_on_reply (${STORAGE_LABEL})`, () => {
     const a = await t.createAccount({ quota: 10 });
     const hook = await t.request({ method: 'POST', url: '/api/v1/webhook_endpoints', key: a.testKey, body: { url: receiver.url('/cancel') } });
     assert.equal(hook.statusCode, 201);
+    const first = await deliveredTo(a.testKey, '2000001');
     const followUp = await accepted(t, a.testKey, telegram({ recipient: '2000001', send_at: inMs(3 * DAY), cancel_on_reply: true }));
     const plain = await accepted(t, a.testKey, telegram({ recipient: '2000001', send_at: inMs(3 * DAY) }));
     const elsewhere = await accepted(t, a.testKey, telegram({ recipient: '2000002', send_at: inMs(3 * DAY), cancel_on_reply: true }));
     const otherBot = await accepted(t, a.testKey, telegram({ recipient: '2000001', send_at: inMs(3 * DAY), cancel_on_reply: true, session: { bot_token: '987654321:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsawQ' } }));
     const senderKey = await senderKeyOf(t, followUp);
-    assert.equal((await t.request({ method: 'GET', url: '/api/v1/usage', key: a.testKey })).json().usage.total_sent, 4);
+    assert.equal((await t.request({ method: 'GET', url: '/api/v1/usage', key: a.testKey })).json().usage.total_sent, 5);
 
     // A message written before the note was accepted is no answer to it.
     await t.app.services.onHeard(heard(senderKey, '2000001', { at: Date.now() - 10 * MINUTE }));
@@ -316,12 +325,35 @@ describe(`cancel_on_reply (${STORAGE_LABEL})`, () => {
       assert.equal((await t.request({ method: 'GET', url: `/api/v1/status/${id}`, key: a.testKey })).json().status, 'queued', id);
     }
     const usage = await t.request({ method: 'GET', url: '/api/v1/usage', key: a.testKey });
-    assert.equal(usage.json().usage.total_sent, 3, 'not counted against the quota');
-    assert.equal(usage.headers['x-usage-remaining'], '7');
+    assert.equal(usage.json().usage.total_sent, 4, 'not counted against the quota');
+    assert.equal(usage.headers['x-usage-remaining'], '6');
     const [event] = await receiver.waitFor(1, 'voice_note.canceled');
     assert.deepEqual(JSON.parse(event!.body).data, { ...status, cancel_reason: 'replied' });
-    // Nobody's note was delivered: the reply itself answers nothing and is not recorded.
+    assert.equal((await t.request({ method: 'GET', url: `/api/v1/messages/${first}`, key: a.testKey })).json().replies.length, 1, 'the reply is on the delivered note');
+  });
+
+  it("a stranger's first message cancels nothing: only a reply to a delivered note does", async () => {
+    const a = await t.createAccount();
+    const hook = await t.request({ method: 'POST', url: '/api/v1/webhook_endpoints', key: a.testKey, body: { url: receiver.url('/stranger') } });
+    assert.equal(hook.statusCode, 201);
+    // A follow-up to someone no note has reached yet (the first note failed, or is still to go).
+    const followUp = await accepted(t, a.testKey, telegram({ recipient: '2000301', send_at: inMs(DAY), cancel_on_reply: true }));
+    const senderKey = await senderKeyOf(t, followUp);
+    await t.app.services.onHeard(heard(senderKey, '2000301', { text: '/start' }));
+    assert.equal((await t.request({ method: 'GET', url: `/api/v1/status/${followUp}`, key: a.testKey })).json().status, 'queued');
     assert.equal(await repliesStored(t, a.accountId), 0);
+    await sleep(300);
+    assert.deepEqual(receiver.received.filter((r) => r.path === '/stranger'), [], 'nothing announced');
+  });
+
+  it("a reply dated in the follow-up's own second (Telegram's whole seconds) still cancels it", async () => {
+    const a = await t.createAccount();
+    await deliveredTo(a.testKey, '2000401');
+    const followUp = await accepted(t, a.testKey, telegram({ recipient: '2000401', send_at: inMs(DAY), cancel_on_reply: true }));
+    const createdAt = Date.parse((await t.request({ method: 'GET', url: `/api/v1/status/${followUp}`, key: a.testKey })).json().created_at);
+    // Written just after the note was accepted, stamped with the whole second before it (as Telegram dates are).
+    await t.app.services.onHeard(heard(await senderKeyOf(t, followUp), '2000401', { at: createdAt - 900 }));
+    assert.equal((await t.request({ method: 'GET', url: `/api/v1/status/${followUp}`, key: a.testKey })).json().status, 'canceled');
   });
 
   it('a reply racing workers\' claims: every note is claimed or canceled, never both, on this storage', async (ctx) => {
@@ -329,6 +361,8 @@ describe(`cancel_on_reply (${STORAGE_LABEL})`, () => {
     const recipients = Array.from({ length: 40 }, (_, i) => String(2100000 + i));
     const ids = new Map<string, string>();
     // Due at once (send_at just now): workers may take them while the replies arrive.
+    // Each recipient got a note before: the replies answer it.
+    for (const recipient of recipients) await deliveredTo(a.testKey, recipient);
     for (const recipient of recipients) ids.set(await accepted(t, a.testKey, telegram({ recipient, send_at: inMs(0), cancel_on_reply: true })), recipient);
     const senderKey = await senderKeyOf(t, [...ids.keys()][0]!);
     const { kysely, dialect } = t.app.services.db;
@@ -347,10 +381,10 @@ describe(`cancel_on_reply (${STORAGE_LABEL})`, () => {
     const canceled = new Set(recorded.flatMap((r) => r.canceled.map((c) => c.message.id)));
     ctx.diagnostic(`${claimed.size} claimed, ${canceled.size} canceled`);
     for (const id of ids.keys()) assert.ok(claimed.has(id) !== canceled.has(id), `${id}: exactly one winner`);
-    const rows = await kysely.selectFrom('messages').select(['id', 'status']).where('account_id', '=', a.accountId).execute();
+    const rows = await kysely.selectFrom('messages').select(['id', 'status']).where('account_id', '=', a.accountId).where('status', '!=', 'delivered').execute();
     for (const row of rows) assert.equal(row.status, claimed.has(row.id) ? 'processing' : 'canceled', row.id);
     const usage = (await t.request({ method: 'GET', url: '/api/v1/usage', key: a.testKey })).json();
-    assert.equal(usage.usage.total_sent, claimed.size, 'each canceled note given back once');
+    assert.equal(usage.usage.total_sent, claimed.size + recipients.length, 'each canceled note given back once');
   });
 });
 

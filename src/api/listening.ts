@@ -4,6 +4,7 @@ import { Type } from '@sinclair/typebox';
 import { listeningView } from '../message-log/views.js';
 import { forgetListener } from '../store/listeners.js';
 import { forgetLinkedinListener } from '../store/linkedin-listeners.js';
+import { dropListeningAccount } from '../store/listening-accounts.js';
 import { findMessage } from '../store/messages.js';
 import type { Services } from '../services.js';
 import { notFound } from './errors.js';
@@ -27,10 +28,14 @@ export const ListeningView = Type.Union(
 );
 
 /** Stops listening to the sender of one of the owner's notes and erases what was kept for it; false when nothing was listened to. */
-export async function stopListening(services: Services, owner: { accountId: string; env: string }, id: string): Promise<boolean | undefined> {
-  const row = await findMessage(services.db.kysely, owner, id);
+export async function stopListening(services: Services, account: { accountId: string; env: string }, id: string): Promise<boolean | undefined> {
+  const row = await findMessage(services.db.kysely, account, id);
   if (!row) return undefined;
+  // Looked up for this account and environment only: a sandbox call never reaches a live listener.
   if (!(await listeningView(services.db.kysely, row))) return false;
+  const owner = { platform: row.platform, senderKey: row.sender_key!, ...account };
+  // Another account listening with the same credential keeps it (and the poller) until it ends its own.
+  if (!(await dropListeningAccount(services.db.kysely, owner))) return true;
   if (row.platform === 'linkedin') await forgetLinkedinListener(services.db.kysely, row.sender_key!);
   else await forgetListener(services.db.kysely, row.sender_key!);
   return true;

@@ -8,6 +8,7 @@ import { checkCaption, checkDuration, isViolation, type Violation } from '../pla
 import type { MessageRow } from '../store/messages.js';
 import { listenToTelegramBot } from '../store/listeners.js';
 import { listenToLinkedin } from '../store/linkedin-listeners.js';
+import { addListeningAccount } from '../store/listening-accounts.js';
 import type { Services } from '../services.js';
 import { setUsageHeaders } from './auth.js';
 import { usageScope } from './caller.js';
@@ -185,7 +186,11 @@ async function keepListening(
     } else if (platform === 'linkedin' && typeof s.li_at === 'string' && typeof s.csrf_token === 'string') {
       const kept = { li_at: s.li_at, csrf_token: s.csrf_token, ...(typeof s.cookies === 'string' ? { cookies: s.cookies } : {}), ...(typeof s.user_agent === 'string' ? { user_agent: s.user_agent } : {}) };
       await listenToLinkedin(services.db.kysely, senderKey, services.secretBox.seal(JSON.stringify(kept)), Date.now(), owner);
+    } else {
+      return;
     }
+    // The listening is this account's (in this environment): only it sees and ends it on its notes.
+    await addListeningAccount(services.db.kysely, { platform, senderKey, ...owner }, Date.now());
   } catch (err) {
     log.warn({ err }, 'could not start listening to the sender');
   }

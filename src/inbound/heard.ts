@@ -17,8 +17,13 @@ export interface HeardReply {
   senderKey: string;
   /** The recipient as our notes name it (a phone number, a chat id, a profile). */
   from: string;
-  /** Set by listeners whose sender belongs to one account and environment (a WhatsApp session): only its notes are looked at. */
+  /** Set by listeners whose sender belongs to one account (a WhatsApp session): only its notes are looked at. */
   accountId?: string;
+  /**
+   * The environment heard: a credential the sandbox also accepts (a bot token, an li_at) is heard live
+   * ('live'), so its replies never land on sandbox notes. Left out only where the sender key is one
+   * account's own session (WhatsApp, a linked Telegram account).
+   */
   env?: string;
   reply: {
     /** The platform's id of the message: unique within the chat, so a message heard twice is recorded once. */
@@ -28,7 +33,10 @@ export interface HeardReply {
     text: string | null;
     /** When the recipient sent it (epoch ms). */
     at: number;
-    /** The platform's id of the message it quotes, when the platform says (WhatsApp `contextInfo.stanzaId`): the note it answers. */
-    quotes?: string;
+    /**
+     * The note it quotes, when the platform says so: that note's platform id as kept on it
+     * (`platform_message_id`). The reply is recorded on that note; without one, on the latest.
+     */
+    quotes?: string | undefined;
   };
 }

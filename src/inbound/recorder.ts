@@ -4,7 +4,7 @@ import { newReplyId } from '../core/ids.js';
 import { messageStatusView, replyView } from '../core/public-views.js';
 import { giveBackCanceled } from '../store/cancel.js';
 import type { MessageRow } from '../store/messages.js';
-import { cancelAnsweredNotes, findQuotedNote, findRepliedNote, insertReply, markReplied, type Conversation, type ReplyRow } from '../store/replies.js';
+import { cancelAnsweredNotes, findQuotedNote, findRepliedNote, insertReply, markReplied, MAX_REPLIED_EVENTS, repliesInEventWindow, type Conversation, type ReplyRow } from '../store/replies.js';
 import type { Database } from '../store/schema.js';
 import { enqueueEvent } from '../store/webhook-outbox.js';
 import type { Heard, HeardReply } from './heard.js';
@@ -22,47 +22,58 @@ export interface Recorded {
 
 /**
  * Records what a listener heard, in one transaction with its effects:
- *  - the reply, on the voice note it quotes (when the platform says which) or else the latest one
- *    delivered to that recipient from that sender in the last 30 days, once (a message heard again is recognized by its platform id), with voice_note.replied;
- *  - notes to that recipient from that sender that asked for `cancel_on_reply`, accepted before the reply
- *    and not yet taken by a worker: canceled (voice_note.canceled, cancel_reason "replied").
- * A message from anyone never written to answers no note and is not recorded at all.
+ *  - the reply, on the note it quotes when the platform says so, else on the latest voice note
+ *    delivered to that recipient from that sender in the last 30 days, once (a message heard again is recognized by its platform id), with voice_note.replied (at
+ *    most MAX_REPLIED_EVENTS of a note's replies an hour are announced; all are kept);
+ *  - notes of that note's account and environment to that recipient from that sender that asked for
+ *    `cancel_on_reply`, accepted before the reply (give or take the clock slack) and not yet taken by a
+ *    worker: canceled (voice_note.canceled, cancel_reason "replied").
+ * A message from anyone never written to answers no note: nothing is recorded and nothing canceled.
+ * A listener names the environment it hears (live listeners: 'live'), so a reply never lands on a note
+ * of another environment; one whose sender belongs to one account (a WhatsApp session) names it too.
  */
 export async function recordHeard(db: Kysely<Database>, heard: Heard): Promise<Recorded> {
   return recordReply(db, heard);
 }
 
 async function recordReply(db: Kysely<Database>, heard: HeardReply): Promise<Recorded> {
-  const chat: Conversation = { platform: heard.platform, senderKey: heard.senderKey, recipient: heard.from, accountId: heard.accountId, env: heard.env };
+  // PostgreSQL refuses U+0000 in text ("invalid byte sequence"): dropped, as a request's are refused, so
+  // a reply carrying one is recorded rather than failing again each time it is heard.
+  const from = withoutNul(heard.from);
+  const chat: Conversation = { platform: heard.platform, senderKey: heard.senderKey, recipient: from, accountId: heard.accountId, env: heard.env };
   const at = Math.floor(heard.reply.at);
   return db.transaction().execute(async (trx) => {
     const recorded: Recorded = { canceled: [] };
-    // The note it quotes when the platform says so, else the latest one.
-    const quoted = heard.reply.quotes ? await findQuotedNote(trx, chat, heard.reply.quotes) : undefined;
-    const note = quoted ?? (await findRepliedNote(trx, chat, at));
-    if (note) {
-      const row: ReplyRow = {
-        id: newReplyId(at),
-        message_id: note.id,
-        account_id: note.account_id,
-        env: note.env,
-        platform: note.platform,
-        sender_key: heard.senderKey,
-        recipient: heard.from,
-        platform_reply_id: heard.reply.platformId,
-        type: heard.reply.type,
-        text: cut(heard.reply.text),
-        received_at: at,
-        created_at: Date.now(),
-      };
-      // Heard before (re-delivered at reconnect, or by two processes at once): nothing more to do.
-      if (!(await insertReply(trx, row))) return recorded;
-      await markReplied(trx, note.id, at);
+    // The note it quotes when the platform says so (two notes to one person: the one answered), else the latest.
+    const quotes = heard.reply.quotes === undefined ? undefined : withoutNul(heard.reply.quotes);
+    const note = (quotes !== undefined ? await findQuotedNote(trx, chat, quotes, at) : undefined) ?? (await findRepliedNote(trx, chat, at));
+    // Nobody we wrote to (a stranger's /start): nothing is written, announced or canceled.
+    if (!note) return recorded;
+    const row: ReplyRow = {
+      id: newReplyId(at),
+      message_id: note.id,
+      account_id: note.account_id,
+      env: note.env,
+      platform: note.platform,
+      sender_key: heard.senderKey,
+      recipient: from,
+      platform_reply_id: withoutNul(heard.reply.platformId),
+      type: heard.reply.type,
+      text: cut(heard.reply.text === null ? null : withoutNul(heard.reply.text)),
+      received_at: at,
+      created_at: Date.now(),
+    };
+    // Heard before (re-delivered at reconnect, or by two processes at once): nothing more to do.
+    if (!(await insertReply(trx, row))) return recorded;
+    await markReplied(trx, note.id, at);
+    // Announced within a bound per note and hour (a burst of messages is kept, not sent as a burst of webhooks).
+    if ((await repliesInEventWindow(trx, note.id, at)) <= MAX_REPLIED_EVENTS) {
       const data = { ...messageStatusView(note), reply: replyView(row) };
       await enqueueEvent(trx, { accountId: note.account_id, env: note.env, type: 'voice_note.replied', data, at });
-      recorded.reply = { row, note };
     }
-    for (const message of await cancelAnsweredNotes(trx, chat, at)) {
+    recorded.reply = { row, note };
+    // Only the follow-ups of the account and environment whose note it answers (two accounts may share a bot).
+    for (const message of await cancelAnsweredNotes(trx, { ...chat, accountId: note.account_id, env: note.env }, at)) {
       recorded.canceled.push({ message, sent: await giveBackCanceled(trx, message, 'replied') });
     }
     return recorded;
@@ -76,7 +87,14 @@ function cut(text: string | null): string | null {
   return chars.length <= MAX_REPLY_TEXT ? text : chars.slice(0, MAX_REPLY_TEXT).join('');
 }
 
-/** What listeners are given: hand it what was heard; it never throws (a failure is logged). */
+const withoutNul = (text: string): string => (text.includes('\u0000') ? text.replaceAll('\u0000', '') : text);
+
+/**
+ * What listeners are given: hand it what was heard. It resolves once that is recorded (or known to answer
+ * nothing) and rejects when it could not be (storage down): the listener then keeps the message to hear
+ * it again (a Telegram bot's offset is not confirmed, a LinkedIn look is not counted), never drops it.
+ * Listeners that cannot hear a message twice (pushed to them) go through `recordEventually`.
+ */
 export type OnHeard = (heard: Heard) => Promise<void>;
 
 /**
@@ -91,7 +109,8 @@ export function createRecorder(deps: { db: Kysely<Database>; logger: Logger; onC
       for (const { message } of recorded.canceled) deps.logger.info({ message_id: message.id }, 'canceled: its recipient replied (cancel_on_reply)');
       if (recorded.canceled.length > 0) deps.onCanceled?.(recorded.canceled);
     } catch (err) {
-      deps.logger.warn({ err, platform: heard.platform }, 'could not record what was heard');
+      deps.logger.warn({ err, platform: heard.platform }, 'could not record what was heard: it is heard again later');
+      throw err;
     }
   };
 }

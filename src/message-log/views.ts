@@ -9,6 +9,7 @@ import { parseLogQuery, type LogQueryInput } from './query.js';
 import { findMessage, type MessageRow } from '../store/messages.js';
 import { findReplies } from '../store/replies.js';
 import { findListener } from '../store/listeners.js';
+import { isListeningAccount } from '../store/listening-accounts.js';
 import type { Database } from '../store/schema.js';
 
 const iso = (ms: number | null): string | null => (ms === null ? null : new Date(Number(ms)).toISOString());
@@ -159,12 +160,15 @@ export type MessageDetail = NonNullable<Awaited<ReturnType<typeof messageDetail>
  * Whether the note's sender is listened to for replies (a Telegram bot or a LinkedIn li_at sent with `listen: true`):
  * `listening`, or `refused` with the platform's reason (a bot with a webhook); null when not.
  */
-export async function listeningView(db: Kysely<Database>, row: Pick<MessageRow, 'platform' | 'sender_key'>) {
-  if (row.platform === 'linkedin' && row.sender_key) {
+export async function listeningView(db: Kysely<Database>, row: Pick<MessageRow, 'platform' | 'sender_key' | 'account_id' | 'env'>) {
+  // A listener is shown only to the accounts and environments that asked for it: a sandbox note sent
+  // with a live bot's token says nothing of the live listener.
+  if (!row.sender_key || !(await isListeningAccount(db, { platform: row.platform, senderKey: row.sender_key, accountId: row.account_id, env: row.env }))) return null;
+  if (row.platform === 'linkedin') {
     const kept = await findLinkedinListener(db, row.sender_key);
     return kept ? { status: 'listening' as 'listening' | 'refused', reason: null, until: iso(kept.listen_until)! } : null;
   }
-  if (row.platform !== 'telegram' || !row.sender_key) return null;
+  if (row.platform !== 'telegram') return null;
   const bot = await findListener(db, row.sender_key);
   if (!bot) return null;
   return { status: (bot.status === 'listening' ? 'listening' : 'refused') as 'listening' | 'refused', reason: bot.reason, until: iso(bot.listen_until)! };

@@ -33,6 +33,7 @@ import * as cancelReason from './migrations/024_cancel_reason.js';
 import * as linkedinListeners from './migrations/022_linkedin_listeners.js';
 import * as messageLookupIndexes from './migrations/023_message_lookup_indexes.js';
 import * as senderWatch from './migrations/025_sender_watch.js';
+import * as listeningAccounts from './migrations/026_listening_accounts.js';
 import * as senderRecords from './migrations/016_sender_records.js';
 import * as recipientChecks from './migrations/016b_recipient_checks.js';
 import * as replies from './migrations/017_replies.js';
@@ -209,6 +210,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '023_message_lookup_indexes': messageLookupIndexes,
   '024_cancel_reason': cancelReason,
   '025_sender_watch': senderWatch,
+  '026_listening_accounts': listeningAccounts,
   '016_sender_records': senderRecords,
   '016b_recipient_checks': recipientChecks,
   '017_replies': replies,

@@ -1,4 +1,5 @@
-import type { Kysely } from 'kysely';
+import { sql, type Kysely } from 'kysely';
+import { dropListeningAccounts } from './listening-accounts.js';
 import type { Database, LinkedinListenedConversationsTable, LinkedinListenersTable } from './schema.js';
 
 export type LinkedinListenerRow = LinkedinListenersTable;
@@ -93,6 +94,7 @@ export async function forgetLinkedinListener(db: Kysely<Database>, senderKey: st
   await db.transaction().execute(async (trx) => {
     await trx.deleteFrom('linkedin_listened_conversations').where('sender_key', '=', senderKey).execute();
     await trx.deleteFrom('linkedin_listeners').where('sender_key', '=', senderKey).execute();
+    await dropListeningAccounts(trx, 'linkedin', [senderKey]);
   });
 }
 
@@ -101,4 +103,30 @@ export async function endExpiredLinkedinListening(db: Kysely<Database>, now: num
   const ended = await db.selectFrom('linkedin_listeners').select('sender_key').where('listen_until', '<=', now).execute();
   for (const { sender_key } of ended) await forgetLinkedinListener(db, sender_key);
   return ended.length;
+}
+
+/** A follow-up due soon into a listened conversation: that conversation is looked at once before it goes. */
+export interface FollowUpDue {
+  id: string;
+  sender_key: string;
+  conversation_urn: string;
+}
+
+/**
+ * Live notes that asked for `cancel_on_reply`, still waiting for a worker and due before `until`, that go
+ * into a conversation of a listened li_at: a person opens the thread before writing, so its latest
+ * messages are read first (a reply since the last look cancels the note before a worker takes it).
+ */
+export async function followUpsDueBefore(db: Kysely<Database>, until: number): Promise<FollowUpDue[]> {
+  return db
+    .selectFrom('messages as m')
+    .innerJoin('linkedin_listened_conversations as c', (join) => join.onRef('c.sender_key', '=', 'm.sender_key').onRef('c.recipient', '=', 'm.recipient'))
+    .select(['m.id', 'c.sender_key', 'c.conversation_urn'])
+    .where('m.platform', '=', 'linkedin')
+    .where('m.env', '=', 'live')
+    .where('m.status', '=', 'queued')
+    // Written out, not bound: the planner picks the partial index (cancel_on_reply = 1) only for a literal.
+    .where(sql<boolean>`m.cancel_on_reply = 1`)
+    .where('m.next_attempt_at', '<=', until)
+    .execute();
 }

@@ -1,4 +1,5 @@
 import type { Kysely } from 'kysely';
+import { dropListeningAccounts } from './listening-accounts.js';
 import type { Database, TelegramListenersTable } from './schema.js';
 import { TurnBatch, type ItemResult } from './turn-batch.js';
 
@@ -47,13 +48,15 @@ export async function endExpiredListening(db: Kysely<Database>, now: number): Pr
     const until = Number(latest?.at ?? 0) + TELEGRAM_LISTEN_DAYS * DAY_MS;
     if (until > Number(bot.listen_until)) await db.updateTable('telegram_listeners').set({ listen_until: until }).where('sender_key', '=', bot.sender_key).execute();
   }
-  const result = await db.deleteFrom('telegram_listeners').where('listen_until', '<=', now).executeTakeFirst();
-  return Number(result.numDeletedRows);
+  const ended = await db.deleteFrom('telegram_listeners').where('listen_until', '<=', now).returning('sender_key').execute();
+  await dropListeningAccounts(db, 'telegram', ended.map((bot) => bot.sender_key));
+  return ended.length;
 }
 
 /** Erases a bot's kept token (it was revoked, or the listening was deleted). */
 export async function forgetListener(db: Kysely<Database>, senderKey: string): Promise<void> {
   await db.deleteFrom('telegram_listeners').where('sender_key', '=', senderKey).execute();
+  await dropListeningAccounts(db, 'telegram', [senderKey]);
 }
 
 export async function saveUpdateOffset(db: Kysely<Database>, senderKey: string, offset: number, now: number): Promise<void> {

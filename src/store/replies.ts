@@ -12,6 +12,13 @@ export const REPLY_WINDOW_MS = 30 * 24 * 60 * 60 * 1000;
  * this long before the note's delivery still answers it.
  */
 export const REPLY_CLOCK_SLACK_MS = 5_000;
+/**
+ * voice_note.replied is announced for at most this many replies of one note within REPLIED_EVENTS_WINDOW_MS
+ * (by the replies' own times): 300 messages in a row are 300 rows, not 300 webhooks. The rest are kept
+ * and shown in the message's detail; the next reply after the window is announced again.
+ */
+export const MAX_REPLIED_EVENTS = 10;
+export const REPLIED_EVENTS_WINDOW_MS = 60 * 60 * 1000;
 /** Replies a message's detail shows, oldest first. */
 export const MAX_REPLIES_SHOWN = 20;
 
@@ -48,10 +55,11 @@ export async function findRepliedNote(db: Kysely<Database>, chat: Conversation, 
 }
 
 /**
- * The note a reply quotes, by the platform's id of it: delivered to that recipient from that sender (the
- * same conversation as findRepliedNote); undefined when the quoted message is none of those.
+ * The delivered note a reply quotes (the platform said which: `platformMessageId`), within the same bounds
+ * as findRepliedNote (sender, recipient, platform, account and environment); undefined when it is not one
+ * of ours, or older than the window.
  */
-export async function findQuotedNote(db: Kysely<Database>, chat: Conversation, platformMessageId: string): Promise<MessageRow | undefined> {
+export async function findQuotedNote(db: Kysely<Database>, chat: Conversation, platformMessageId: string, at: number): Promise<MessageRow | undefined> {
   return db
     .selectFrom('messages')
     .selectAll()
@@ -62,6 +70,7 @@ export async function findQuotedNote(db: Kysely<Database>, chat: Conversation, p
     .$if(chat.accountId !== undefined, (qb) => qb.where('account_id', '=', chat.accountId!))
     .$if(chat.env !== undefined, (qb) => qb.where('env', '=', chat.env!))
     .where('status', '=', 'delivered')
+    .where('delivered_at', '>=', at - REPLY_WINDOW_MS)
     .executeTakeFirst();
 }
 
@@ -103,7 +112,8 @@ export async function cancelAnsweredNotes(db: Kysely<Database>, chat: Conversati
     .where('status', '=', 'queued')
     // Written out, not bound: the planner picks the partial index (cancel_on_reply = 1) only for a literal.
     .where(sql<boolean>`cancel_on_reply = 1`)
-    .where('created_at', '<=', at)
+    // The same slack as findRepliedNote: a reply dated in the note's own second (Telegram's dates are whole seconds) answers it.
+    .where('created_at', '<=', at + REPLY_CLOCK_SLACK_MS)
     .returningAll()
     .execute();
 }
@@ -111,4 +121,16 @@ export async function cancelAnsweredNotes(db: Kysely<Database>, chat: Conversati
 /** A message's replies, oldest first, at most MAX_REPLIES_SHOWN. */
 export async function findReplies(db: Kysely<Database>, messageId: string): Promise<ReplyRow[]> {
   return db.selectFrom('message_replies').selectAll().where('message_id', '=', messageId).orderBy('received_at').orderBy('id').limit(MAX_REPLIES_SHOWN).execute();
+}
+
+/** How many replies of the note were received in the window before `at` (`at` included): whether one more is announced. */
+export async function repliesInEventWindow(db: Kysely<Database>, messageId: string, at: number): Promise<number> {
+  const row = await db
+    .selectFrom('message_replies')
+    .select((eb) => eb.fn.countAll<number | string>().as('n'))
+    .where('message_id', '=', messageId)
+    .where('received_at', '>', at - REPLIED_EVENTS_WINDOW_MS)
+    .where('received_at', '<=', at)
+    .executeTakeFirst();
+  return Number(row?.n ?? 0);
 }

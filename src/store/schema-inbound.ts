@@ -70,3 +70,12 @@ export interface BlockedChatsTable {
   recipient: string;
   blocked_at: number;
 }
+
+/** An account and environment that asked to listen to a sender (`listen: true`): only they see and end its listening. */
+export interface ListeningAccountsTable {
+  platform: string;
+  sender_key: string;
+  account_id: string;
+  env: string;
+  since: number;
+}

@@ -1,7 +1,7 @@
 import type { Generated } from 'kysely';
-import type { MessageRepliesTable, LinkedinListenersTable, LinkedinListenedConversationsTable, TelegramListenersTable, BlockedChatsTable } from './schema-inbound.js';
+import type { MessageRepliesTable, LinkedinListenersTable, LinkedinListenedConversationsTable, TelegramListenersTable, BlockedChatsTable, ListeningAccountsTable } from './schema-inbound.js';
 
-export type { MessageRepliesTable, LinkedinListenersTable, LinkedinListenedConversationsTable, TelegramListenersTable, BlockedChatsTable } from './schema-inbound.js';
+export type { MessageRepliesTable, LinkedinListenersTable, LinkedinListenedConversationsTable, TelegramListenersTable, BlockedChatsTable, ListeningAccountsTable } from './schema-inbound.js';
 
 /** Table shapes as stored. Every time is epoch milliseconds, so both dialects compare them alike. */
 export interface AccountsTable {
@@ -393,6 +393,7 @@ export interface Database {
   telegram_listeners: TelegramListenersTable;
   linkedin_listeners: LinkedinListenersTable;
   linkedin_listened_conversations: LinkedinListenedConversationsTable;
+  listening_accounts: ListeningAccountsTable;
   blocked_chats: BlockedChatsTable;
   dashboard_sessions: DashboardSessionsTable;
   instance_settings: InstanceSettingsTable;

@@ -31,6 +31,12 @@ export interface ConversationEntry {
   senderUrn: string;
   text: string;
   renderContent: unknown[];
+  /**
+   * DEFAULT, EDITED, RECALLED (taken back: its text is gone) or SYSTEM (LinkedIn's own line in the
+   * thread): mautrix-linkedin pkg/linkedingo/messages.go:147-153 (MessageBodyRenderFormat), acted on in
+   * pkg/connector/handlelinkedin.go:148-163 (a recalled message removes one, a system message is ignored).
+   */
+  format: 'DEFAULT' | 'EDITED' | 'RECALLED' | 'SYSTEM';
 }
 
 /** How the fake answers a call without a valid session: 401, or a 302 to the login page. */
@@ -109,7 +115,18 @@ export interface LinkedinVoyagerFake {
   /** The next createMessage is accepted (the message exists) but its answer only leaves after `ms`: a lost answer. */
   stallNextAcceptedMessage(ms: number): void;
   /** The recipient writes into a conversation (a later messages query returns it); returns its entityUrn. */
-  pushMessage(conversationUrn: string, message: { from: string; text?: string; content?: 'audio' | 'image' | 'file' | 'video'; deliveredAt?: number }): string;
+  pushMessage(
+    conversationUrn: string,
+    message: {
+      from: string;
+      text?: string;
+      content?: 'audio' | 'image' | 'file' | 'video';
+      deliveredAt?: number;
+      format?: ConversationEntry['format'];
+      /** The entityUrn of the message it quotes (a reply to it, with the text beside it). */
+      quotes?: string;
+    },
+  ): string;
   /** The conversation of this account with a profile it wrote to by profile (created by its first createMessage). */
   conversationWith(liAt: string, profileUrn: string): string | undefined;
   /** An existing conversation of the account with this li_at; returns its `urn:li:msg_conversation:(…)`. */
@@ -527,7 +544,7 @@ export async function startLinkedinVoyagerFake(
         }
         const sentAt = Date.now();
         const list = entries.get(conversationUrn) ?? [];
-        list.push({ entityUrn, deliveredAt: sentAt, senderUrn: `urn:li:msg_messagingParticipant:${account.profileUrn}`, text: '', renderContent: body.message.renderContentUnions });
+        list.push({ entityUrn, deliveredAt: sentAt, senderUrn: `urn:li:msg_messagingParticipant:${account.profileUrn}`, text: '', renderContent: body.message.renderContentUnions, format: 'DEFAULT' });
         entries.set(conversationUrn, list);
         const message = { at: call.at, liAt: account.liAt, body: call.body, entityUrn };
         messages.push(message);
@@ -560,6 +577,7 @@ export async function startLinkedinVoyagerFake(
                 sender: { entityUrn: e.senderUrn, participantType: { member: {} } },
                 body: { text: e.text, attributes: [] },
                 renderContent: e.renderContent,
+                messageBodyRenderFormat: e.format,
                 $type: 'com.linkedin.messenger.Message',
               })),
               metadata: {},
@@ -624,9 +642,30 @@ export async function startLinkedinVoyagerFake(
     pushMessage(conversationUrn, message) {
       if (!conversations.has(conversationUrn)) throw new Error('pushMessage: unknown conversation');
       const entityUrn = `urn:li:msg_message:(${conversationUrn.slice('urn:li:msg_conversation:('.length).split(',')[0]},2-${randomBytes(12).toString('base64url')})`;
-      const content = message.content === undefined ? [] : [{ [message.content === 'image' ? 'vectorImage' : message.content]: { url: 'https://media.example/x' } }];
+      const content: unknown[] = message.content === undefined ? [] : [{ [message.content === 'image' ? 'vectorImage' : message.content]: { url: 'https://media.example/x' } }];
       const list = entries.get(conversationUrn) ?? [];
-      list.push({ entityUrn, deliveredAt: message.deliveredAt ?? Date.now(), senderUrn: `urn:li:msg_messagingParticipant:${message.from}`, text: message.text ?? '', renderContent: content });
+      // A quoted reply carries the quoted message as a render content of its own, beside its text:
+      // mautrix-linkedin pkg/linkedingo/messages.go:162 and :180-181 (RenderContent.RepliedMessageContent,
+      // RepliedMessage.OriginalMessage), read in pkg/connector/tomatrix.go:97-100.
+      const quoted = message.quotes === undefined ? undefined : list.find((e) => e.entityUrn === message.quotes);
+      if (quoted) {
+        content.unshift({
+          repliedMessageContent: {
+            originalMessage: { entityUrn: quoted.entityUrn, deliveredAt: quoted.deliveredAt, sender: { entityUrn: quoted.senderUrn }, body: { text: quoted.text, attributes: [] } },
+          },
+        });
+      }
+      const format = message.format ?? 'DEFAULT';
+      // A recalled message is still listed, without its text or content (mautrix-linkedin handlelinkedin.go:153-158 removes it).
+      const recalled = format === 'RECALLED';
+      list.push({
+        entityUrn,
+        deliveredAt: message.deliveredAt ?? Date.now(),
+        senderUrn: `urn:li:msg_messagingParticipant:${message.from}`,
+        text: recalled ? '' : (message.text ?? ''),
+        renderContent: recalled ? [] : content,
+        format,
+      });
       entries.set(conversationUrn, list);
       return entityUrn;
     },

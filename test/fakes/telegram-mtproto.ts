@@ -246,6 +246,34 @@ export class FakeTelegram {
     return id;
   }
 
+  /**
+   * The recipient sends the account a message with media or as a Reply to one of its messages. Telegram
+   * sends such a message as updateNewMessage of a full Message (updateShortMessage carries text only and
+   * no media: api.d.ts UpdateShortMessage), its media as MessageMediaPhoto or MessageMediaDocument with
+   * the document's attributes and the voice/video/round flags, its Reply as MessageReplyHeader.replyToMsgId
+   * (node_modules/telegram/tl/api.d.ts, MessageMediaDocument and MessageReplyHeader).
+   */
+  write(by: bigint, to: bigint, message: { text?: string; media?: 'photo' | 'voice' | 'audio' | 'video' | 'round' | 'sticker' | 'document'; replyToMsgId?: number }): number {
+    const id = this.nextMessageId++;
+    const date = Math.floor(Date.now() / 1000);
+    const update = new Api.UpdateNewMessage({
+      message: new Api.Message({
+        id,
+        out: false,
+        peerId: new Api.PeerUser({ userId: by as never }),
+        fromId: new Api.PeerUser({ userId: by as never }),
+        date,
+        message: message.text ?? '',
+        ...(message.media !== undefined ? { media: mediaOf(message.media) } : {}),
+        ...(message.replyToMsgId !== undefined ? { replyTo: new Api.MessageReplyHeader({ replyToMsgId: message.replyToMsgId }) } : {}),
+      }),
+      pts: 1,
+      ptsCount: 1,
+    });
+    for (const conn of this.connections) if (conn.key.userId === to) conn.push(new Api.Updates({ updates: [update], users: [], chats: [], date, seq: 0 }));
+    return id;
+  }
+
   /** The recipient plays the voice note `messageId` (updateReadMessagesContents). */
   played(from: bigint, messageId: number): void {
     const update = new Api.UpdateReadMessagesContents({ messages: [messageId], pts: 1, ptsCount: 1 });
@@ -458,4 +486,19 @@ export class FakeTelegram {
     }
     return undefined;
   }
+}
+
+/** A message's media as Telegram describes it: a photo, or a document whose attributes and flags say what it is. */
+function mediaOf(kind: 'photo' | 'voice' | 'audio' | 'video' | 'round' | 'sticker' | 'document'): Api.TypeMessageMedia {
+  if (kind === 'photo') return new Api.MessageMediaPhoto({ photo: new Api.PhotoEmpty({ id: 1n as never }) });
+  const attributes: Api.TypeDocumentAttribute[] = {
+    voice: [new Api.DocumentAttributeAudio({ voice: true, duration: 3 })],
+    audio: [new Api.DocumentAttributeAudio({ duration: 180, title: 'A song' }), new Api.DocumentAttributeFilename({ fileName: 'song.mp3' })],
+    video: [new Api.DocumentAttributeVideo({ duration: 5, w: 640, h: 360 }), new Api.DocumentAttributeFilename({ fileName: 'clip.mp4' })],
+    round: [new Api.DocumentAttributeVideo({ roundMessage: true, duration: 5, w: 240, h: 240 })],
+    sticker: [new Api.DocumentAttributeSticker({ alt: '👍', stickerset: new Api.InputStickerSetEmpty() }), new Api.DocumentAttributeImageSize({ w: 512, h: 512 })],
+    document: [new Api.DocumentAttributeFilename({ fileName: 'offer.pdf' })],
+  }[kind];
+  const document = new Api.Document({ id: 2n as never, accessHash: 3n as never, fileReference: Buffer.alloc(0), date: 0, mimeType: 'application/octet-stream', size: 1000n as never, dcId: 2, attributes });
+  return new Api.MessageMediaDocument({ document, ...(kind === 'voice' ? { voice: true } : kind === 'video' ? { video: true } : kind === 'round' ? { round: true, video: true } : {}) });
 }

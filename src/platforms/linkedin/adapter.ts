@@ -54,7 +54,7 @@ export interface LinkedinAdapterOptions {
   dispatcher?: Dispatcher;
   random?: () => number;
   /** After a note is sent, with LinkedIn's answer (listening: listen-setup.ts); never fails the delivery. */
-  onSent?(sent: { account: string; recipient: string; answer: unknown; target: MessageTarget; at: number }): Promise<void>;
+  onSent?(sent: { account: string; messageId: string; recipient: string; answer: unknown; target: MessageTarget; at: number }): Promise<void>;
 }
 
 export const DEFAULT_LINKEDIN_PACE: LinkedinPace = { minMs: 3_000, maxMs: 5_000 };
@@ -247,7 +247,7 @@ export function createLinkedinAdapter(options: LinkedinAdapterOptions): Linkedin
         originToken: originTokenFor(job.messageId),
       }),
     );
-    await options.onSent?.({ account, recipient: job.recipient, answer: sent.json, target, at: Date.now() }).catch(() => undefined);
+    await options.onSent?.({ account, messageId: job.messageId, recipient: job.recipient, answer: sent.json, target, at: Date.now() }).catch(() => undefined);
   }
 
   /** A resting account's voice note goes back to the queue until the rest is over, without counting as an attempt. */

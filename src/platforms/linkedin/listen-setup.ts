@@ -9,7 +9,8 @@ import type { OnHeard } from '../../inbound/recorder.js';
 import { noteLinkedinConversation } from '../../store/linkedin-listeners.js';
 import type { PlatformServices } from '../platform.js';
 import { startLinkedinListener, type LinkedinListener } from './listener.js';
-import { checkAt, LISTEN_DAILY_MS, LISTEN_INTERVALS_MS, readSentConversation } from './listening.js';
+import { savePlatformMessageId } from '../../store/receipts.js';
+import { checkAt, LISTEN_DAILY_MS, LISTEN_INTERVALS_MS, readSentConversation, readSentMessage } from './listening.js';
 import type { MessageTarget } from './voyager-requests.js';
 import { createMemoryRest, createRedisRest, type AccountRest } from './rest.js';
 
@@ -17,6 +18,7 @@ export interface LinkedinListenTuning {
   scanMs?: number;
   intervalsMs?: number[];
   dailyMs?: number;
+  preSendLeadMs?: number;
 }
 
 export const listenTuningOf = (tuning: Readonly<Record<string, unknown>> | undefined): LinkedinListenTuning =>
@@ -42,7 +44,10 @@ export function linkedinRestFor(services: PlatformServices): AccountRest {
 
 /** What the adapter calls when a note went into a conversation: read it from then on if its li_at is listened to. */
 export function recordSentConversation(services: PlatformServices, tuning: LinkedinListenTuning) {
-  return async (sent: { account: string; recipient: string; answer: unknown; target: MessageTarget; at: number }): Promise<void> => {
+  return async (sent: { account: string; messageId: string; recipient: string; answer: unknown; target: MessageTarget; at: number }): Promise<void> => {
+    // Kept on the note, so a reply quoting it (repliedMessageContent) is recorded on it.
+    const messageUrn = readSentMessage(sent.answer);
+    if (messageUrn !== undefined) await savePlatformMessageId(services.db.kysely, sent.messageId, messageUrn);
     // The conversation it went into: the answer names it; a conversation we wrote into by its urn is known.
     const conversationUrn = readSentConversation(sent.answer) ?? ('conversationUrn' in sent.target ? sent.target.conversationUrn : undefined);
     if (conversationUrn === undefined) return;
@@ -66,5 +71,6 @@ export function startLinkedinListening(
     ...(tuning.scanMs !== undefined ? { scanMs: tuning.scanMs } : {}),
     ...(tuning.intervalsMs !== undefined ? { intervalsMs: tuning.intervalsMs } : {}),
     ...(tuning.dailyMs !== undefined ? { dailyMs: tuning.dailyMs } : {}),
+    ...(tuning.preSendLeadMs !== undefined ? { preSendLeadMs: tuning.preSendLeadMs } : {}),
   });
 }

@@ -12,11 +12,14 @@ import {
   dueLinkedinListeners,
   endExpiredLinkedinListening,
   findLinkedinListener,
+  followUpsDueBefore,
   forgetLinkedinListener,
   listenedConversations,
   postponeLinkedinLook,
   type LinkedinListenerRow,
+  type ListenedConversationRow,
 } from '../../store/linkedin-listeners.js';
+import { REPLY_CLOCK_SLACK_MS } from '../../store/replies.js';
 import type { Database } from '../../store/schema.js';
 import { browserIdentity } from './browser.js';
 import { DeliveryCookies } from './cookies.js';
@@ -32,6 +35,8 @@ import { LOGIN_LOCATION, meRequest, readOwnProfileUrn, voyagerHeaders, type Voya
  * `linkedin-listen:<sender key>`), as Telegram bots are polled. A 999 rests the li_at (the same rest as
  * its deliveries) and the look waits for the rest's end; a signed-out session (401, a redirect to the
  * login page, li_at deleted) ends listening and erases the kept session, as 14 days without a note do.
+ * A `cancel_on_reply` note due soon into a listened conversation has that conversation looked at once
+ * before it goes (a person opens the thread before writing), whatever the intervals say.
  */
 
 /** What is kept, sealed, of the session that sent a listened note. */
@@ -59,6 +64,8 @@ export interface LinkedinListenerOptions {
   dailyMs?: number;
   /** The lease of one sender's look (default 5 min). */
   leaseMs?: number;
+  /** How long before a `cancel_on_reply` note is due its conversation is looked at (default two scans). */
+  preSendLeadMs?: number;
   timeoutMs?: number;
 }
 
@@ -79,6 +86,9 @@ export function startLinkedinListener(options: LinkedinListenerOptions): Linkedi
   const timeoutMs = options.timeoutMs ?? 30_000;
   const intervals = options.intervalsMs ?? LISTEN_INTERVALS_MS;
   const dailyMs = options.dailyMs ?? LISTEN_DAILY_MS;
+  const preSendLeadMs = options.preSendLeadMs ?? 2 * scanMs;
+  /** Follow-ups whose conversation this process looked at before they go (by id, with when): once each. */
+  const lookedBeforeSending = new Map<string, number>();
   const holder = `lil_${randomUUID()}`;
   const stopping = new AbortController();
   const looks = new Map<string, Promise<void>>();
@@ -99,6 +109,47 @@ export function startLinkedinListener(options: LinkedinListenerOptions): Linkedi
         });
       looks.set(row.sender_key, running);
     }
+    await lookBeforeFollowUps();
+  }
+
+  /** Before a `cancel_on_reply` note goes into a listened conversation, one look at that conversation. */
+  async function lookBeforeFollowUps(): Promise<void> {
+    const now = Date.now();
+    // Forgotten after an hour: by then the note went (or waits for a retry, and is looked at again before it).
+    for (const [id, at] of lookedBeforeSending) if (at < now - 60 * 60_000) lookedBeforeSending.delete(id);
+    const due = await followUpsDueBefore(db, now + preSendLeadMs);
+    for (const senderKey of new Set(due.map((d) => d.sender_key))) {
+      const notes = due.filter((d) => d.sender_key === senderKey && !lookedBeforeSending.has(d.id));
+      // A look of this sender under way reads every conversation already; the next scan comes back.
+      if (notes.length === 0 || looks.has(senderKey) || stopping.signal.aborted) continue;
+      if ((await options.rest.remainingMs(senderKey)) > 0) continue;
+      if (!(await claimAffinity(db, leaseKey(senderKey), holder, Date.now(), leaseMs))) continue;
+      for (const note of notes) lookedBeforeSending.set(note.id, now);
+      const urns = new Set(notes.map((n) => n.conversation_urn));
+      const running = lookAt(senderKey, urns)
+        .catch((err: unknown) => {
+          // Not recorded: looked at again at the next scan, while the note is still waiting.
+          for (const note of notes) lookedBeforeSending.delete(note.id);
+          log.warn({ err, sender: senderKey }, 'could not read a LinkedIn conversation before a follow-up');
+        })
+        .finally(async () => {
+          looks.delete(senderKey);
+          await releaseAffinity(db, leaseKey(senderKey), holder).catch(() => undefined);
+        });
+      looks.set(senderKey, running);
+    }
+  }
+
+  /** One look at some conversations of one sender, outside its intervals (nothing is counted or placed). */
+  async function lookAt(senderKey: string, conversationUrns: ReadonlySet<string>): Promise<void> {
+    const row = await findLinkedinListener(db, senderKey);
+    if (!row || Number(row.listen_until) <= Date.now()) return;
+    const conversations = (await listenedConversations(db, senderKey)).filter((c) => conversationUrns.has(c.conversation_urn));
+    const outcome = await readConversations(row, conversations);
+    if (outcome === 'ended') {
+      await forgetLinkedinListener(db, senderKey);
+      log.warn({ sender: senderKey }, 'the LinkedIn session is signed out: listening ended and the kept session erased');
+    }
   }
 
   /** One look at every conversation of one sender, then the next look placed. */
@@ -107,7 +158,7 @@ export function startLinkedinListener(options: LinkedinListenerOptions): Linkedi
     // Taken by another process between the scan and the lease, or ended meanwhile.
     if (!row || Number(row.next_check_at) > Date.now() || Number(row.listen_until) <= Date.now()) return;
     if (!(await placeForLook(row))) return;
-    const outcome = await readConversations(row);
+    const outcome = await readConversations(row, await listenedConversations(db, senderKey));
     if (outcome === 'rest') {
       log.warn({ sender: senderKey }, 'LinkedIn refused a look as automated (999): the li_at rests, the look waits for the rest to end');
       return;
@@ -137,8 +188,7 @@ export function startLinkedinListener(options: LinkedinListenerOptions): Linkedi
     return false;
   }
 
-  async function readConversations(row: LinkedinListenerRow): Promise<'done' | 'rest' | 'ended'> {
-    const conversations = await listenedConversations(db, row.sender_key);
+  async function readConversations(row: LinkedinListenerRow, conversations: readonly ListenedConversationRow[]): Promise<'done' | 'rest' | 'ended'> {
     if (conversations.length === 0) return 'done';
     let session: KeptLinkedinSession;
     try {
@@ -190,14 +240,17 @@ export function startLinkedinListener(options: LinkedinListenerOptions): Linkedi
         continue;
       }
       for (const message of readConversationMessages(answer.json) ?? []) {
-        // Our own messages, and what was said before the latest note, answer nothing.
-        if (message.senderProfileUrn === undefined || message.senderProfileUrn === mailbox || message.deliveredAt <= Number(conversation.note_at)) continue;
+        // Our own messages, and what was said before the latest note, answer nothing. The note's time is
+        // ours and the message's LinkedIn's: the same slack as the recorder's on both sides.
+        if (message.senderProfileUrn === undefined || message.senderProfileUrn === mailbox || message.deliveredAt < Number(conversation.note_at) - REPLY_CLOCK_SLACK_MS) continue;
         await options.onHeard({
           kind: 'reply',
           platform: 'linkedin',
           senderKey: row.sender_key,
           from: conversation.recipient,
-          reply: { platformId: message.entityUrn, type: message.type, text: message.text, at: message.deliveredAt },
+          // Only live sends listen: a sandbox note sent with the same li_at is never answered by a real person.
+          env: 'live',
+          reply: { platformId: message.entityUrn, type: message.type, text: message.text, at: message.deliveredAt, quotes: message.quotes },
         });
       }
     }

@@ -51,15 +51,22 @@ export interface ConversationMessage {
   senderProfileUrn: string | undefined;
   type: ReplyType;
   text: string | null;
+  /** The entityUrn of the message it quotes (a reply to it), when it quotes one. */
+  quotes: string | undefined;
 }
 
 function record(value: unknown): Record<string, unknown> | undefined {
   return typeof value === 'object' && value !== null && !Array.isArray(value) ? (value as Record<string, unknown>) : undefined;
 }
 
-/** What a message carries: its first render content decides (audio is a voice note), none is text. */
+/**
+ * What a message carries: its first render content decides (audio is a voice note), none is text. The
+ * quoted message of a reply is a render content of its own (repliedMessageContent) beside the reply's
+ * text: it is not what the reply carries.
+ */
 function typeOf(renderContent: unknown): ReplyType {
-  const first = record(Array.isArray(renderContent) ? renderContent[0] : undefined);
+  const own = Array.isArray(renderContent) ? renderContent.filter((c) => !record(c)?.repliedMessageContent) : [];
+  const first = record(own[0]);
   if (!first) return 'text';
   if (first.audio) return 'voice';
   if (first.vectorImage) return 'image';
@@ -77,17 +84,43 @@ export function readConversationMessages(answer: unknown): ConversationMessage[]
   for (const element of elements) {
     const m = record(element);
     if (!m || typeof m.entityUrn !== 'string' || typeof m.deliveredAt !== 'number') continue;
+    // LinkedIn's own lines in the thread (SYSTEM) and messages taken back (RECALLED) answer nothing: as
+    // mautrix-linkedin (pkg/connector/handlelinkedin.go) ignores the one and removes the other.
+    if (m.messageBodyRenderFormat === 'SYSTEM' || m.messageBodyRenderFormat === 'RECALLED') continue;
     const participant = record(record(m.sender))?.entityUrn;
     const profile = typeof participant === 'string' ? /urn:li:fsd_profile:[A-Za-z0-9_-]+$/.exec(participant)?.[0] : undefined;
     const text = record(m.body)?.text;
-    messages.push({ entityUrn: m.entityUrn, deliveredAt: m.deliveredAt, senderProfileUrn: profile, type: typeOf(m.renderContent), text: typeof text === 'string' && text !== '' ? text : null });
+    messages.push({
+      entityUrn: m.entityUrn,
+      deliveredAt: m.deliveredAt,
+      senderProfileUrn: profile,
+      type: typeOf(m.renderContent),
+      text: typeof text === 'string' && text !== '' ? text : null,
+      quotes: quotedUrn(m.renderContent),
+    });
   }
   return messages;
+}
+
+/** `renderContent[].repliedMessageContent.originalMessage.entityUrn`: the message a reply quotes. */
+function quotedUrn(renderContent: unknown): string | undefined {
+  if (!Array.isArray(renderContent)) return undefined;
+  for (const content of renderContent) {
+    const urn = record(record(record(content)?.repliedMessageContent)?.originalMessage)?.entityUrn;
+    if (typeof urn === 'string') return urn;
+  }
+  return undefined;
 }
 
 /** The mailbox (own profile urn) a conversation urn names: `urn:li:msg_conversation:(<mailbox>,<thread>)`. */
 export function mailboxOf(conversationUrn: string): string | undefined {
   return /^urn:li:msg_conversation:\((urn:li:fsd_profile:[A-Za-z0-9_-]+),/.exec(conversationUrn)?.[1];
+}
+
+/** The message a createMessage answer names (`value.entityUrn`): a reply quoting the note names it. */
+export function readSentMessage(answer: unknown): string | undefined {
+  const urn = record(record(answer)?.value)?.entityUrn;
+  return typeof urn === 'string' && urn.startsWith('urn:li:msg_message:') ? urn : undefined;
 }
 
 /** The conversation a createMessage answer names (`value.conversationUrn`), when it does. */

@@ -31,6 +31,8 @@ export interface TelegramAdapterOptions {
   chatActionEveryMs?: number;
   /** Whether the chat blocked this bot (heard from its updates when it is listened to): such a note fails at once, without a call. */
   isBlocked?: (token: string, chatId: string) => Promise<boolean>;
+  /** The note was sent: Telegram's id of it in its chat (a reply quoting it names that id). */
+  onSent?: (job: DeliveryJob, token: string, sent: { chatId: string; messageId: number }) => Promise<void>;
 }
 
 const DEFAULT_CHAT_ACTION_EVERY_MS = 4_000;
@@ -257,6 +259,13 @@ export function createTelegramAdapter(options: TelegramAdapterOptions): Platform
     }
   }
 
+  /** Tells `onSent` the id Telegram gave the note; a failure there never fails a note already sent. */
+  async function sent(token: string, job: DeliveryJob, reply: TelegramReply): Promise<void> {
+    const message = reply.result as { message_id?: unknown; chat?: { id?: unknown } } | undefined;
+    const chatId = typeof message?.chat?.id === 'number' || typeof message?.chat?.id === 'string' ? String(message.chat.id) : job.recipient;
+    if (typeof message?.message_id === 'number') await options.onSent?.(job, token, { chatId, messageId: message.message_id }).catch(() => undefined);
+  }
+
   return {
     async showRecording(job: DeliveryJob, ms: number): Promise<void> {
       if (job.session.platform !== 'telegram') return;
@@ -319,7 +328,7 @@ export function createTelegramAdapter(options: TelegramAdapterOptions): Platform
         const form = multipartParts(fields, part);
         const payload = Buffer.concat([form.head, bytes, form.tail]);
         const { status, text } = await post(token, job, { contentType: form.contentType, length: payload.length, payload }, payload.length, scrub);
-        handleReply(status, text, scrub, job);
+        await sent(token, job, handleReply(status, text, scrub, job));
         return;
       }
       // One handle for the whole upload: the file stays the same bytes even if the audio cache
@@ -329,7 +338,7 @@ export function createTelegramAdapter(options: TelegramAdapterOptions): Platform
         const { size } = await file.stat();
         const body = multipartBody(fields, { ...part, file, size });
         const { status, text } = await post(token, job, { contentType: body.contentType, length: body.length, payload: Readable.from(body.stream(), { objectMode: false }) }, size, scrub);
-        handleReply(status, text, scrub, job);
+        await sent(token, job, handleReply(status, text, scrub, job));
       } finally {
         await file.close();
       }
@@ -337,14 +346,17 @@ export function createTelegramAdapter(options: TelegramAdapterOptions): Platform
   };
 }
 
-function handleReply(status: number, text: string | undefined, scrub: (text: string) => string, job?: DeliveryJob): void {
+function handleReply(status: number, text: string | undefined, scrub: (text: string) => string, job?: DeliveryJob): TelegramReply {
   const reply = parseReply(text);
   if (reply === undefined) {
     // A 404 page that is not the Bot API's: the address is another server's.
     const hint = status === 404 ? "; TELEGRAM_API_ROOT is probably wrong (it is the Bot API's root, such as https://api.telegram.org)" : '';
     throw new DeliveryError('platform_error', `Telegram answered HTTP ${status} without a Bot API reply${hint}`, true);
   }
-  if (reply.ok) return void (job && tellBotName(job, reply));
+  if (reply.ok) {
+    if (job) tellBotName(job, reply);
+    return reply;
+  }
   const failure = telegramFailure(status, reply);
   throw new DeliveryError(failure.code, scrub(failure.message), failure.transient, failure.retryAfterMs);
 }

@@ -4,6 +4,8 @@ import { TELEGRAM_ACCOUNT_RHYTHM } from '../../core/rhythm.js';
 import { createMemorySlotPacer, createRedisSlotPacer, type SlotPacer } from '../pacing.js';
 import type { PlatformDefinition, PlatformServices } from '../platform.js';
 import { isChatBlocked } from '../../store/listeners.js';
+import { savePlatformMessageId } from '../../store/receipts.js';
+import { botPlatformMessageId } from './updates.js';
 import { createTelegramAdapter } from './adapter.js';
 import { askTelegramAboutChat } from './recipient-check.js';
 import { checkTelegramRecipient, checkTelegramSession, MAX_CAPTION_LENGTH } from './rules.js';
@@ -69,6 +71,8 @@ export const telegram: PlatformDefinition = {
       apiRoot: services.config.telegramApiRoot,
       // A chat that blocked a listened bot (my_chat_member "kicked"): its notes fail at once.
       isBlocked: (token, chatId) => isChatBlocked(services.db.kysely, { platform: 'telegram', senderKey: botKey(token), recipient: chatId }),
+      // Kept on the note, so a reply quoting it (reply_to_message) is recorded on it.
+      onSent: (job, token, sent) => savePlatformMessageId(services.db.kysely, job.messageId, botPlatformMessageId(botKey(token), sent.chatId, sent.messageId)),
       ...(chatActionEvery(tuning.telegram) !== undefined ? { chatActionEveryMs: chatActionEvery(tuning.telegram)! } : {}),
       // Benchmarks of the service itself against the fake Bot API may turn pacing off (never from the environment).
       ...(isUnpaced(tuning.telegram) ? { pacer: { reserve: async () => 0 } } : {}),

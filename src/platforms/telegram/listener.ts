@@ -76,6 +76,11 @@ export function startTelegramListener(options: TelegramListenerOptions): Telegra
   /** One bot's long poll, while this process holds its lease and the bot is still to be listened to. */
   async function poll(senderKey: string): Promise<void> {
     let failures = 0;
+    /** Waits longer after each failure in a row (1 s doubling up to a minute); a stop ends the wait. */
+    const backOff = async () => {
+      failures++;
+      await sleep(Math.min(60_000, 1_000 * 2 ** failures), undefined, { signal: stopping.signal }).catch(() => undefined);
+    };
     while (!stopping.signal.aborted) {
       const bot = await findListener(db, senderKey);
       if (!bot || bot.status !== 'listening' || Number(bot.listen_until) <= Date.now()) return;
@@ -95,8 +100,7 @@ export function startTelegramListener(options: TelegramListenerOptions): Telegra
         answer = (await response.json().catch(() => ({}))) as typeof answer;
       } catch {
         if (stopping.signal.aborted) return;
-        failures++;
-        await sleep(Math.min(60_000, 1_000 * 2 ** failures), undefined, { signal: stopping.signal }).catch(() => undefined);
+        await backOff();
         continue;
       }
       if (status === 409 && /webhook/i.test(answer.description ?? '')) {
@@ -112,12 +116,18 @@ export function startTelegramListener(options: TelegramListenerOptions): Telegra
       }
       if (status !== 200 || !answer.ok || !Array.isArray(answer.result)) {
         // 409 "terminated by other getUpdates request": someone else polls this bot; 5xx, 429: later.
-        failures++;
-        await sleep(Math.min(60_000, 1_000 * 2 ** failures), undefined, { signal: stopping.signal }).catch(() => undefined);
+        await backOff();
+        continue;
+      }
+      try {
+        await handle(senderKey, answer.result);
+      } catch (err) {
+        // Not recorded (storage down): the offset stays unconfirmed, so the next poll brings them again.
+        log.warn({ err, bot: senderKey }, 'could not record what the bot heard; asking for it again later');
+        await backOff();
         continue;
       }
       failures = 0;
-      await handle(senderKey, answer.result);
     }
   }
 
@@ -128,7 +138,8 @@ export function startTelegramListener(options: TelegramListenerOptions): Telegra
       if (read?.kind === 'reply') await options.onHeard(read.heard);
       else if (read?.kind === 'membership') await setChatBlocked(db, { platform: 'telegram', senderKey, recipient: read.chat }, read.blocked, Date.now());
     }
-    // Confirmed once handled: a process that dies before this gets them again (the recorder keeps each once).
+    // Confirmed only once all are recorded: a process that dies or a storage outage before this gets them
+    // again (the recorder keeps each once).
     const next = Math.max(...updates.map((u) => u.update_id)) + 1;
     await saveUpdateOffset(db, senderKey, next, Date.now());
   }

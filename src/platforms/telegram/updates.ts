@@ -14,8 +14,13 @@ interface TelegramMessage {
   from?: { is_bot?: boolean };
   text?: string;
   caption?: string;
+  /** The message it answers, when the person used Telegram's Reply (Bot API Message.reply_to_message). */
+  reply_to_message?: { message_id?: number };
   [kind: string]: unknown;
 }
+
+/** How a bot's delivered note is known (`platform_message_id`): the bot, the chat and Telegram's message id in it. */
+export const botPlatformMessageId = (botKey: string, chatId: string | number, messageId: number): string => `tgbot:${botKey}:${chatId}:${messageId}`;
 
 export interface TelegramUpdate {
   update_id: number;
@@ -58,7 +63,13 @@ export function readUpdate(update: TelegramUpdate, senderKey: string): HeardUpda
         from: String(message.chat.id),
         // Only live sends listen: a sandbox note sent with the same bot is never answered by a real person.
         env: 'live',
-        reply: { platformId: String(message.message_id), type: described.type, text: described.text, at: (message.date ?? Date.now() / 1000) * 1000 },
+        reply: {
+          platformId: String(message.message_id),
+          type: described.type,
+          text: described.text,
+          at: (message.date ?? Date.now() / 1000) * 1000,
+          ...(typeof message.reply_to_message?.message_id === 'number' ? { quotes: botPlatformMessageId(senderKey, message.chat.id, message.reply_to_message.message_id) } : {}),
+        },
       },
     };
   }
