@@ -9,6 +9,7 @@ import {
   WrongPasswordError,
   type TelegramSimulatedEvent,
 } from '../platforms/telegram/account/sessions.js';
+import { LimitReachedError } from '../store/limits.js';
 import type { TelegramSessionRow } from '../store/telegram-sessions.js';
 import { ApiError, invalidParameter, notFound } from './errors.js';
 import { rejectUnknownFields } from './unknown-fields.js';
@@ -31,6 +32,7 @@ export function registerTelegramSessionRoutes(app: FastifyInstance, services: Se
 
   const asApiError = (error: unknown, field: string): never => {
     if (error instanceof TelegramUnavailableError) throw new ApiError('platform_error', error.message);
+    if (error instanceof LimitReachedError) throw new ApiError('limit_reached', error.message, { limit: error.limit, max: error.max });
     if (error instanceof WrongPasswordError) throw invalidParameter('password', error.message);
     if (error instanceof TelegramSessionStateError) throw new ApiError('invalid_parameter', error.message, { field, status: error.status });
     throw error;
@@ -44,7 +46,9 @@ export function registerTelegramSessionRoutes(app: FastifyInstance, services: Se
         summary: 'Start linking a Telegram account',
         description:
           'Returns a QR code (PNG data URI of tg://login?token=…) to scan in Telegram under Settings → Devices → Link Desktop Device. ' +
-          'Live codes are renewed as Telegram expires them (GET shows the current one). An account with a cloud password moves to password_needed.',
+          'Live codes are renewed as Telegram expires them (GET shows the current one). An account with a cloud password moves to password_needed. ' +
+          'Sessions linking or linked are capped per account and environment as WhatsApp sessions are (live: 5 on starter, 20 on growth, 50 on scale, ' +
+          '100 on enterprise; sandbox: 100): one more is 409 limit_reached with details.limit "telegram_sessions" and details.max.',
         tags: ['telegram'],
         response: { 201: CreatedTelegramSession, ...withErrors(400, 409, 422, 502) },
       },

@@ -1,5 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { TelegramUnavailableError } from '../../platforms/telegram/account/sessions.js';
+import { LimitReachedError } from '../../store/limits.js';
 import type { TelegramSessionRow } from '../../store/telegram-sessions.js';
 import type { DashboardContext } from '../context.js';
 import { ctxOf, redirectTo, type DashboardDeps } from '../deps.js';
@@ -96,6 +97,7 @@ ${sessionRows(ctx, rows)}`,
       const created = await sessions.create(owner(ctx));
       return sendPage(reply, await render(ctx, undefined, created), 201);
     } catch (error) {
+      if (error instanceof LimitReachedError) return sendPage(reply, await render(ctx, { kind: 'error', text: `No new session: ${error.message}.` }), 409);
       if (!(error instanceof TelegramUnavailableError)) throw error;
       return sendPage(reply, await render(ctx, { kind: 'error', text: `Telegram could not be reached: ${error.message}` }), 502);
     }
