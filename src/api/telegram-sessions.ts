@@ -33,7 +33,9 @@ export function registerTelegramSessionRoutes(app: FastifyInstance, services: Se
   const asApiError = (error: unknown, field: string): never => {
     if (error instanceof TelegramUnavailableError) throw new ApiError('platform_error', error.message);
     if (error instanceof LimitReachedError) throw new ApiError('limit_reached', error.message, { limit: error.limit, max: error.max });
-    if (error instanceof WrongPasswordError) throw invalidParameter('password', error.message);
+    if (error instanceof WrongPasswordError) {
+      throw new ApiError('invalid_parameter', error.message, { field: 'password', tries_left: error.triesLeft, ...(error.triesLeft === 0 ? { status: 'qr_expired' } : {}) });
+    }
     if (error instanceof TelegramSessionStateError) throw new ApiError('invalid_parameter', error.message, { field, status: error.status });
     throw error;
   };
