@@ -173,6 +173,26 @@ describe(`Telegram account sessions per account, as WhatsApp's (${STORAGE_LABEL}
       await app.close();
     }
   });
+
+  test('the dashboard says why it made no Telegram session', async () => {
+    const app = await startTestApp({ worker: false });
+    try {
+      const account = await createDashboardAccount(app);
+      const now = Date.now();
+      await app.app.services.db.kysely
+        .insertInto('telegram_sessions')
+        .values(Array.from({ length: 100 }, (_, i) => telegramRow(account.accountId, 'test', `ts_dash${String(i).padStart(3, '0')}`, 'connected', now)))
+        .execute();
+      const client = new FormClient(app);
+      assert.equal((await client.signIn(account.email, account.password)).statusCode, 303);
+      const page = await client.get('/dashboard/telegram');
+      const refused = await client.post('/dashboard/telegram', { _csrf: csrfIn(page.body) });
+      assert.equal(refused.statusCode, 409);
+      assert.match(refused.body, /No new session: this account already has 100 sandbox Telegram account sessions linking or linked/);
+    } finally {
+      await app.close();
+    }
+  });
 });
 
 describe(`caps under a flood of creations (${STORAGE_LABEL})`, () => {
