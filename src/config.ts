@@ -275,6 +275,9 @@ function ownerEmail(env: Env): string | undefined {
   return raw;
 }
 
+/** HTTP_KEEP_ALIVE_TIMEOUT_MS when unset (see httpLimits). */
+export const DEFAULT_KEEP_ALIVE_TIMEOUT_MS = 360_000;
+
 function httpLimits(env: Env): HttpLimits {
   const headersTimeoutMs = integer(env, 'HTTP_HEADERS_TIMEOUT_MS', 10_000, 100, 600_000);
   const requestTimeoutMs = integer(env, 'HTTP_REQUEST_TIMEOUT_MS', 30_000, 100, 600_000);
@@ -285,7 +288,13 @@ function httpLimits(env: Env): HttpLimits {
   return {
     headersTimeoutMs,
     requestTimeoutMs,
-    keepAliveTimeoutMs: integer(env, 'HTTP_KEEP_ALIVE_TIMEOUT_MS', 5_000, 100, 600_000),
+    // Longer than the idle timeouts of the proxies and clients that reuse connections (nginx's upstream
+    // 60 s, Caddy's 2 min, browsers' 5 min, load balancers 60–350 s): the server must not close a
+    // connection a client may be writing its next request onto (that request then fails with no
+    // answer, seen as a 502 behind a proxy). Fastify's own default (72 s) is there for the same reason.
+    // The headers timeout need not be above it: Node counts it from a request's first byte, not from
+    // the connection's idle start (http-hardening.test.ts shows it).
+    keepAliveTimeoutMs: integer(env, 'HTTP_KEEP_ALIVE_TIMEOUT_MS', DEFAULT_KEEP_ALIVE_TIMEOUT_MS, 100, 3_600_000),
     // 0: no limit. Node answers a request past the limit with 503 instead of closing, so a client that
     // sends its next request before it reads `Connection: close` (a pipelining load generator) gets errors.
     maxRequestsPerSocket: integer(env, 'HTTP_MAX_REQUESTS_PER_SOCKET', 0, 0, 1_000_000),

@@ -7,12 +7,14 @@
  */
 import assert from 'node:assert/strict';
 import { after, describe } from 'node:test';
+import { sql } from 'kysely';
 import { test } from './fixtures/timed.js';
 import { createKey } from '../src/store/keys.js';
 import { updatePlan } from '../src/store/accounts.js';
-import { assertErrorEnvelope, closeSharedAudio, FAST_WHATSAPP, STORAGE_LABEL, startTestApp, TEST_DATABASE_URL, withRestartableStorage } from './fixtures/app-harness.js';
+import { assertErrorEnvelope, closeSharedAudio, FAST_WHATSAPP, STORAGE_LABEL, startTestApp, TEST_DATABASE_URL, withRestartableStorage, type TestAccount, type TestApp } from './fixtures/app-harness.js';
 import { runCli } from './fixtures/cli-process.js';
 import { createDashboardAccount, csrfIn, FormClient } from './fixtures/dashboard-harness.js';
+import { FakeTelegram } from './fakes/telegram-mtproto.js';
 import { FakeWhatsapp } from './fakes/whatsapp-socket.js';
 
 after(closeSharedAudio);
@@ -135,6 +137,135 @@ describe(`WhatsApp sessions per account, by plan (${STORAGE_LABEL})`, () => {
       // Ended sessions do not count.
       await db.updateTable('whatsapp_sessions').set({ status: 'disconnected' }).where('id', '=', 'ws_cap000').execute();
       assert.equal((await app.request({ method: 'POST', url: '/api/v1/whatsapp/sessions', key: account.testKey })).statusCode, 201);
+    } finally {
+      await app.close();
+    }
+  });
+});
+
+describe(`Telegram account sessions per account, as WhatsApp's (${STORAGE_LABEL})`, () => {
+  const telegramRow = (accountId: string, env: string, id: string, status: string, now: number) => ({
+    id, account_id: accountId, env, status, user_id: null, username: null, phone_number: null, auth_key: null, qr_payload: null,
+    qr_expires_at: null, auto_connect_at: null, resting_until: null, created_at: now, updated_at: now, last_connected_at: null,
+  });
+
+  test('sandbox: 100 linking or linked, counted exactly under parallel creations; ended sessions do not count; live: the plan\'s cap (starter 5)', async () => {
+    const world = new FakeTelegram();
+    const app = await startTestApp({ worker: false, env: { TELEGRAM_API_ID: String(world.apiId), TELEGRAM_API_HASH: world.apiHash }, telegramClientFactory: world.factory('a') });
+    try {
+      const account = await app.createAccount({ plan: 'starter', rateLimit: 10_000 });
+      const db = app.app.services.db.kysely;
+      const now = Date.now();
+      // 98 linked and one waiting for its password (99 count), two ended (they do not), written directly.
+      const rows = Array.from({ length: 98 }, (_, i) => telegramRow(account.accountId, 'test', `ts_cap${String(i).padStart(3, '0')}`, 'connected', now));
+      rows.push(telegramRow(account.accountId, 'test', 'ts_cap_password', 'password_needed', now));
+      rows.push(telegramRow(account.accountId, 'test', 'ts_cap_gone', 'disconnected', now), telegramRow(account.accountId, 'test', 'ts_cap_expired', 'qr_expired', now));
+      await db.insertInto('telegram_sessions').values(rows).execute();
+      // Before, there was no cap: every one of these made a session (124 by one account in the attack).
+      const answers = await Promise.all(Array.from({ length: 10 }, () => app.request({ method: 'POST', url: '/api/v1/telegram/sessions', key: account.testKey })));
+      assert.deepEqual(answers.map((r) => r.statusCode).sort(), [201, ...Array(9).fill(409)]);
+      const over = assertErrorEnvelope(answers.find((r) => r.statusCode === 409)!, 409, 'limit_reached');
+      assert.deepEqual(over.details, { limit: 'telegram_sessions', max: 100 });
+      assert.match(over.message, /already has 100 sandbox Telegram account sessions linking or linked, the most the sandbox allows; delete one first/);
+      const counted = await db.selectFrom('telegram_sessions').select('id').where('account_id', '=', account.accountId).where('status', 'in', ['qr_pending', 'password_needed', 'connected']).execute();
+      assert.equal(counted.length, 100);
+
+      // Live: a starter account's five (written directly: linking them needs Telegram), then 409 before any connection.
+      await db.insertInto('telegram_sessions').values(Array.from({ length: 5 }, (_, i) => telegramRow(account.accountId, 'live', `ts_live${i}`, 'qr_pending', now))).execute();
+      const live = assertErrorEnvelope(await app.request({ method: 'POST', url: '/api/v1/telegram/sessions', key: account.liveKey }), 409, 'limit_reached');
+      assert.deepEqual(live.details, { limit: 'telegram_sessions', max: 5 });
+      assert.match(live.message, /already has 5 live Telegram account sessions linking or linked, the most its starter plan allows/);
+    } finally {
+      await app.close();
+    }
+  });
+
+  test('the dashboard says why it made no Telegram session', async () => {
+    const app = await startTestApp({ worker: false });
+    try {
+      const account = await createDashboardAccount(app);
+      const now = Date.now();
+      await app.app.services.db.kysely
+        .insertInto('telegram_sessions')
+        .values(Array.from({ length: 100 }, (_, i) => telegramRow(account.accountId, 'test', `ts_dash${String(i).padStart(3, '0')}`, 'connected', now)))
+        .execute();
+      const client = new FormClient(app);
+      assert.equal((await client.signIn(account.email, account.password)).statusCode, 303);
+      const page = await client.get('/dashboard/telegram');
+      const refused = await client.post('/dashboard/telegram', { _csrf: csrfIn(page.body) });
+      assert.equal(refused.statusCode, 409);
+      assert.match(refused.body, /No new session: this account already has 100 sandbox Telegram account sessions linking or linked/);
+    } finally {
+      await app.close();
+    }
+  });
+});
+
+describe(`caps under a flood of creations (${STORAGE_LABEL})`, () => {
+  /**
+   * 40 creations of one account fired at once and again as each answers, for `floodMs`, while another
+   * account reads its sessions one request after another. On PostgreSQL the account's row is held at
+   * the flood's start (as a slow creation in another process would hold it) until the other account
+   * has its first answer: before, each of the flood's creations took a pool connection and waited on
+   * that row, the pool ran dry, and that answer was a 503 (no connection within 3 s).
+   */
+  async function underFlood(app: TestApp, flooder: TestAccount, create: () => Promise<{ statusCode: number }>, floodMs: number) {
+    const other = await app.createAccount();
+    const db = app.app.services.db.kysely;
+    let released = false;
+    let answered = () => undefined as void;
+    const firstAnswer = new Promise<void>((resolve) => (answered = resolve));
+    let holding = Promise.resolve();
+    if (TEST_DATABASE_URL) {
+      let held!: () => void;
+      const taken = new Promise<void>((resolve) => (held = resolve));
+      holding = db.transaction().execute(async (trx) => {
+        await sql`select id from accounts where id = ${flooder.accountId} for update`.execute(trx);
+        held();
+        // (Bounded: a test that fails must not hang.)
+        await Promise.race([firstAnswer, new Promise((resolve) => setTimeout(resolve, 10_000))]);
+        released = true;
+      });
+      await taken;
+    }
+    const flood: number[] = [];
+    const until = Date.now() + floodMs;
+    const flooding = Array.from({ length: 40 }, async () => {
+      while (Date.now() < until) flood.push((await create()).statusCode);
+    });
+    // The flood's creations are waiting by now.
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    const otherAnswers: { status: number; whileHeld: boolean; ms: number }[] = [];
+    while (Date.now() < until) {
+      const started = Date.now();
+      const res = await app.request({ method: 'GET', url: '/api/v1/whatsapp/sessions', key: other.testKey });
+      otherAnswers.push({ status: res.statusCode, whileHeld: !released, ms: Date.now() - started });
+      answered();
+    }
+    await Promise.all([...flooding, holding]);
+    return { flood, otherAnswers };
+  }
+
+  test('40 parallel session creations of one sandbox key leave storage to every other account, and the cap holds exactly', { timeout: 120_000 }, async () => {
+    const app = await startTestApp({ worker: false });
+    try {
+      const flooder = await app.createAccount({ rateLimit: 1_000_000 });
+      const db = app.app.services.db.kysely;
+      const now = Date.now();
+      // 95 of the sandbox's 100, written directly: the flood finds room for exactly 5 more, then only 409s.
+      await db
+        .insertInto('whatsapp_sessions')
+        .values(Array.from({ length: 95 }, (_, i) => ({ id: `ws_flood${String(i).padStart(3, '0')}`, account_id: flooder.accountId, env: 'test', status: 'connected', phone_number: '15550000000', qr_expires_at: null, auto_connect_at: null, auth_state: null, created_at: now, updated_at: now, last_connected_at: now })))
+        .execute();
+      const { flood, otherAnswers } = await underFlood(app, flooder, () => app.request({ method: 'POST', url: '/api/v1/whatsapp/sessions', key: flooder.testKey }), 6_000);
+      const statuses = [...new Set(flood)].sort().join();
+      assert.equal(flood.filter((s) => s === 201).length, 5, statuses);
+      assert.ok(flood.every((s) => s === 201 || s === 409), statuses);
+      const active = await db.selectFrom('whatsapp_sessions').select('id').where('account_id', '=', flooder.accountId).where('status', 'in', ['qr_pending', 'connected']).execute();
+      assert.equal(active.length, 100);
+      // Every answer of the other account's is a 200, the first (on PostgreSQL) while the flood's row was held.
+      assert.deepEqual([...new Set(otherAnswers.map((a) => a.status))], [200], JSON.stringify(otherAnswers.slice(0, 5)));
+      if (TEST_DATABASE_URL) assert.ok(otherAnswers[0]!.whileHeld);
     } finally {
       await app.close();
     }

@@ -43,7 +43,7 @@ describe('loadConfig: the documented defaults', () => {
       metricsPort: undefined,
       metricsToken: undefined,
       maxEventLoopDelayMs: 1000,
-      http: { headersTimeoutMs: 10_000, requestTimeoutMs: 30_000, keepAliveTimeoutMs: 5_000, maxRequestsPerSocket: 0, maxConnections: undefined, maxConnectionsPerAddress: undefined },
+      http: { headersTimeoutMs: 10_000, requestTimeoutMs: 30_000, keepAliveTimeoutMs: 360_000, maxRequestsPerSocket: 0, maxConnections: undefined, maxConnectionsPerAddress: undefined },
       ownerEmail: undefined,
     });
   });

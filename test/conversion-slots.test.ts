@@ -55,12 +55,16 @@ interface HeldTranscoder {
   release(): Promise<void>;
 }
 
-/** 4 ordinary slots, one conversion at once (2 conversion slots), `env` besides; one account sends everything. */
+/**
+ * 4 ordinary slots, one conversion at once (2 conversion slots), `env` besides; one account sends
+ * everything, and may hold every slot of both kinds (the share an account holds of each is
+ * fairness.test.ts's subject).
+ */
 async function withHeldTranscoder(env: Record<string, string>, body: (scene: HeldTranscoder) => Promise<void>): Promise<void> {
   const dir = await mkdtemp(join(tmpdir(), 'voicenote-conversion-slots-'));
   const hold = join(dir, 'hold');
   const fixtures = await sharedFixtures(await testFfmpegPath());
-  const t = await startTestApp({ env: { WORKER_CONCURRENCY: '4', MAX_CONCURRENT_CONVERSIONS: '1', FFMPEG_PATH: await heldFfmpeg(dir, hold), SHUTDOWN_GRACE_MS: '0', ...env } });
+  const t = await startTestApp({ env: { WORKER_CONCURRENCY: '4', MAX_CONCURRENT_CONVERSIONS: '1', WORKER_ACCOUNT_SHARE: '100', FFMPEG_PATH: await heldFfmpeg(dir, hold), SHUTDOWN_GRACE_MS: '0', ...env } });
   try {
     const key = (await t.createAccount()).testKey;
     const send = async (url: string): Promise<string> => {
@@ -119,9 +123,8 @@ describe(`conversions beside deliveries (${STORAGE_LABEL})`, () => {
     await withHeldTranscoder({ SANDBOX_LATENCY_MS: '5000' }, async ({ t, key, send, status, convertHeld, release }) => {
       // Two notes wait for the held transcoder, in the two conversion slots.
       await convertHeld(DISTINCT.slice(0, 2));
-      // Ready notes take the account's whole share of the ordinary slots (3 of 4) at once, all in their
-      // 5 s platform call. Before, the converting notes held two of the four slots and counted in that
-      // share: one of these went at a time.
+      // Ready notes take three of the four ordinary slots at once, all in their 5 s platform call.
+      // Before, the converting notes held two of the four slots: one of these waited for the others.
       const ready = await Promise.all([1, 2, 3].map(() => send(t.voiceUrl)));
       let seen: string[] = [];
       for (const deadline = Date.now() + 4_000; Date.now() < deadline; await new Promise((r) => setTimeout(r, 50))) {

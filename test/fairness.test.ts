@@ -6,7 +6,7 @@ import { MessageClaims } from '../src/delivery/claim.js';
 import { claimDueMessagesFairly, type MessageRow } from '../src/store/messages.js';
 import { startWebhookReceiver } from './fakes/webhook-receiver.js';
 import { sharedFixtures, testFfmpegPath } from './fixtures/audio-fixtures.js';
-import { closeSharedAudio, connectedSandboxSession, defaultSendBody, STORAGE_LABEL, startTestApp } from './fixtures/app-harness.js';
+import { closeSharedAudio, connectedSandboxSession, defaultSendBody, STORAGE_LABEL, startTestApp, type TestApp } from './fixtures/app-harness.js';
 
 /**
  * No account takes another's turn: a worker's slots and a webhook sender's are claimed round-robin
@@ -156,33 +156,111 @@ describe(`fair claims (${STORAGE_LABEL})`, () => {
 
   it("delivers account B's voice note while account A's notes hang on an audio host that never answers", { timeout: 60_000 }, async () => {
     // 4 slots, A may hold 3 of them: with first in first out, A's eight notes would hold all four for the
-    // audio fetch's 30 s timeout, and again for the next four.
-    const t = await startTestApp({ env: { WORKER_CONCURRENCY: '4', SHUTDOWN_GRACE_MS: '0' } });
+    // audio fetch's 30 s timeout, and again for the next four. (With 4 slots there are no conversion
+    // slots: the default two conversions at once would take all four.)
+    await whileAudioHangs({ env: { WORKER_CONCURRENCY: '4' }, hanging: 8, goodNoteBy: 'B', deliveredWithinMs: 25_000 }, async ({ hangingFetches }) => {
+      assert.equal(hangingFetches(), 3, 'at most 3 of A\'s were ever fetched');
+    });
+  });
+
+  it("delivers B's note within 5 s while A's 64 notes, their audio not yet known, hang in the conversion slots' downloads", { timeout: 60_000 }, async () => {
+    // The service's defaults on two cores: 64 slots, two conversions at once, so 16 conversion slots.
+    // Every note here may need converting (its URL is new to the worker): before, A's first sixteen
+    // downloads held every conversion slot for the fetch's 30 s, and B's note waited behind all 64.
+    await whileAudioHangs({ env: { WORKER_CONCURRENCY: '64', MAX_CONCURRENT_CONVERSIONS: '2' }, hanging: 64, goodNoteBy: 'B', deliveredWithinMs: 5_000 }, async () => undefined);
+  });
+
+  it("delivers a note of the same account within 5 s: a download that hangs leaves its conversion slot after a second", { timeout: 60_000 }, async () => {
+    // 8 slots, one conversion at once: 2 conversion slots, of which one account holds at most one.
+    // Before, A's hanging download kept it for the fetch's 30 s and A's good note waited behind it.
+    await whileAudioHangs({ env: { WORKER_CONCURRENCY: '8', MAX_CONCURRENT_CONVERSIONS: '1' }, hanging: 1, goodNoteBy: 'A', deliveredWithinMs: 5_000 }, async () => undefined);
+  });
+});
+
+describe(`fair conversion slots (${STORAGE_LABEL})`, () => {
+  /** Claims of a worker with 8 slots and 4 conversion slots; notes whose URL has `/new/` may need converting. */
+  const claims = (t: TestApp) =>
+    new MessageClaims({
+      db: t.app.services.db, workerId: 'worker_test', concurrency: 8, accountSharePercent: 75, leaseMs: 60_000, pollMs: 1_000, clock: Date.now,
+      conversionSlots: 4, mayConvert: (m) => m.audio_url.includes('/new/'),
+    });
+  const sendMany = async (t: TestApp, key: string, n: number, path: string) => {
+    const ids: string[] = [];
+    for (let i = 0; i < n; i++) {
+      const res = await t.send(key, defaultSendBody('telegram', t.audio.url(`${path}?n=${i}`)));
+      assert.equal(res.statusCode, 202, res.body);
+      ids.push(res.json().id);
+    }
+    return ids;
+  };
+
+  it('gives one account at most its share of the conversion slots: another account due later gets the rest', async () => {
+    const t = await startTestApp({ worker: false });
     try {
-      t.audio.route('/never.ogg', { kind: 'stall', beforeHeaders: true });
       const a = await t.createAccount();
       const b = await t.createAccount();
-      const hanging: string[] = [];
-      for (let i = 0; i < 8; i++) {
-        const res = await t.send(a.testKey, defaultSendBody('telegram', t.audio.url(`/never.ogg?n=${i}`)));
-        assert.equal(res.statusCode, 202, res.body);
-        hanging.push(res.json().id);
-      }
-      const res = await t.send(b.testKey, defaultSendBody('telegram', t.voiceUrl));
-      assert.equal(res.statusCode, 202, res.body);
-      const delivered = await t.waitForStatus(b.testKey, res.json().id, ['delivered', 'failed'], 25_000);
-      assert.equal(delivered.status, 'delivered');
-      // A's are all still waiting on their audio: none has been settled, and at most 3 were ever fetched.
-      for (const id of hanging) {
-        const status = (await t.request({ method: 'GET', url: `/api/v1/status/${id}`, key: a.testKey })).json();
-        assert.ok(status.status === 'queued' || status.status === 'processing', JSON.stringify(status));
-      }
-      assert.equal(t.audio.requests.filter((r) => r.path.startsWith('/never.ogg')).length, 3);
+      await sendMany(t, a.testKey, 10, '/new/a.ogg');
+      const worker = claims(t);
+      // Before, A's first four took every conversion slot, and B's note, due later, found none.
+      assert.equal((await worker.claim(8)).claimed.length, 3, 'A: 3 of 4 (75 %)');
+      const [bNote] = await sendMany(t, b.testKey, 1, '/new/b.ogg');
+      assert.deepEqual((await worker.claim(8)).claimed.map((m) => m.id), [bNote]);
+    } finally {
+      await t.close();
+    }
+  });
+
+  it('reads past an account at its share of the conversion slots whose notes fill the whole window', async () => {
+    const t = await startTestApp({ worker: false });
+    try {
+      const a = await t.createAccount();
+      const b = await t.createAccount();
+      // 70 of A's due first: more than the claim reads (64 due messages for 8 free slots).
+      await sendMany(t, a.testKey, 70, '/new/a.ogg');
+      const [bNote] = await sendMany(t, b.testKey, 1, '/new/b.ogg');
+      const { claimed } = await claims(t).claim(8);
+      assert.equal(claimed.filter((m) => m.account_id === a.accountId).length, 3);
+      assert.deepEqual(claimed.filter((m) => m.account_id === b.accountId).map((m) => m.id), [bNote]);
     } finally {
       await t.close();
     }
   });
 });
+
+/**
+ * Account A's `hanging` notes wait on an audio host that accepts and never answers; then a note of
+ * `goodNoteBy` ('A' again, or another account 'B') whose audio, new to the worker too, is served at
+ * once must be delivered within `deliveredWithinMs`, while every one of A's hanging notes still waits.
+ */
+async function whileAudioHangs(
+  scene: { env: Record<string, string>; hanging: number; goodNoteBy: 'A' | 'B'; deliveredWithinMs: number },
+  then: (seen: { hangingFetches: () => number }) => Promise<void>,
+): Promise<void> {
+  const t = await startTestApp({ env: { SHUTDOWN_GRACE_MS: '0', ...scene.env } });
+  try {
+    t.audio.route('/never.ogg', { kind: 'stall', beforeHeaders: true });
+    const a = await t.createAccount();
+    const hanging: string[] = [];
+    for (let i = 0; i < scene.hanging; i++) {
+      const res = await t.send(a.testKey, defaultSendBody('telegram', t.audio.url(`/never.ogg?n=${i}`)));
+      assert.equal(res.statusCode, 202, res.body);
+      hanging.push(res.json().id);
+    }
+    const goodKey = scene.goodNoteBy === 'A' ? a.testKey : (await t.createAccount()).testKey;
+    const res = await t.send(goodKey, defaultSendBody('telegram', t.voiceUrl));
+    assert.equal(res.statusCode, 202, res.body);
+    const delivered = await t.waitForStatus(goodKey, res.json().id, ['delivered', 'failed'], scene.deliveredWithinMs);
+    assert.equal(delivered.status, 'delivered');
+    // A's are all still waiting on their audio: none has been settled.
+    for (const id of hanging) {
+      const status = (await t.request({ method: 'GET', url: `/api/v1/status/${id}`, key: a.testKey })).json();
+      assert.ok(status.status === 'queued' || status.status === 'processing', JSON.stringify(status));
+    }
+    await then({ hangingFetches: () => t.audio.requests.filter((r) => r.path.startsWith('/never.ogg')).length });
+  } finally {
+    await t.close();
+  }
+}
 
 describe(`slots earned by quick work (${STORAGE_LABEL})`, () => {
   it('lets a lone account whose notes go through quickly use every slot but the reserve, which stays free for another account', { timeout: 60_000 }, async () => {

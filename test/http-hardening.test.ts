@@ -13,7 +13,7 @@ import path from 'node:path';
 import { after, describe } from 'node:test';
 import { machineLoad, test } from './fixtures/timed.js';
 import { maxConnectionsFor, maxPerAddressFor } from '../src/api/http-limits.js';
-import { closeSharedAudio, STORAGE_LABEL, startTestApp, type TestApp } from './fixtures/app-harness.js';
+import { closeSharedAudio, defaultSendBody, STORAGE_LABEL, startTestApp, type TestApp } from './fixtures/app-harness.js';
 import { BIN, childEnv, ROOT } from './fixtures/cli-process.js';
 
 after(closeSharedAudio);
@@ -106,6 +106,41 @@ describe(`slow clients are closed after the timeouts (${STORAGE_LABEL})`, () => 
   });
 });
 
+describe(`keep-alive outlasts the clients' and proxies' idle timeouts (${STORAGE_LABEL})`, () => {
+  test('a keep-alive connection idle for 6 s takes the next request (the default keep-alive), idle time counts against no headers timeout, and an idle connection still holds its place', { timeout: 60_000 }, async (t) => {
+    // The keep-alive timeout is the default. The headers timeout is 1 s here, shorter than the idle
+    // time: it counts from a request's first byte, not from the connection's idle start. One place per address.
+    const app = await startTestApp({ worker: false, env: { HTTP_HEADERS_TIMEOUT_MS: '1000', HTTP_MAX_CONNECTIONS_PER_ADDRESS: '1' } });
+    const socket = net.connect(await portOf(app), '127.0.0.1');
+    t.after(async () => {
+      socket.destroy();
+      await app.close();
+    });
+    socket.on('error', () => undefined);
+    let received = '';
+    let closed = false;
+    socket.setEncoding('utf8').on('data', (chunk: string) => (received += chunk));
+    socket.on('close', () => (closed = true));
+    const answered = async (n: number) => {
+      for (const deadline = Date.now() + 10_000; (received.match(/HTTP\/1\.1 200 /g)?.length ?? 0) < n; await new Promise((r) => setTimeout(r, 20))) {
+        assert.ok(Date.now() < deadline && !closed, `answer ${n} not received (closed: ${closed}): ${received}`);
+      }
+    };
+    await new Promise((resolve) => socket.once('connect', resolve));
+    socket.write('GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n');
+    await answered(1);
+    // Clients learn how long they may keep it (undici keeps it a second less).
+    assert.match(received, /^Keep-Alive: timeout=360$/im);
+    // Idle, the connection still holds the address's one place: another gets the 503.
+    assertEnvelope((await rawExchange(await portOf(app), '', 10_000)).received, 503, 'service_unavailable');
+    // Before, the service closed it after 5 s: a client writing its next request then got no answer.
+    await new Promise((resolve) => setTimeout(resolve, 6_000));
+    assert.equal(closed, false, 'still open after 6 s idle');
+    socket.write('GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n');
+    await answered(2);
+  });
+});
+
 describe(`the connection cap (${STORAGE_LABEL})`, () => {
   test('at HTTP_MAX_CONNECTIONS further connections are closed unanswered, while requests that fit are answered', async (t) => {
     const app = await startTestApp({ worker: false, env: { HTTP_MAX_CONNECTIONS: '4', HTTP_MAX_CONNECTIONS_PER_ADDRESS: '0', HTTP_HEADERS_TIMEOUT_MS: '60000', HTTP_REQUEST_TIMEOUT_MS: '60000' } });
@@ -163,7 +198,7 @@ describe(`the connection cap (${STORAGE_LABEL})`, () => {
     assert.equal(maxPerAddressFor({ ...limits, maxConnectionsPerAddress: 7 }, 192, true), 7);
   });
 
-  test('one address holding its share of the places is refused more, while another address is answered', async (t) => {
+  test('one address holding its share of the places is answered 503 with Retry-After on the next, at once and without being read, while another address is answered', async (t) => {
     const app = await startTestApp({ worker: false, env: { HTTP_MAX_CONNECTIONS: '60', HTTP_HEADERS_TIMEOUT_MS: '60000', HTTP_REQUEST_TIMEOUT_MS: '60000' } });
     const slow: net.Socket[] = [];
     t.after(async () => {
@@ -179,8 +214,28 @@ describe(`the connection cap (${STORAGE_LABEL})`, () => {
       slow.push(socket);
     }
     for (let i = 0; i < 100 && (await connectionCount(app)) < 3; i++) await new Promise((r) => setTimeout(r, 20));
-    const refused = await rawExchange(port, 'GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n');
-    assert.equal(refused.received, '', 'a fourth connection from 127.0.0.1 is closed unanswered');
+    // Before, a fourth connection from 127.0.0.1 was closed unanswered (the client saw ECONNRESET).
+    // Now it is answered before it sends anything (nothing of it is read), then closed.
+    const silent = await rawExchange(port, '', 10_000);
+    assert.ok(silent.closed, 'closed');
+    assertEnvelope(silent.received, 503, 'service_unavailable');
+    const answer = parseAnswer(silent.received);
+    assert.match(answer.headers, /^retry-after: 1$/im);
+    assert.match(answer.headers, /^connection: close$/im);
+    assert.deepEqual(answer.body.error.details, { max_connections: 3 });
+    assert.match(answer.body.error.message, /too many connections from this address \(at most 3 at once\); send fewer requests in parallel/);
+    // A client library sending its request on such a connection reads the same answer (not "fetch failed"), and no request ran.
+    const account = await app.createAccount();
+    const viaFetch = await fetch(`http://127.0.0.1:${port}/api/v1/send`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${account.testKey}`, 'content-type': 'application/json' },
+      body: JSON.stringify(defaultSendBody('telegram', app.voiceUrl)),
+    });
+    assert.equal(viaFetch.status, 503);
+    assert.equal(viaFetch.headers.get('retry-after'), '1');
+    assert.equal(((await viaFetch.json()) as { error: { code: string } }).error.code, 'service_unavailable');
+    const sent = await app.app.services.db.kysely.selectFrom('messages').select('id').execute();
+    assert.equal(sent.length, 0, 'the refused request was not run');
     const other = await new Promise<RawExchange>((resolve) => {
       const socket = net.connect({ port, host: '127.0.0.1', localAddress: '127.0.0.2' }, () => socket.write('GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n'));
       let received = '';

@@ -70,6 +70,25 @@ async function storedRow(t: TestApp, id: string) {
   return t.app.services.db.kysely.selectFrom('telegram_sessions').selectAll().where('id', '=', id).executeTakeFirst();
 }
 
+/**
+ * Ten wrong passwords for a password_needed session: nine say how many tries are left, the tenth that
+ * the linking has ended; the session is qr_expired, and the right password is refused after that.
+ */
+async function tenWrongPasswords(t: TestApp, key: string, id: string, right: string): Promise<void> {
+  for (let i = 1; i <= 9; i++) {
+    const wrong = assertErrorEnvelope(await password(t, key, id, { password: `guess-${i}` }), 422, 'invalid_parameter');
+    assert.deepEqual(wrong.details, { field: 'password', tries_left: 10 - i });
+    assert.match(wrong.message, new RegExp(`is not the cloud password .*; ${10 - i} tr(y|ies) left$`));
+  }
+  assert.equal((await get(t, key, id)).json().status, 'password_needed', 'still waiting after nine');
+  const last = assertErrorEnvelope(await password(t, key, id, { password: 'guess-10' }), 422, 'invalid_parameter');
+  assert.deepEqual(last.details, { field: 'password', tries_left: 0, status: 'qr_expired' });
+  assert.match(last.message, /that was the 10th wrong one: the linking has ended \(qr_expired\); start a new session/);
+  assert.equal((await get(t, key, id)).json().status, 'qr_expired');
+  const after = assertErrorEnvelope(await password(t, key, id, { password: right }), 422, 'invalid_parameter');
+  assert.equal(after.details.status, 'qr_expired');
+}
+
 after(closeSharedAudio);
 
 describe(`Telegram account sessions in the sandbox (${STORAGE_LABEL})`, () => {
@@ -112,6 +131,21 @@ describe(`Telegram account sessions in the sandbox (${STORAGE_LABEL})`, () => {
       assert.deepEqual((await remove(t, account.testKey, body.session_id)).json(), { deleted: true });
       assertErrorEnvelope(await get(t, account.testKey, body.session_id), 404, 'not_found');
       assertErrorEnvelope(await remove(t, account.testKey, body.session_id), 404, 'not_found');
+    } finally {
+      await t.close();
+    }
+  });
+
+  it('ten wrong passwords end the linking (qr_expired) and say so; the right one is refused after that', async () => {
+    const t = await startTestApp({ worker: false, env: { SANDBOX_AUTO_SCAN_SECONDS: '0' } });
+    try {
+      const account = await t.createAccount();
+      await subscribe(t, account.testKey);
+      const id = (await create(t, account.testKey)).json().session_id;
+      assert.equal((await simulate(t, account.testKey, id, 'scan_with_password')).json().status, 'password_needed');
+      // Before, every wrong password was one more 422 and the session waited for the next (520 in the attack).
+      await tenWrongPasswords(t, account.testKey, id, 'sandbox-password');
+      assert.deepEqual((await sessionEvents(t, account.accountId)).map((e) => e.data.status), ['password_needed', 'qr_expired']);
     } finally {
       await t.close();
     }
@@ -268,6 +302,23 @@ describe(`Telegram account sessions, live, against a fake MTProto server (${STOR
       const id = await linked(t, world, account.liveKey, { ...JANE, dc: 4 });
       assert.ok(world.requests.some((r) => r.className === 'auth.ImportLoginToken'));
       assert.equal(t.app.services.secretBox.open((await storedRow(t, id))!.auth_key!).split(':')[1], '4', 'the key of the account’s own DC is kept');
+    } finally {
+      await t.close();
+    }
+  });
+
+  it('ten wrong cloud passwords end the linking (qr_expired): no eleventh reaches Telegram, the right one included', async () => {
+    const world = new FakeTelegram();
+    const t = await liveApp(world, 'one');
+    try {
+      const account = await t.createAccount();
+      await subscribe(t, account.liveKey);
+      const created = (await create(t, account.liveKey)).json();
+      world.scan(decodeQr(created.qr_code), { ...JANE, password: 'correct horse battery staple' });
+      await eventually(async () => (await get(t, account.liveKey, created.session_id)).json().status === 'password_needed', 'password_needed');
+      await tenWrongPasswords(t, account.liveKey, created.session_id, 'correct horse battery staple');
+      assert.equal(world.requests.filter((r) => r.className === 'auth.CheckPassword').length, 10, 'ten checks reached Telegram, no more');
+      assert.deepEqual((await sessionEvents(t, account.accountId)).map((e) => e.data.status), ['password_needed', 'qr_expired']);
     } finally {
       await t.close();
     }

@@ -63,22 +63,32 @@ export function clientOf(address: string): string {
   return `${groups.slice(0, 4).map((g) => Number.parseInt(g || '0', 16).toString(16)).join(':')}::/64`;
 }
 
+/** How long a client over its share of the connections is told to wait before it tries again (s). */
+const OVER_SHARE_RETRY_AFTER_S = 1;
+
 /**
- * The connection caps on the listening server: over the total (Node's maxConnections) or over one
- * client's share (an IPv4 address, an IPv6 /64), a new connection is closed at once, before anything
- * is read from it.
+ * The connection caps on the listening server. Over the total (Node's maxConnections) a new
+ * connection is closed at once. Over one client's share (an IPv4 address, an IPv6 /64) it is answered
+ * at once, before anything is read from it, with a 503 and Retry-After in the error envelope, then
+ * closed: a client sending many requests in parallel learns why (not a bare ECONNRESET) and when to
+ * try again. The HTTP server never sees such a connection: nothing of it is parsed, no request runs.
  */
 export function capConnections(server: Server, maxConnections: number, perAddress: number): void {
   server.maxConnections = maxConnections;
   if (perAddress <= 0) return;
   const open = new Map<string, number>();
+  // Node's HTTP server takes each connection in its 'connection' listener: it is called only for
+  // connections within the share.
+  const httpListeners = server.listeners('connection') as Array<(socket: Socket) => void>;
+  server.removeAllListeners('connection');
   server.on('connection', (socket: Socket) => {
     const address = clientOf(socket.remoteAddress ?? '');
     const count = (open.get(address) ?? 0) + 1;
     if (count > perAddress) {
-      socket.destroy();
+      refuseOverShare(socket, perAddress);
       return;
     }
+    for (const listener of httpListeners) listener.call(server, socket);
     open.set(address, count);
     socket.once('close', () => {
       const left = (open.get(address) ?? 1) - 1;
@@ -135,11 +145,34 @@ export function registerClientErrorHooks(app: FastifyInstance): void {
   app.server.on('connect', (_request, socket: Socket) => answerRaw(socket, new ApiError('method_not_allowed', 'CONNECT is not supported')));
 }
 
-function answerRaw(socket: Socket, apiError: ApiError): void {
+/** The answer to a connection over its address's share, written before anything is read from it. */
+function refuseOverShare(socket: Socket, perAddress: number): void {
+  const apiError = new ApiError(
+    'service_unavailable',
+    `too many connections from this address (at most ${perAddress} at once); send fewer requests in parallel, reuse connections (keep-alive), and retry after ${OVER_SHARE_RETRY_AFTER_S} s`,
+    { max_connections: perAddress },
+    { 'Retry-After': String(OVER_SHARE_RETRY_AFTER_S) },
+  );
+  socket.on('error', () => undefined);
+  // What the client sends meanwhile is read and dropped: closing with unread bytes would reset the
+  // connection, and a reset may take the answer with it before the client reads it.
+  socket.resume();
+  socket.end(rawResponse(apiError));
+  setTimeout(() => socket.destroy(), 1_000).unref();
+}
+
+/** An error answer written on a bare socket: status line, headers (the error's own too), the envelope. */
+function rawResponse(apiError: ApiError): string {
   const body = JSON.stringify(envelope(apiError));
-  const head = `HTTP/1.1 ${apiError.statusCode} ${STATUS_TEXT[apiError.statusCode] ?? 'Error'}\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n`;
+  const extra = Object.entries(apiError.headers)
+    .map(([name, value]) => `${name}: ${value}\r\n`)
+    .join('');
+  return `HTTP/1.1 ${apiError.statusCode} ${STATUS_TEXT[apiError.statusCode] ?? 'Error'}\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\n${extra}Connection: close\r\n\r\n${body}`;
+}
+
+function answerRaw(socket: Socket, apiError: ApiError): void {
   // Closed once the answer is out (a client that reads nothing cannot keep the socket open either).
-  socket.end(head + body, () => socket.destroy());
+  socket.end(rawResponse(apiError), () => socket.destroy());
   setTimeout(() => socket.destroy(), 1_000).unref();
 }
 
@@ -163,4 +196,4 @@ export function clientErrorHandler(logger: FastifyBaseLogger) {
   };
 }
 
-const STATUS_TEXT: Record<number, string> = { 400: 'Bad Request', 405: 'Method Not Allowed', 408: 'Request Timeout', 431: 'Request Header Fields Too Large' };
+const STATUS_TEXT: Record<number, string> = { 400: 'Bad Request', 405: 'Method Not Allowed', 408: 'Request Timeout', 431: 'Request Header Fields Too Large', 503: 'Service Unavailable' };

@@ -10,6 +10,7 @@ import {
   WrongPasswordError,
   type TelegramSimulatedEvent,
 } from '../platforms/telegram/account/sessions.js';
+import { LimitReachedError } from '../store/limits.js';
 import type { TelegramSessionRow } from '../store/telegram-sessions.js';
 import { ApiError, invalidParameter, notFound } from './errors.js';
 import { rejectUnknownFields } from './unknown-fields.js';
@@ -34,7 +35,10 @@ export function registerTelegramSessionRoutes(app: FastifyInstance, services: Se
     // Not the platform's fault: the operator's configuration, which no retry mends.
     if (error instanceof TelegramNotConfiguredError) throw new ApiError('not_configured', error.message, { missing: ['TELEGRAM_API_ID', 'TELEGRAM_API_HASH'] });
     if (error instanceof TelegramUnavailableError) throw new ApiError('platform_error', error.message);
-    if (error instanceof WrongPasswordError) throw invalidParameter('password', error.message);
+    if (error instanceof LimitReachedError) throw new ApiError('limit_reached', error.message, { limit: error.limit, max: error.max });
+    if (error instanceof WrongPasswordError) {
+      throw new ApiError('invalid_parameter', error.message, { field: 'password', tries_left: error.triesLeft, ...(error.triesLeft === 0 ? { status: 'qr_expired' } : {}) });
+    }
     if (error instanceof TelegramSessionStateError) throw new ApiError('invalid_parameter', error.message, { field, status: error.status });
     throw error;
   };
@@ -47,7 +51,9 @@ export function registerTelegramSessionRoutes(app: FastifyInstance, services: Se
         summary: 'Start linking a Telegram account',
         description:
           'Returns a QR code (PNG data URI of tg://login?token=…) to scan in Telegram under Settings → Devices → Link Desktop Device. ' +
-          'Live codes are renewed as Telegram expires them (GET shows the current one). An account with a cloud password moves to password_needed.',
+          'Live codes are renewed as Telegram expires them (GET shows the current one). An account with a cloud password moves to password_needed. ' +
+          'Sessions linking or linked are capped per account and environment as WhatsApp sessions are (live: 5 on starter, 20 on growth, 50 on scale, ' +
+          '100 on enterprise; sandbox: 100): one more is 409 limit_reached with details.limit "telegram_sessions" and details.max.',
         tags: ['telegram'],
         body: CreateTelegramSessionBody,
         response: { 201: CreatedTelegramSession, ...withErrors(400, 409, 422, 502, 503) },

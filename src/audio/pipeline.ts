@@ -99,6 +99,11 @@ export interface PrepareInput {
   signal?: AbortSignal;
   /** A local file to read instead of downloading `url` (the sandbox's shipped sample, see samples.ts). */
   localSource?: string;
+  /**
+   * Told when this request's own download is done (what is left is the conversion): the worker lets
+   * a download wait only briefly in a slot meant for conversions.
+   */
+  onFetched?: () => void;
 }
 
 export interface AudioPipeline {
@@ -252,6 +257,7 @@ export function createAudioPipeline(opts: AudioPipelineOptions, internals: Audio
         signal: input.signal ? AbortSignal.any([closing.signal, input.signal]) : closing.signal,
       });
       knownUrls.remember(input.url, src.sha256);
+      input.onFetched?.();
       const key = AudioCache.keyOf(src.sha256, target.profile);
       for (;;) {
         const cached = await cache.acquire(src.sha256, target.profile);

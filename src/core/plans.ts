@@ -79,3 +79,11 @@ export const WHATSAPP_SESSIONS_BY_PLAN: Record<PlanName, number> = {
 };
 /** Sandbox sessions hold no socket: one cap for every plan, the largest plan's, so rows cannot pile up without end. */
 export const SANDBOX_WHATSAPP_SESSIONS = 100;
+
+/**
+ * Telegram account sessions linking or linked (`qr_pending`, `password_needed`, `connected`): the same
+ * caps as WhatsApp's, by plan and in the sandbox. Live, each holds an MTProto connection under the
+ * operator's api_id.
+ */
+export const TELEGRAM_SESSIONS_BY_PLAN: Record<PlanName, number> = WHATSAPP_SESSIONS_BY_PLAN;
+export const SANDBOX_TELEGRAM_SESSIONS = SANDBOX_WHATSAPP_SESSIONS;

@@ -55,6 +55,8 @@ export interface Job {
   senderLabel?: string;
   /** Told once the audio is ready or has failed (a conversion slot, if it held one, is free). */
   audioSettled?: () => void;
+  /** Told once the audio's source is downloaded: what is left of its preparing is the conversion. */
+  audioFetched?: () => void;
 }
 
 /** The database's time now, from the claim's and this process's elapsed time. */
@@ -190,6 +192,7 @@ async function attempt(deps: AttemptDeps, job: Job): Promise<void> {
       ...(sample !== null ? { localSource: sample } : {}),
       ...(message.duration !== null ? { durationHint: Number(message.duration) } : {}),
       signal,
+      onFetched: () => job.audioFetched?.(),
     })
     .finally(() => job.audioSettled?.());
   try {

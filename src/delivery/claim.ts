@@ -1,5 +1,5 @@
 import type { Db } from '../store/db.js';
-import { claimDueMessagesFairly, type MessageRow } from '../store/messages.js';
+import { claimDueMessagesFairly, type ClaimCandidate, type MessageRow } from '../store/messages.js';
 import { AccountSlots, pickFairly } from './fair-share.js';
 
 /** Due messages the fair claim reads to choose from: four per free slot, within these bounds. */
@@ -18,6 +18,12 @@ const CAPPED_NEW_WORK_MS = 20;
  * than its lease and grace (minutes).
  */
 const EXPIRED_LEASES_EVERY_MS = 1_000;
+/**
+ * How long a note may download its audio in a conversion slot. Those slots are meant for the CPU's
+ * work; a download that takes longer (an audio host slow to answer, or never answering: the fetch
+ * waits up to 30 s) goes on in one of its account's slots, like a slow platform call.
+ */
+export const DOWNLOAD_IN_CONVERSION_SLOT_MS = 1_000;
 
 /**
  * How many conversion slots a worker with `slots` delivery slots has, with `conversions` run at once:
@@ -67,12 +73,20 @@ export class MessageClaims {
   #newWorkDueAt: number | undefined;
   /** When the last claim looked for messages whose lease ran out (this process's clock). */
   #expiredLookAt = Number.NEGATIVE_INFINITY;
-  /** Messages in hand claimed as "may need converting" whose audio is not ready yet. */
-  readonly #converting = new Set<string>();
+  /**
+   * The conversion slots by account: each account holds at most its share of them too, so that one
+   * account's notes (whose audio hosts hang, say) cannot hold them all while another's wait.
+   */
+  readonly #conversionSlots: AccountSlots | undefined;
+  /** Messages in hand claimed as "may need converting" whose audio is not ready yet: their account, when claimed. */
+  readonly #converting = new Map<string, { account: string; claimedAt: number }>();
 
   constructor(settings: ClaimSettings) {
     this.#settings = settings;
     this.#slots = new AccountSlots(settings.concurrency, settings.accountSharePercent, settings.clock);
+    if (settings.conversionSlots !== undefined && settings.mayConvert !== undefined) {
+      this.#conversionSlots = new AccountSlots(settings.conversionSlots, settings.accountSharePercent, settings.clock);
+    }
     this.#cappedLookMs = Math.min(settings.pollMs, CAPPED_LOOK_MS);
   }
 
@@ -114,48 +128,74 @@ export class MessageClaims {
 
   /** Claims up to `free` due messages (throws when storage does not answer); `claimedAt` on this process's clock. */
   async claim(free: number): Promise<{ claimed: MessageRow[]; claimedAt: number }> {
-    const { db, workerId, concurrency, leaseMs, affinityHolder, clock } = this.#settings;
-    const claimedAt = clock();
-    const slots = this.#slots;
-    const excluded = slots.full();
+    const claimedAt = this.#settings.clock();
+    const excluded = this.#slots.full();
     this.#newWork = false;
     this.#newWorkDueAt = undefined;
     const expiredLeases = claimedAt - this.#expiredLookAt >= EXPIRED_LEASES_EVERY_MS;
     if (expiredLeases) this.#expiredLookAt = claimedAt;
-    const { claimed, leftBehind } = await claimDueMessagesFairly(db.kysely, db.dialect, workerId, {
+    let { claimed, leftBehind } = await this.#claimOnce(free, excluded, claimedAt, expiredLeases);
+    // Accounts at their share of the conversion slots may fill the whole window with notes that need
+    // converting (a flood of them, due first): read again past those accounts, or another account's
+    // notes behind them would wait until the flood is gone.
+    const convertingFull = (this.#conversionSlots?.full() ?? []).filter((account) => !excluded.includes(account));
+    if (claimed.length < free && leftBehind && convertingFull.length > 0) {
+      const more = await this.#claimOnce(free - claimed.length, [...excluded, ...convertingFull], claimedAt, false);
+      claimed = [...claimed, ...more.claimed];
+      leftBehind = true;
+    }
+    this.#capped = claimed.length < free && (leftBehind || excluded.length > 0) ? { at: claimedAt, free: free - claimed.length } : undefined;
+    this.#backlog = claimed.length === free || this.#capped !== undefined;
+    return { claimed, claimedAt };
+  }
+
+  /** One claim statement of up to `free` messages, accounts in `excluded` left out; what it took is held here. */
+  async #claimOnce(free: number, excluded: string[], claimedAt: number, expiredLeases: boolean): Promise<{ claimed: MessageRow[]; leftBehind: boolean }> {
+    const { db, workerId, leaseMs, affinityHolder } = this.#settings;
+    const result = await claimDueMessagesFairly(db.kysely, db.dialect, workerId, {
       limit: free,
       leaseMs,
       ...(affinityHolder !== undefined ? { affinityHolder } : {}),
       excludeAccounts: excluded,
       window: Math.min(MAX_CLAIM_WINDOW, Math.max(MIN_CLAIM_WINDOW, free * 4)),
       expiredLeases,
-      pick: (candidates) =>
-        pickFairly(
-          this.#withinConversionSlots(candidates).map((c) => ({ id: c.id, account: c.account_id, sender: c.sender })),
-          { limit: free, slots: concurrency, capOf: (account) => slots.capOf(account), inHand: slots.inHand },
-        ),
+      pick: (candidates) => this.#pick(candidates, free),
     });
-    this.#capped = claimed.length < free && (leftBehind || excluded.length > 0) ? { at: claimedAt, free: free - claimed.length } : undefined;
-    this.#backlog = claimed.length === free || this.#capped !== undefined;
-    for (const message of claimed) {
+    for (const message of result.claimed) {
       // A note that may need converting holds a conversion slot, not one of its account's, until its
-      // audio is ready (audioSettled).
-      if (this.#settings.conversionSlots !== undefined && this.#settings.mayConvert?.(message)) this.#converting.add(message.id);
-      else slots.take(message.account_id);
+      // audio is ready (audioSettled) or its download is found slow (downloadIsSlow).
+      if (this.#conversionSlots && this.#settings.mayConvert?.(message)) {
+        this.#converting.set(message.id, { account: message.account_id, claimedAt });
+        this.#conversionSlots.take(message.account_id);
+      } else this.#slots.take(message.account_id);
     }
-    return { claimed, claimedAt };
+    return result;
   }
 
   /**
-   * Candidates in due order, without those that may need converting once the conversion slots are
-   * full: those stay queued (for this worker's next claim, or another worker's), not held in a slot
-   * that notes with their audio ready could use.
+   * Which candidates to claim: those whose audio is ready fairly across accounts in the worker's slots,
+   * those that may need converting fairly across accounts in the conversion slots (each account within
+   * its share of them too). Those left stay queued (for this worker's next claim, or another worker's).
    */
-  #withinConversionSlots<C extends { platform: string; audio_url: string }>(candidates: readonly C[]): readonly C[] {
-    const { conversionSlots, mayConvert } = this.#settings;
-    if (conversionSlots === undefined || mayConvert === undefined) return candidates;
-    let room = conversionSlots - this.#converting.size;
-    return candidates.filter((c) => !mayConvert(c) || room-- > 0);
+  #pick(candidates: readonly ClaimCandidate[], free: number): string[] {
+    const fair = (list: readonly ClaimCandidate[]) => list.map((c) => ({ id: c.id, account: c.account_id, sender: c.sender }));
+    const slots = this.#slots;
+    const conversion = this.#conversionSlots;
+    const mayConvert = this.#settings.mayConvert;
+    const ordinary = (list: readonly ClaimCandidate[], limit: number) =>
+      pickFairly(fair(list), { limit, slots: this.#settings.concurrency, capOf: (account) => slots.capOf(account), inHand: slots.inHand });
+    if (!conversion || !mayConvert) return ordinary(candidates, free);
+    const converting: ClaimCandidate[] = [];
+    const ready: ClaimCandidate[] = [];
+    for (const candidate of candidates) (mayConvert(candidate) ? converting : ready).push(candidate);
+    const room = Math.min(free, conversion.slots - this.#converting.size);
+    const toConvert = pickFairly(fair(converting), { limit: room, slots: conversion.slots, capOf: (account) => conversion.capOf(account), inHand: conversion.inHand });
+    return [...ordinary(ready, free - toConvert.length), ...toConvert];
+  }
+
+  /** Whether a message claimed now holds a conversion slot (its audio may need converting). */
+  holdsConversionSlot(messageId: string): boolean {
+    return this.#converting.has(messageId);
   }
 
   /** Notes in hand that hold a conversion slot (their audio is not ready yet), beside the `concurrency` slots. */
@@ -168,14 +208,36 @@ export class MessageClaims {
    * account's slots for the rest of its attempt. True when it held a conversion slot.
    */
   audioSettled(message: MessageRow): boolean {
-    if (!this.#converting.delete(message.id)) return false;
+    const held = this.#converting.get(message.id);
+    if (!held) return false;
+    this.#converting.delete(message.id);
+    this.#conversionSlots?.release(held.account, held.claimedAt);
+    this.#slots.take(message.account_id);
+    return true;
+  }
+
+  /**
+   * A message still downloading its audio after DOWNLOAD_IN_CONVERSION_SLOT_MS: it gives its
+   * conversion slot back (earning its account nothing) and waits in one of its account's slots.
+   * True when it held a conversion slot.
+   */
+  downloadIsSlow(message: MessageRow): boolean {
+    const held = this.#converting.get(message.id);
+    if (!held) return false;
+    this.#converting.delete(message.id);
+    this.#conversionSlots?.giveBack(held.account);
     this.#slots.take(message.account_id);
     return true;
   }
 
   /** A message claimed at `claimedAt` (this process's clock) is done with (its outcome written or kept). */
   release(message: MessageRow, claimedAt: number): void {
-    if (this.#converting.delete(message.id)) return;
+    const held = this.#converting.get(message.id);
+    if (held) {
+      this.#converting.delete(message.id);
+      this.#conversionSlots?.giveBack(held.account);
+      return;
+    }
     this.#slots.release(message.account_id, claimedAt);
   }
 }

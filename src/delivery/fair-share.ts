@@ -169,9 +169,7 @@ export class AccountSlots {
 
   /** An attempt of `account` that started at `startedAt` (this clock) ended. */
   release(account: string, startedAt: number): void {
-    const held = (this.inHand.get(account) ?? 1) - 1;
-    if (held > 0) this.inHand.set(account, held);
-    else this.inHand.delete(account);
+    this.giveBack(account);
     const now = this.clock();
     this.#sweep(now);
     if (this.#ceiling === this.#share || now - startedAt > QUICK_MS) return;
@@ -180,6 +178,13 @@ export class AccountSlots {
     ends.push(now);
     // More than the ceiling allows would earn nothing more.
     if (ends.length > this.#ceiling - this.#share) ends.shift();
+  }
+
+  /** A slot of `account` is given back without its work having ended (it earns nothing). */
+  giveBack(account: string): void {
+    const held = (this.inHand.get(account) ?? 1) - 1;
+    if (held > 0) this.inHand.set(account, held);
+    else this.inHand.delete(account);
   }
 
   /** Forgets, now and then, the accounts whose quick ends all expired (they would pile up over months). */

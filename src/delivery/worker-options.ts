@@ -21,6 +21,8 @@ export interface AudioSource {
     signal?: AbortSignal;
     /** A shipped sample read instead of downloading `url` (sandbox only). */
     localSource?: string;
+    /** Told when the source is downloaded (what is left is converting it); not when nothing was downloaded. */
+    onFetched?: () => void;
   }): Promise<PreparedVoice>;
   /**
    * Whether the audio of `url` is known to be ready for the target (no conversion to wait for): the

@@ -3,7 +3,7 @@ import type { Logger } from 'pino';
 import { lazyChild } from '../logger.js';
 import { MAX_CLAIMS_WITHOUT_OUTCOME, msUntilNextDue, type MessageRow } from '../store/messages.js';
 import { attemptWithLease, dbNow, ShuttingDown, type Job, type ResolvedWorkerOptions } from './attempt.js';
-import { MessageClaims } from './claim.js';
+import { DOWNLOAD_IN_CONVERSION_SLOT_MS, MessageClaims } from './claim.js';
 import { DueLoop, untilNextDue, type NextTurn } from './due-loop.js';
 import { DEFAULT_ACCOUNT_SHARE_PERCENT } from './fair-share.js';
 import { OutcomeWriter, poisoned } from './outcome.js';
@@ -148,12 +148,21 @@ export class DeliveryWorker {
         const dbClaimedAt = Number(message.updated_at);
         const job: Job = { message, controller: new AbortController(), dbClaimedAt, claimedAt, leaseUntil: dbClaimedAt + leaseMs, reachedPlatform: false, rhythms, senders };
         // A conversion slot freed: a note left queued for the lack of one may be claimed now.
+        // A download still running after a moment leaves its conversion slot for one of its account's.
+        const slowDownload = this.#claims.holdsConversionSlot(message.id)
+          ? setTimeout(() => {
+              if (this.#claims.downloadIsSlow(message)) this.#loop.nudge();
+            }, DOWNLOAD_IN_CONVERSION_SLOT_MS)
+          : undefined;
+        job.audioFetched = () => clearTimeout(slowDownload);
         job.audioSettled = () => {
+          clearTimeout(slowDownload);
           this.#audioReady.add(message.id);
           if (this.#claims.audioSettled(message)) this.#loop.nudge();
         };
         this.#jobs.set(message.id, job);
         const done = this.#handle(job).finally(() => {
+          clearTimeout(slowDownload);
           this.#jobs.delete(message.id);
           this.#audioReady.delete(message.id);
           this.#claims.release(message, claimedAt);

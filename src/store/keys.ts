@@ -49,6 +49,7 @@ export async function issueKey(
 export async function createKey(db: Kysely<Database>, accountId: string, env: KeyEnv, now = Date.now()): Promise<IssuedKey> {
   return withinLimit(
     db,
+    accountId,
     (trx) => checkKeyRoom(trx, accountId, env, now),
     (trx) => issueKey(trx, accountId, env, { now }),
   );

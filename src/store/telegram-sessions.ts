@@ -1,6 +1,7 @@
 import type { Kysely } from 'kysely';
 import { telegramSessionView } from '../core/telegram-session-views.js';
 import { claimAffinity, dropAffinity, lockHeldAffinity } from './affinity.js';
+import { checkSessionRoom, withinLimit } from './limits.js';
 import type { Database, TelegramSessionsTable } from './schema.js';
 import { enqueueEvent } from './webhook-outbox.js';
 
@@ -19,8 +20,18 @@ export interface Owner {
 
 type Change = Partial<Pick<TelegramSessionRow, 'status' | 'user_id' | 'username' | 'phone_number' | 'auth_key' | 'qr_payload' | 'qr_expires_at' | 'auto_connect_at' | 'last_connected_at' | 'resting_until'>>;
 
+/**
+ * Stores a new session, within its account's cap on sessions linking or linked (by plan, as WhatsApp's:
+ * core/plans.ts): throws LimitReachedError, storing nothing, when the account and environment have as
+ * many as allowed.
+ */
 export async function insertTelegramSession(db: Kysely<Database>, row: TelegramSessionRow): Promise<void> {
-  await db.insertInto('telegram_sessions').values(row).execute();
+  await withinLimit(
+    db,
+    row.account_id,
+    (trx) => checkSessionRoom(trx, 'telegram_sessions', row.account_id, row.env),
+    async (trx) => void (await trx.insertInto('telegram_sessions').values(row).execute()),
+  );
 }
 
 export async function findTelegramSession(db: Kysely<Database>, owner: Owner, id: string): Promise<TelegramSessionRow | undefined> {

@@ -1,6 +1,6 @@
 import type { Kysely } from 'kysely';
 import type { Database, WhatsappSessionsTable } from './schema.js';
-import { checkWhatsappSessionRoom, withinLimit } from './limits.js';
+import { checkSessionRoom, withinLimit } from './limits.js';
 import { followWhatsappSession } from './senders.js';
 import { recordSessionStatusChange } from './webhook-outbox.js';
 
@@ -18,7 +18,8 @@ export interface Owner {
 export async function insertWhatsappSession(db: Kysely<Database>, row: WhatsappSessionRow): Promise<void> {
   await withinLimit(
     db,
-    (trx) => checkWhatsappSessionRoom(trx, row.account_id, row.env),
+    row.account_id,
+    (trx) => checkSessionRoom(trx, 'whatsapp_sessions', row.account_id, row.env),
     async (trx) => void (await trx.insertInto('whatsapp_sessions').values(row).execute()),
   );
 }

@@ -1,6 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import { TelegramNotConfiguredError, TelegramUnavailableError } from '../../platforms/telegram/account/sessions.js';
 import { telegramAccountLabel } from '../../core/telegram-session-views.js';
+import { LimitReachedError } from '../../store/limits.js';
 import type { TelegramSessionRow } from '../../store/telegram-sessions.js';
 import type { DashboardContext } from '../context.js';
 import { ctxOf, redirectTo, type DashboardDeps } from '../deps.js';
@@ -100,6 +101,8 @@ ${sessionRows(ctx, rows)}`,
       return sendPage(reply, await render(ctx, undefined, created), 201);
     } catch (error) {
       if (error instanceof TelegramNotConfiguredError) return sendPage(reply, await render(ctx, { kind: 'error', text: `Not configured on this server: ${error.message}` }), 503);
+      if (error instanceof TelegramNotConfiguredError) return sendPage(reply, await render(ctx, { kind: 'error', text: `Not configured on this server: ${error.message}` }), 503);
+      if (error instanceof LimitReachedError) return sendPage(reply, await render(ctx, { kind: 'error', text: `No new session: ${error.message}.` }), 409);
       if (!(error instanceof TelegramUnavailableError)) throw error;
       return sendPage(reply, await render(ctx, { kind: 'error', text: `Telegram could not be reached: ${error.message}` }), 502);
     }

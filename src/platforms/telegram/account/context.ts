@@ -33,11 +33,44 @@ export class TelegramSessionStateError extends Error {
   }
 }
 
-/** The cloud password was not the account's. */
+/**
+ * Wrong cloud passwords one linking takes: the last ends it (`qr_expired`), so a key cannot go on
+ * guessing an account's two-step password through the service.
+ */
+export const MAX_PASSWORD_TRIES = 10;
+
+/** The cloud password was not the account's; `triesLeft` 0: that was the last try, the linking has ended. */
 export class WrongPasswordError extends Error {
-  constructor() {
-    super('the password is not the cloud password (two-step verification) of this Telegram account');
+  constructor(readonly triesLeft: number) {
+    super(
+      triesLeft > 0
+        ? `the password is not the cloud password (two-step verification) of this Telegram account; ${triesLeft} ${triesLeft === 1 ? 'try' : 'tries'} left`
+        : `the password is not the cloud password (two-step verification) of this Telegram account, and that was the ${MAX_PASSWORD_TRIES}th wrong one: the linking has ended (qr_expired); start a new session`,
+    );
     this.name = 'WrongPasswordError';
+  }
+}
+
+/** The password tries of the sessions being linked in this process (each asks for its password here). */
+export class PasswordTries {
+  readonly #taken = new Map<string, number>();
+
+  /** Takes a try before the check (parallel tries count too); false when none is left. */
+  take(sessionId: string): boolean {
+    const taken = this.#taken.get(sessionId) ?? 0;
+    if (taken >= MAX_PASSWORD_TRIES) return false;
+    this.#taken.set(sessionId, taken + 1);
+    return true;
+  }
+
+  /** Tries left after those taken. */
+  left(sessionId: string): number {
+    return MAX_PASSWORD_TRIES - (this.#taken.get(sessionId) ?? 0);
+  }
+
+  /** The session's linking ended (linked, expired, deleted): its count goes. */
+  forget(sessionId: string): void {
+    this.#taken.delete(sessionId);
   }
 }
 

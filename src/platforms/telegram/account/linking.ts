@@ -15,6 +15,7 @@ import { loadTelegram, rpcErrorName } from './client.js';
 import {
   closeLink,
   loginUrl,
+  PasswordTries,
   TelegramSessionStateError,
   TelegramNotConfiguredError,
   TelegramUnavailableError,
@@ -34,6 +35,7 @@ import {
 export function createAccountLinking(ctx: AccountContext, hooks: { ensureRenewing(): void; /** An update on a linked (open) connection. */ heard(sessionId: string, update: unknown): void }) {
   const { db, secretBox, tuning, links, holderId } = ctx;
   const log = (id: string) => ctx.logger.child({ session_id: id });
+  const passwordTries = new PasswordTries();
 
   function credentials(): { apiId: number; apiHash: string } {
     if (!ctx.credentials) throw new TelegramNotConfiguredError();
@@ -73,6 +75,7 @@ export function createAccountLinking(ctx: AccountContext, hooks: { ensureRenewin
 
   /** The code was not scanned (or the password not given) in time: the session is qr_expired. */
   async function expire(link: AccountLink, from: Array<'qr_pending' | 'password_needed'>): Promise<void> {
+    passwordTries.forget(link.id);
     links.delete(link.id);
     closeLink(link);
     await transitionTelegramSession(db, link.id, from, { status: 'qr_expired', qr_payload: null, qr_expires_at: null }, ctx.now());
@@ -118,6 +121,7 @@ export function createAccountLinking(ctx: AccountContext, hooks: { ensureRenewin
   /** Telegram authorized the account: keep its key (sealed) and who it is. */
   async function authorized(link: AccountLink, user: Api.TypeUser): Promise<void> {
     clearTimeout(link.renewTimer);
+    passwordTries.forget(link.id);
     const person = user as Partial<Api.User>;
     const change = {
       status: 'connected' as const,
@@ -209,6 +213,8 @@ export function createAccountLinking(ctx: AccountContext, hooks: { ensureRenewin
       if (row.status !== 'password_needed') throw new TelegramSessionStateError(`the session is ${row.status}; only a password_needed session takes a password`, row.status);
       const link = links.get(id);
       if (!link || link.phase !== 'password') throw new TelegramUnavailableError('this login is held by another process or was interrupted; try again, or start a new session');
+      // A try is taken before the check: parallel tries count too, and no more than the last reach Telegram.
+      if (!passwordTries.take(id)) throw new WrongPasswordError(0);
       const { Api } = await loadTelegram();
       const { computeCheck } = await import('telegram/Password.js');
       try {
@@ -217,8 +223,11 @@ export function createAccountLinking(ctx: AccountContext, hooks: { ensureRenewin
         const result = await link.client.invoke(new Api.auth.CheckPassword({ password: check }));
         if (result instanceof Api.auth.Authorization) await authorized(link, result.user);
       } catch (err) {
-        if (rpcErrorName(err) === 'PASSWORD_HASH_INVALID') throw new WrongPasswordError();
-        throw new TelegramUnavailableError(`Telegram did not accept the password check: ${rpcErrorName(err) ?? 'no answer'}`);
+        if (rpcErrorName(err) !== 'PASSWORD_HASH_INVALID') throw new TelegramUnavailableError(`Telegram did not accept the password check: ${rpcErrorName(err) ?? 'no answer'}`);
+        const left = passwordTries.left(id);
+        // The last wrong try ends the linking, as an unanswered code does.
+        if (left === 0) await expire(link, ['password_needed']);
+        throw new WrongPasswordError(left);
       }
       return findTelegramSession(db, owner, id);
     },

@@ -15,7 +15,7 @@ import {
   type TelegramSessionStatus,
 } from '../../../store/telegram-sessions.js';
 import { qrDataUri } from '../../whatsapp/sessions.js';
-import { loginUrl, TelegramNotConfiguredError, TelegramSessionStateError, TelegramUnavailableError, WrongPasswordError } from './context.js';
+import { loginUrl, PasswordTries, TelegramNotConfiguredError, TelegramSessionStateError, TelegramUnavailableError, WrongPasswordError } from './context.js';
 import type { LiveTelegramAccounts } from './live.js';
 
 export { TelegramNotConfiguredError, TelegramSessionStateError, TelegramUnavailableError, WrongPasswordError };
@@ -49,6 +49,7 @@ export interface TelegramSessions {
 export function createTelegramSessions(deps: { db: Kysely<Database>; secretBox: SecretBox; autoScanSeconds: number; live: LiveTelegramAccounts; now?: () => number }): TelegramSessions {
   const { db } = deps;
   const now = deps.now ?? Date.now;
+  const passwordTries = new PasswordTries();
   const connected = (at: number) => ({ status: 'connected' as const, ...SANDBOX_ACCOUNT, last_connected_at: at, qr_expires_at: null, qr_payload: null, auto_connect_at: null });
 
   // Timed sandbox moves are applied when a session is looked at (compare-and-set: whoever looks first).
@@ -110,14 +111,26 @@ export function createTelegramSessions(deps: { db: Kysely<Database>; secretBox: 
       if (owner.env === 'live') return deps.live.password(owner, id, password);
       const row = await findTelegramSession(db, owner, id);
       if (!row) return undefined;
-      if (row.status !== 'password_needed') throw new TelegramSessionStateError(`the session is ${row.status}; only a password_needed session takes a password`, row.status);
-      if (password !== SANDBOX_PASSWORD) throw new WrongPasswordError();
+      if (row.status !== 'password_needed') {
+        passwordTries.forget(id);
+        throw new TelegramSessionStateError(`the session is ${row.status}; only a password_needed session takes a password`, row.status);
+      }
+      const tried = passwordTries.take(id);
+      if (!tried || password !== SANDBOX_PASSWORD) {
+        if (passwordTries.left(id) > 0) throw new WrongPasswordError(passwordTries.left(id));
+        // The last wrong try ends the linking, as an unanswered code does.
+        passwordTries.forget(id);
+        await transitionTelegramSession(db, id, ['password_needed'], { status: 'qr_expired', qr_payload: null, auto_connect_at: null, qr_expires_at: null }, now());
+        throw new WrongPasswordError(0);
+      }
+      passwordTries.forget(id);
       await transitionTelegramSession(db, id, ['password_needed'], connected(now()), now());
       return findTelegramSession(db, owner, id);
     },
 
     async remove(owner, id) {
       if (owner.env === 'live') return deps.live.remove(owner, id);
+      passwordTries.forget(id);
       return deleteTelegramSession(db, owner, id);
     },
 
