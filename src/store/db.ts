@@ -35,6 +35,7 @@ import * as senderRecords from './migrations/016_sender_records.js';
 import * as recipientChecks from './migrations/016b_recipient_checks.js';
 import * as replies from './migrations/017_replies.js';
 import * as telegramSessions from './migrations/018_telegram_sessions.js';
+import * as telegramAccountState from './migrations/024_telegram_account_state.js';
 
 // The dialect and the database's clock live in dialect.ts (queries import it without importing this).
 export { dbNow, type Dialect } from './dialect.js';
@@ -205,6 +206,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '019_platform_reached': platformReached,
   '022_linkedin_listeners': linkedinListeners,
   '023_message_lookup_indexes': messageLookupIndexes,
+  '024_telegram_account_state': telegramAccountState,
   '016_sender_records': senderRecords,
   '016b_recipient_checks': recipientChecks,
   '017_replies': replies,

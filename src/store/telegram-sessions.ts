@@ -2,6 +2,7 @@ import type { Kysely } from 'kysely';
 import { telegramSessionView } from '../core/telegram-session-views.js';
 import { claimAffinity, dropAffinity, lockHeldAffinity } from './affinity.js';
 import type { Database, TelegramSessionsTable } from './schema.js';
+import { deleteAccountState } from './telegram-account-state.js';
 import { enqueueEvent } from './webhook-outbox.js';
 
 /**
@@ -76,7 +77,10 @@ export async function deleteTelegramSession(db: Kysely<Database>, owner: Owner, 
     .where('env', '=', owner.env)
     .executeTakeFirst();
   const deleted = Number(result.numDeletedRows) > 0;
-  if (deleted) await dropAffinity(db, id);
+  if (deleted) {
+    await dropAffinity(db, id);
+    await deleteAccountState(db, id);
+  }
   return deleted;
 }
 

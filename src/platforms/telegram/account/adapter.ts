@@ -168,6 +168,8 @@ export function createAccountAdapter(deps: { db: Kysely<Database>; accounts: Liv
           const updates = await call(job, 'the voice note', () =>
             link.client.invoke(new Api.messages.SendMedia({ peer: target.peer, media, message: job.caption ?? '', randomId: randomId as never })),
           );
+          // The answer's updates take a pts of the account's (Telegram does not push them): the feed counts them.
+          link.feed?.receive(updates);
           const sentId = messageIdOf(updates, randomId);
           if (sentId !== undefined) await savePlatformMessageId(db, job.messageId, telegramPlatformMessageId(id, target.userId, sentId));
         } finally {

@@ -11,7 +11,7 @@ import {
   type Owner,
   type TelegramSessionRow,
 } from '../../../store/telegram-sessions.js';
-import { loadTelegram, rpcErrorName } from './client.js';
+import { FLOOD_SLEEP_THRESHOLD, loadTelegram, rpcErrorName } from './client.js';
 import {
   closeLink,
   loginUrl,
@@ -30,7 +30,16 @@ import {
  * the account's data centre with auth.importLoginToken). An account with a cloud password answers
  * SESSION_PASSWORD_NEEDED: the session waits in `password_needed` for auth.checkPassword (SRP).
  */
-export function createAccountLinking(ctx: AccountContext, hooks: { ensureRenewing(): void; /** An update on a linked (open) connection. */ heard(sessionId: string, update: unknown): void }) {
+export function createAccountLinking(
+  ctx: AccountContext,
+  hooks: {
+    ensureRenewing(): void;
+    /** An update on a linked (open) connection. */
+    received(link: AccountLink, update: unknown): void;
+    /** The account was just authorized on this connection: start following its updates (and hand it on). */
+    opened(link: AccountLink): Promise<void>;
+  },
+) {
   const { db, secretBox, tuning, links, holderId } = ctx;
   const log = (id: string) => ctx.logger.child({ session_id: id });
 
@@ -133,6 +142,7 @@ export function createAccountLinking(ctx: AccountContext, hooks: { ensureRenewin
     if (moved) {
       link.phase = 'open';
       log(link.id).info('Telegram account linked');
+      await hooks.opened(link);
       return;
     }
     // Deleted while it was being scanned: do not leave an authorization behind at Telegram.
@@ -174,10 +184,10 @@ export function createAccountLinking(ctx: AccountContext, hooks: { ensureRenewin
       };
       await insertTelegramSession(db, row);
       await claimTelegramSession(db, row.id, holderId, Date.now(), tuning.leaseMs);
-      const link: AccountLink = { id: row.id, client: ctx.clientFactory(creds), phase: 'linking', renewTimer: undefined, completing: undefined };
+      const link: AccountLink = { id: row.id, client: ctx.clientFactory({ ...creds, floodSleepThreshold: FLOOD_SLEEP_THRESHOLD }), phase: 'linking', renewTimer: undefined, completing: undefined };
       links.set(row.id, link);
       link.client.onUpdate((update) => {
-        if (link.phase === 'open') return hooks.heard(link.id, update);
+        if (link.phase === 'open') return hooks.received(link, update);
         const inner = (update as { className?: string; update?: { className?: string } }).className === 'UpdateShort' ? (update as { update: unknown }).update : update;
         if ((inner as { className?: string }).className === 'UpdateLoginToken') scanned(link);
       });
