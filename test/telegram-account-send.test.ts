@@ -245,7 +245,12 @@ describe(`sending from a linked Telegram account (${STORAGE_LABEL})`, () => {
       assert.equal(waiting.status, 'queued', 'PEER_FLOOD fails nothing: the note waits');
       const nextAttempt = (await t.request({ method: 'GET', url: `${API}/messages/${rested.json().id}`, key })).json().next_attempt_at;
       assert.ok(Date.parse(nextAttempt) > Date.now() + 60 * 60_000, `the note comes back after the rest, beyond the retry window: ${nextAttempt}`);
+      const sender = (await t.request({ method: 'GET', url: `${API}/senders`, key })).json().data[0];
+      assert.equal(sender.status, 'resting', 'GET /senders says the account rests');
+      assert.ok(Date.parse(sender.until) > Date.now() + 60 * 60_000, 'until the rest is over');
+      // The rest ended early, by hand, for the rest of this test.
       await t.app.services.db.kysely.updateTable('telegram_sessions').set({ resting_until: null }).where('id', '=', sessionId).execute();
+      await t.app.services.db.kysely.updateTable('sender_records').set({ until: Date.now() - 1 }).where('sender_key', '=', sessionId).execute();
 
       world.failNext.push({ className: 'messages.SendMedia', errorMessage: 'AUTH_KEY_UNREGISTERED' });
       const revoked = await sendFrom(t, key, sessionId, '@bob_builder');

@@ -41,8 +41,13 @@ export async function findPeerFloodRest(db: Kysely<Database>, sessionId: string)
   return row?.peer_flood_rest_ms === null || row?.peer_flood_rest_ms === undefined ? undefined : Number(row.peer_flood_rest_ms);
 }
 
-/** Remembers the length of the rest just begun (null: a note went out since, the next PEER_FLOOD starts over). */
-export async function savePeerFloodRest(db: Kysely<Database>, sessionId: string, restMs: number | null, now = Date.now()): Promise<void> {
+/** A note went out: the next PEER_FLOOD is a first one again (one statement that changes nothing most times). */
+export async function clearPeerFloodRest(db: Kysely<Database>, sessionId: string): Promise<void> {
+  await db.updateTable('telegram_update_states').set({ peer_flood_rest_ms: null }).where('session_id', '=', sessionId).where('peer_flood_rest_ms', 'is not', null).execute();
+}
+
+/** Remembers the length of the rest just begun. */
+export async function savePeerFloodRest(db: Kysely<Database>, sessionId: string, restMs: number, now = Date.now()): Promise<void> {
   await db
     .insertInto('telegram_update_states')
     .values({ session_id: sessionId, pts: null, qts: null, date: null, seq: null, peer_flood_rest_ms: restMs, updated_at: now })

@@ -7,11 +7,12 @@ import { packWaveform5bit, telegramBarsFrom64 } from '../../../audio/telegram-wa
 import { findAffinity, heldElsewhere } from '../../../store/affinity.js';
 import { savePlatformMessageId } from '../../../store/receipts.js';
 import type { Database } from '../../../store/schema.js';
+import { clearPeerFloodRest, findPeerFloodRest, savePeerFloodRest } from '../../../store/telegram-account-state.js';
 import { findTelegramSession } from '../../../store/telegram-sessions.js';
 import { DeliveryError, type DeliveryJob, type PlatformAdapter } from '../../platform.js';
 import { loadTelegram, type TelegramAccountClient } from './client.js';
 import type { AccountLink } from './context.js';
-import { classifyTelegramError, PEER_FLOOD_REST_MS } from './errors.js';
+import { classifyTelegramError, peerFloodRest, PEER_FLOOD_REST_MS } from './errors.js';
 import type { LiveTelegramAccounts } from './live.js';
 import { resolvePeer, type ResolvedPeer } from './peers.js';
 
@@ -25,6 +26,8 @@ export interface AccountAdapterTuning {
   sendJitterMs?: number;
   /** Telegram shows an action for about 6 s: it is sent again this often while the indicator lasts. */
   actionEveryMs?: number;
+  /** The first PEER_FLOOD rest (each repeat doubles it). */
+  peerFloodRestMs?: number;
 }
 
 /** The id Telegram keeps for one of our notes: per account and chat, with the message id it gave. */
@@ -45,6 +48,7 @@ export function createAccountAdapter(deps: { db: Kysely<Database>; accounts: Liv
   const gapMs = deps.tuning?.sendGapMs ?? 3_000;
   const jitterMs = deps.tuning?.sendJitterMs ?? 2_000;
   const actionEveryMs = deps.tuning?.actionEveryMs ?? 5_000;
+  const peerFloodFirstMs = deps.tuning?.peerFloodRestMs ?? PEER_FLOOD_REST_MS;
   // One note at a time per account, spaced: bursts are what Telegram's anti-spam rests accounts for.
   const queues = new Map<string, Promise<unknown>>();
   function paced<T>(sessionId: string, work: () => Promise<T>): Promise<T> {
@@ -86,13 +90,17 @@ export function createAccountAdapter(deps: { db: Kysely<Database>; accounts: Liv
       if (error instanceof DeliveryError) throw error;
       const refusal = classifyTelegramError(error, doing);
       const id = sessionIdOf(job);
+      // Both rest the account (its sender shows `resting` until then: delivery/sender-gate.ts) and its notes
+      // wait, with no retry window used up: the library sleeps through none of them (FLOOD_SLEEP_THRESHOLD).
       if (refusal.kind === 'flood_wait') {
-        throw new DeliveryError('platform_rate_limited', `Telegram said FLOOD_WAIT_${refusal.seconds}: the note waits ${refusal.seconds} s`, true, refusal.seconds * 1000, { notAttempted: true });
+        throw new DeliveryError('platform_rate_limited', `Telegram said FLOOD_WAIT_${refusal.seconds}: the account rests ${refusal.seconds} s; the note waits`, true, refusal.seconds * 1000, { waits: true });
       }
       if (refusal.kind === 'peer_flood') {
-        const until = Date.now() + PEER_FLOOD_REST_MS;
-        await db.updateTable('telegram_sessions').set({ resting_until: until }).where('id', '=', id).execute();
-        throw new DeliveryError('platform_rate_limited', 'Telegram said PEER_FLOOD (too many messages to people who are not contacts): the account rests for hours; the note waits', true, PEER_FLOOD_REST_MS, { waits: true });
+        const restMs = peerFloodRest(await findPeerFloodRest(db, id), peerFloodFirstMs);
+        await savePeerFloodRest(db, id, restMs);
+        await db.updateTable('telegram_sessions').set({ resting_until: Date.now() + restMs }).where('id', '=', id).execute();
+        const hours = Math.round((restMs / 3_600_000) * 10) / 10;
+        throw new DeliveryError('platform_rate_limited', `Telegram said PEER_FLOOD (too many messages to people who are not contacts): the account rests ${hours} h, twice as long as its last rest if it had one; the note waits`, true, restMs, { waits: true });
       }
       if (refusal.kind === 'revoked') {
         await accounts.revoked(id, refusal.name);
@@ -172,6 +180,8 @@ export function createAccountAdapter(deps: { db: Kysely<Database>; accounts: Liv
           link.feed?.receive(updates);
           const sentId = messageIdOf(updates, randomId);
           if (sentId !== undefined) await savePlatformMessageId(db, job.messageId, telegramPlatformMessageId(id, target.userId, sentId));
+          // A note went out: a later PEER_FLOOD is a first one again, not a repeat.
+          await clearPeerFloodRest(db, id).catch(() => undefined);
         } finally {
           await target.forget().catch(() => undefined);
         }

@@ -2,8 +2,14 @@ import { DeliveryError } from '../../platform.js';
 import { rpcErrorName } from './client.js';
 import { REVOKED } from './revoked.js';
 
-/** How long Telegram's PEER_FLOOD rests an account here (it says no more; users report hours to a day). */
+/** How long Telegram's first PEER_FLOOD rests an account here (it says no more; users report hours to a day). */
 export const PEER_FLOOD_REST_MS = 6 * 60 * 60_000;
+/** The longest rest: 6 hours doubled five times (tdlib/td #797: a spam-limited account can stay limited for days). */
+export const PEER_FLOOD_MAX_REST_MS = 8 * 24 * 60 * 60_000;
+
+/** The rest of a PEER_FLOOD: the first one `firstMs`, each repeat (no note went out since the last) twice the last. */
+export const peerFloodRest = (previousMs: number | undefined, firstMs = PEER_FLOOD_REST_MS): number =>
+  previousMs === undefined ? firstMs : Math.min(previousMs * 2, Math.max(PEER_FLOOD_MAX_REST_MS, firstMs));
 
 /** The recipient takes voice notes only from contacts or from Premium users. */
 const BLOCKED = new Set(['USER_PRIVACY_RESTRICTED', 'PRIVACY_PREMIUM_REQUIRED', 'VOICE_MESSAGES_FORBIDDEN', 'USER_IS_BLOCKED', 'YOU_BLOCKED_USER']);
