@@ -125,14 +125,14 @@ describe(`sending from a linked Telegram account (${STORAGE_LABEL})`, () => {
     }
   });
 
-  it('a phone number is imported as a contact for the send and removed again; a user id is found among the chats; the fake refuses what Telegram refuses', async () => {
+  it('a phone number is resolved with contacts.resolvePhone (no contact imported); a user id is found among the chats; the fake refuses what Telegram refuses', async () => {
     const { t, world, key, sessionId } = await liveWorld();
     try {
       const byPhone = await sendFrom(t, key, sessionId, '33612345678');
       assert.equal((await t.waitForStatus(key, byPhone.json().id, ['delivered', 'failed'])).status, 'delivered');
       assert.equal(world.sent.at(-1)!.to, CAROL.userId);
-      assert.ok(world.requests.some((r) => r.className === 'contacts.ImportContacts'));
-      assert.ok(world.requests.some((r) => r.className === 'contacts.DeleteContacts'));
+      assert.ok(world.requests.some((r) => r.className === 'contacts.ResolvePhone'));
+      assert.ok(!world.requests.some((r) => r.className === 'contacts.ImportContacts'), 'no stranger imported as a contact');
       assert.equal(world.contacts.get(JANE.userId)?.size ?? 0, 0, 'no stranger left in the contacts');
 
       // Carol is now a chat of the account: her user id finds her without importing anything.

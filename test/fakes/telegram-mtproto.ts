@@ -495,6 +495,12 @@ export class FakeTelegram {
       if (!who) this.refuse(request, 400, 'USERNAME_NOT_OCCUPIED');
       return new Api.contacts.ResolvedPeer({ peer: new Api.PeerUser({ userId: who.userId as never }), users: [this.other(who)], chats: [] });
     }
+    if (request instanceof Api.contacts.ResolvePhone) {
+      // A number finds its account (unless nobody has it); Telegram answers PHONE_NOT_OCCUPIED otherwise.
+      const who = this.people.find((p) => p.phone !== undefined && p.phone === request.phone.replace(/^\+/, ''));
+      if (!who) this.refuse(request, 400, 'PHONE_NOT_OCCUPIED');
+      return new Api.contacts.ResolvedPeer({ peer: new Api.PeerUser({ userId: who.userId as never }), users: [this.other(who)], chats: [] });
+    }
     if (request instanceof Api.messages.GetDialogs) {
       const ids = [...(this.dialogs.get(me) ?? [])];
       const users = ids.map((id) => this.person(id)).filter((p): p is FakeAccount => p !== undefined).map((p) => this.other(p));

@@ -7,10 +7,10 @@ import { packWaveform5bit, telegramBarsFrom64 } from '../../../audio/telegram-wa
 import { findAffinity, heldElsewhere } from '../../../store/affinity.js';
 import { savePlatformMessageId } from '../../../store/receipts.js';
 import type { Database } from '../../../store/schema.js';
-import { clearPeerFloodRest, findPeerFloodRest, savePeerFloodRest } from '../../../store/telegram-account-state.js';
+import { clearPeerFloodRest, findPeerFloodRest, forgetPeer, savePeerFloodRest } from '../../../store/telegram-account-state.js';
 import { findTelegramSession } from '../../../store/telegram-sessions.js';
 import { DeliveryError, type DeliveryJob, type PlatformAdapter } from '../../platform.js';
-import { loadTelegram, type TelegramAccountClient } from './client.js';
+import { loadTelegram, rpcErrorName, type TelegramAccountClient } from './client.js';
 import type { AccountLink } from './context.js';
 import { classifyTelegramError, peerFloodRest, PEER_FLOOD_REST_MS } from './errors.js';
 import type { LiveTelegramAccounts } from './live.js';
@@ -83,13 +83,18 @@ export function createAccountAdapter(deps: { db: Kysely<Database>; accounts: Liv
   }
 
   /** Runs a Telegram call; its refusal becomes what it means for the note and the account. */
-  async function call<T>(job: DeliveryJob, doing: string, work: () => Promise<T>): Promise<T> {
+  async function call<T>(job: DeliveryJob, doing: string, work: () => Promise<T>, target?: ResolvedPeer): Promise<T> {
     try {
       return await work();
     } catch (error) {
       if (error instanceof DeliveryError) throw error;
-      const refusal = classifyTelegramError(error, doing);
       const id = sessionIdOf(job);
+      if (target?.kept && rpcErrorName(error) === 'PEER_ID_INVALID') {
+        // The kept user id and access hash no longer hold: the next attempt looks the recipient up again.
+        await forgetPeer(db, id, job.recipient);
+        throw new DeliveryError('platform_error', `Telegram refused ${doing}: PEER_ID_INVALID for the recipient kept from an earlier note; it is looked up again`, true);
+      }
+      const refusal = classifyTelegramError(error, doing);
       // Both rest the account (its sender shows `resting` until then: delivery/sender-gate.ts) and its notes
       // wait, with no retry window used up: the library sleeps through none of them (FLOOD_SLEEP_THRESHOLD).
       if (refusal.kind === 'flood_wait') {
@@ -135,9 +140,10 @@ export function createAccountAdapter(deps: { db: Kysely<Database>; accounts: Liv
     async showRecording(job: DeliveryJob, ms: number): Promise<void> {
       const { Api } = await loadTelegram();
       const link = await held(job);
-      const target = await call(job, 'the recipient lookup', () => resolvePeer(link.client, job.recipient));
+      // Resolved once and kept (peers.ts): the send after the indicator makes no look-up of its own.
+      const target = await call(job, 'the recipient lookup', () => resolvePeer(db, sessionIdOf(job), link.client, job.recipient));
       const show = () => setTyping(link.client, target.peer, new Api.SendMessageRecordAudioAction());
-      await call(job, 'the recording indicator', show);
+      await call(job, 'the recording indicator', show, target);
       // Telegram shows an action for a few seconds: repeated until the indicator's time is up (never holding the worker).
       const until = Date.now() + ms;
       const again = (): void => {
@@ -153,7 +159,7 @@ export function createAccountAdapter(deps: { db: Kysely<Database>; accounts: Liv
       const id = sessionIdOf(job);
       const bytes = await readFile(job.audio.path);
       await paced(id, async () => {
-        const target: ResolvedPeer = await call(job, 'the recipient lookup', () => resolvePeer(link.client, job.recipient));
+        const target: ResolvedPeer = await call(job, 'the recipient lookup', () => resolvePeer(db, id, link.client, job.recipient));
         try {
           const randomId = randomIdOf(job.messageId);
           const file = await call(job, 'the upload', () =>
@@ -175,6 +181,7 @@ export function createAccountAdapter(deps: { db: Kysely<Database>; accounts: Liv
           job.signal.throwIfAborted();
           const updates = await call(job, 'the voice note', () =>
             link.client.invoke(new Api.messages.SendMedia({ peer: target.peer, media, message: job.caption ?? '', randomId: randomId as never })),
+            target,
           );
           // The answer's updates take a pts of the account's (Telegram does not push them): the feed counts them.
           link.feed?.receive(updates);
