@@ -42,6 +42,20 @@ function passwordHash(password: string, salt1: Buffer, salt2: Buffer): bigint {
   return toBig(salted(pbkdf2Sync(ph1, salt1, 100_000, 64, 'sha512'), salt2));
 }
 
+/**
+ * The code Telegram sends with an error (core.telegram.org/api/errors): 406 for AUTH_KEY_DUPLICATED,
+ * 420 for floods and a frozen account (FROZEN_METHOD_INVALID), 401 for a dead authorization, 400 else.
+ */
+function errorCodeOf(name: string): number {
+  if (name === 'AUTH_KEY_DUPLICATED') return 406;
+  if (/^(FLOOD_|FROZEN_|SLOWMODE_WAIT_)/.test(name)) return 420;
+  if (name.startsWith('AUTH') || name.startsWith('SESSION')) return 401;
+  return 400;
+}
+
+/** What a frozen account may still call (its state, its updates, logging out). */
+const FROZEN_ALLOWED = new Set(['updates.GetState', 'updates.GetDifference', 'auth.LogOut']);
+
 export interface FakeAccount {
   userId: bigint;
   /** Takes voice notes only from contacts (USER_PRIVACY_RESTRICTED) or from Premium users (PRIVACY_PREMIUM_REQUIRED). */
@@ -240,6 +254,9 @@ export class FakeTelegram {
     for (const conn of this.connections) if (conn.key.userId === userId) conn.drop();
   }
 
+  /** Accounts Telegram froze. */
+  readonly frozen = new Set<bigint>();
+
   /** Telegram stops pushing updates to an account's connections, the connections staying up. */
   silence(userId: bigint): void {
     for (const conn of this.connections) if (conn.key.userId === userId) conn.deaf = true;
@@ -404,9 +421,11 @@ export class FakeTelegram {
     const injected = this.failNext.findIndex((f) => f.className === request.className);
     if (injected >= 0) {
       const [failure] = this.failNext.splice(injected, 1);
-      this.refuse(request, failure!.errorMessage.startsWith('AUTH') || failure!.errorMessage.startsWith('SESSION') ? 401 : 400, failure!.errorMessage);
+      this.refuse(request, errorCodeOf(failure!.errorMessage), failure!.errorMessage);
     }
     const me = key.userId;
+    // A frozen account may call only a few methods (core.telegram.org/api/auth, "Frozen accounts"): the rest answer 420 FROZEN_METHOD_INVALID.
+    if (me !== undefined && this.frozen.has(me) && !FROZEN_ALLOWED.has(request.className)) this.refuse(request, 420, 'FROZEN_METHOD_INVALID');
     if (me !== undefined) {
       const answered = this.answerAccount(conn, me, request);
       if (answered !== undefined) return answered;

@@ -9,7 +9,8 @@ import { savePlatformMessageId } from '../../../store/receipts.js';
 import type { Database } from '../../../store/schema.js';
 import { clearPeerFloodRest, findPeerFloodRest, forgetPeer, savePeerFloodRest } from '../../../store/telegram-account-state.js';
 import { findTelegramSession } from '../../../store/telegram-sessions.js';
-import { DeliveryError, type DeliveryJob, type PlatformAdapter } from '../../platform.js';
+import { UNKNOWN_HOLD_RECHECK_MS } from '../../../delivery/sender-gate.js';
+import { DeliveryError, SenderRestricted, type DeliveryJob, type PlatformAdapter } from '../../platform.js';
 import { loadTelegram, rpcErrorName, type TelegramAccountClient } from './client.js';
 import type { AccountLink } from './context.js';
 import { classifyTelegramError, peerFloodRest, PEER_FLOOD_REST_MS } from './errors.js';
@@ -64,6 +65,10 @@ export function createAccountAdapter(deps: { db: Kysely<Database>; accounts: Liv
   }
 
   const sessionIdOf = (job: DeliveryJob): string => job.session.session_id as string;
+  // Accounts Telegram froze: until when their notes are held without asking Telegram again (this process's memory).
+  const frozenUntil = new Map<string, number>();
+  const frozenMessage = (name: string): string =>
+    `Telegram said ${name}: the account is frozen (it may send nothing until its owner appeals in the Telegram app); its notes are held and looked at again every 15 minutes`;
 
   async function held(job: DeliveryJob): Promise<AccountLink> {
     const id = sessionIdOf(job);
@@ -74,6 +79,8 @@ export function createAccountAdapter(deps: { db: Kysely<Database>; accounts: Liv
     if (restingUntil > Date.now()) {
       throw new DeliveryError('platform_rate_limited', 'Telegram rests this account (PEER_FLOOD); the note waits until the rest is over', true, restingUntil - Date.now(), { waits: true });
     }
+    if ((frozenUntil.get(id) ?? 0) > Date.now()) throw new SenderRestricted(frozenMessage('FROZEN_METHOD_INVALID'), null, (frozenUntil.get(id) ?? 0) - Date.now());
+    frozenUntil.delete(id);
     const link = await accounts.acquire(id);
     if (link) return link;
     if (heldElsewhere(await findAffinity(db, id), accounts.holderId, Date.now())) {
@@ -106,6 +113,11 @@ export function createAccountAdapter(deps: { db: Kysely<Database>; accounts: Liv
         await db.updateTable('telegram_sessions').set({ resting_until: Date.now() + restMs }).where('id', '=', id).execute();
         const hours = Math.round((restMs / 3_600_000) * 10) / 10;
         throw new DeliveryError('platform_rate_limited', `Telegram said PEER_FLOOD (too many messages to people who are not contacts): the account rests ${hours} h, twice as long as its last rest if it had one; the note waits`, true, restMs, { waits: true });
+      }
+      if (refusal.kind === 'frozen') {
+        // Held here without a call to Telegram (no upload again) until the restriction is looked at again.
+        frozenUntil.set(id, Date.now() + UNKNOWN_HOLD_RECHECK_MS);
+        throw new SenderRestricted(frozenMessage(refusal.name), null, UNKNOWN_HOLD_RECHECK_MS);
       }
       if (refusal.kind === 'revoked') {
         await accounts.revoked(id, refusal.name);
