@@ -63,8 +63,9 @@ export function createAccountLinking(
     }
     const url = loginUrl(result.token);
     await db.updateTable('telegram_sessions').set({ qr_payload: secretBox.seal(url) }).where('id', '=', link.id).where('status', '=', 'qr_pending').execute();
-    // Renew when Telegram says the token expires, as the official apps do.
-    const delay = Math.max(tuning.minRenewMs, result.expires * 1000 - Date.now());
+    // Renew when Telegram says the token expires, as the official apps do: `expires` is on Telegram's clock,
+    // which ours may be ahead of or behind (the library learns the offset from the server's message ids).
+    const delay = Math.max(tuning.minRenewMs, result.expires * 1000 - link.client.serverNow());
     clearTimeout(link.renewTimer);
     link.renewTimer = setTimeout(() => void renewToken(link), delay);
     link.renewTimer.unref();
