@@ -44,12 +44,13 @@ export function createUpdateFeed(deps: {
   let lastHeardAt = deps.now();
   // Every change of the state runs in this one chain: updates and catch-ups never interleave.
   let chain: Promise<void> = Promise.resolve();
+  // The caller's promise rejects with a failure (a takeover must know the key is dead); the chain goes on.
   const run = (work: () => Promise<void>): Promise<void> => {
-    const next = chain.then(work).catch((err: unknown) => {
+    const next = chain.then(work);
+    chain = next.catch((err: unknown) => {
       deps.logger.warn({ session_id: sessionId, error: rpcErrorName(err) ?? String(err) }, 'could not follow the Telegram account’s updates; tried again on the next update or catch-up');
       deps.onRefused?.(err);
     });
-    chain = next;
     return next;
   };
 
@@ -133,10 +134,10 @@ export function createUpdateFeed(deps: {
     receive(update) {
       lastHeardAt = deps.now();
       if ((update as { className?: string }).className === 'UpdatesTooLong') {
-        void run(difference);
+        void run(difference).catch(() => undefined);
         return;
       }
-      for (const one of singles(update)) void run(() => apply(one));
+      for (const one of singles(update)) void run(() => apply(one)).catch(() => undefined);
     },
     catchUp(why) {
       lastHeardAt = deps.now();
