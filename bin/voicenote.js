@@ -9,7 +9,7 @@ if (!existsSync(fileURLToPath(compiled))) {
   process.exit(1);
 }
 // Everything the service creates (DATA_DIR, the database and its WAL, the audio cache, backups,
-// ffmpeg's output) is for its own user only: 0700 folders, 0600 files (README, "Operations").
+// ffmpeg's output) is for its own user only: 0700 folders, 0600 files (docs/security.md, "Files at rest").
 process.umask(0o077);
 // Before anything else: V8 collects garbage sooner than it would by itself (src/heap.ts says why).
 const { applyHeapSettings } = await import(new URL('../dist/heap.js', import.meta.url).href);

@@ -5,7 +5,7 @@ import { ApiError, invalidRequest, registerErrorHandling, sendError } from './ap
 import { registerHealthRoutes } from './api/health.js';
 import { registerRootRedirect } from './api/root.js';
 import { registerSampleRoute } from './api/samples.js';
-import { registerDocs, registerFavicon } from './api/docs.js';
+import { API_DESCRIPTION, registerDocs, registerFavicon } from './api/docs.js';
 import { describeSendBody } from './api/send-document.js';
 import { nameResponses } from './api/openapi-names.js';
 import { packageVersion } from './package-info.js';
@@ -70,7 +70,7 @@ export async function buildServer(services: Services, options: ServerOptions = {
   const app = Fastify({
     loggerInstance: services.logger as FastifyBaseLogger,
     bodyLimit: BODY_LIMIT_BYTES,
-    // Timeouts and keep-alive limits: a slow or idle client cannot hold a socket for ever (README, "Configuration").
+    // Timeouts and keep-alive limits: a slow or idle client cannot hold a socket for ever (docs/operations.md, "Configuration").
     ...httpServerOptions(services.config.http),
     // Requests Node's parser refuses (or that time out) get the error envelope too.
     clientErrorHandler: clientErrorHandler(services.logger as FastifyBaseLogger),
@@ -114,7 +114,7 @@ export async function buildServer(services: Services, options: ServerOptions = {
     if (text === '') return done(null, undefined);
     return parseJson(request, text, done);
   });
-  // Fastify parses text/plain by default; a body that is not JSON is 415 unsupported_media_type (README, "Errors").
+  // Fastify parses text/plain by default; a body that is not JSON is 415 unsupported_media_type (docs/api.md, "Errors").
   app.removeContentTypeParser('text/plain');
 
   app.addHook('onRequest', async (request, reply) => {
@@ -146,7 +146,7 @@ export async function buildServer(services: Services, options: ServerOptions = {
       info: {
         title: 'voicenote',
         version: packageVersion(),
-        description: 'Deliver pre-recorded audio as native voice notes on LinkedIn, Telegram and WhatsApp.',
+        description: API_DESCRIPTION,
       },
       components: { securitySchemes: { bearer: { type: 'http', scheme: 'bearer', description: 'sk_test_… (sandbox) or sk_live_…' } } },
       security: [{ bearer: [] }],

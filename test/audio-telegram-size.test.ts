@@ -11,7 +11,7 @@ import { describeOggOpus } from './fixtures/ogg-opus-reader.js';
 import { espeakSpeech, SPEECH_SKIP_REASON } from './fixtures/speech.js';
 
 /**
- * The README's promise for Telegram, with its numbers: a note of up to 10 minutes fits in the
+ * docs/how-it-works.md's promise for Telegram ("Audio"), with its numbers: a note of up to 10 minutes fits in the
  * 1,000,000 bytes under which Telegram draws its waveform, with a tenth of that to spare (900,000
  * bytes) for what a voice may make the encoder overshoot. Checked on real speech (espeak-ng, read
  * on and on for 8 minutes), where the encoder's variable bitrate runs above its nominal rate.

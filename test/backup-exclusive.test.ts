@@ -1,5 +1,5 @@
 /**
- * `voicenote backup` never overwrites a file (README, "Backups"), including one created while the copy
+ * `voicenote backup` never overwrites a file (docs/cli.md, "backup"), including one created while the copy
  * runs: the name is held from the start by an exclusive create, not checked once and renamed onto later.
  */
 import assert from 'node:assert/strict';

@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { after, before, describe } from 'node:test';
-import { test } from './fixtures/timed.js';
+import { machineLoad, test } from './fixtures/timed.js';
 import pg from 'pg';
 import { BIN, childEnv, ROOT, runCli, type Run } from './fixtures/cli-process.js';
 import { startAudioServer, type AudioServer } from './fakes/audio-server.js';
@@ -401,7 +401,8 @@ function spawnWatched(storage: Storage, args: string[], extraEnv: Record<string,
       notify();
     });
   });
-  const waitFor: Served['waitFor'] = (stream, pattern, timeoutMs = 20_000) =>
+  // Generous: test files run several at a time, and a process started on a busy machine takes longer.
+  const waitFor: Served['waitFor'] = (stream, pattern, timeoutMs = 60_000) =>
     new Promise((resolve, reject) => {
       let done = false;
       const check = (): void => {
@@ -418,7 +419,7 @@ function spawnWatched(storage: Storage, args: string[], extraEnv: Record<string,
       };
       const timer = setTimeout(() => {
         finish();
-        reject(new Error(`no ${pattern} on ${stream} within ${timeoutMs} ms; stdout: ${stdout}; stderr: ${stderr}`));
+        reject(new Error(`no ${pattern} on ${stream} within ${timeoutMs} ms (${machineLoad()}); stdout: ${stdout}; stderr: ${stderr}`));
       }, timeoutMs);
       const finish = (): void => {
         done = true;

@@ -12,7 +12,7 @@ import { closeSharedAudio, STORAGE_LABEL, startTestApp, TELEGRAM_TOKEN, type Tes
 
 /*
  * The typed client as another project gets it: `npm install --install-links <checkout>/clients/typescript`
- * (the README's command) into a folder outside the checkout, which must bring the client's own
+ * (docs/api.md's command) into a folder outside the checkout, which must bring the client's own
  * dependency (openapi-fetch) and nothing of the checkout's node_modules. Then it is imported and
  * used against a listening service, and a TypeScript file of that project compiles against it —
  * a wrong platform refused there too. Needs the build's clients/typescript/dist (npm run build).

@@ -1,8 +1,11 @@
 import assert from 'node:assert/strict';
+import { readdir } from 'node:fs/promises';
+import { join } from 'node:path';
 import { after, describe } from 'node:test';
 import { Validator } from '@seriousme/openapi-schema-validator';
 import { test } from './fixtures/timed.js';
 import { closeSharedAudio, STORAGE_LABEL, startTestApp, type TestApp } from './fixtures/app-harness.js';
+import { ROOT } from './fixtures/cli-process.js';
 
 /**
  * /docs as a newcomer uses it: the document the UI is given is valid OpenAPI 3.0 (and the API's own
@@ -108,5 +111,16 @@ describe(`the interactive docs (${STORAGE_LABEL})`, () => {
     ];
     const uncovered = withBody.filter(([, path, op]) => !covered.includes(path) && op.requestBody.content['application/json'].example !== undefined);
     assert.deepEqual(uncovered.map(([m, p]) => `${m} ${p}`), [], 'every example is tried here');
+  });
+
+  test('the document points readers to every guide page in docs/, and names no page that is not there', async (t) => {
+    const app = await appFor(t);
+    const pages = (await readdir(join(ROOT, 'docs'))).filter((f) => f.endsWith('.md')).map((f) => `docs/${f}`).sort();
+    for (const url of ['/docs/json', '/api/v1/openapi.json']) {
+      const description = (await app.request({ method: 'GET', url })).json<Json>().info.description as string;
+      const named = [...description.matchAll(/`(docs\/[^`]+\.md)`/g)].map((m) => m[1]!).sort();
+      assert.deepEqual(named, pages, url);
+      assert.match(description, /README\.md/, url);
+    }
   });
 });

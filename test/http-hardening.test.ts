@@ -11,7 +11,7 @@ import net from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, describe } from 'node:test';
-import { test } from './fixtures/timed.js';
+import { machineLoad, test } from './fixtures/timed.js';
 import { maxConnectionsFor, maxPerAddressFor } from '../src/api/http-limits.js';
 import { closeSharedAudio, STORAGE_LABEL, startTestApp, type TestApp } from './fixtures/app-harness.js';
 import { BIN, childEnv, ROOT } from './fixtures/cli-process.js';
@@ -223,7 +223,7 @@ describe('at the descriptor limit (SQLite, the compiled service)', () => {
     t.after(() => rm(dataDir, { recursive: true, force: true }));
     // The cap above the descriptor limit on purpose: accept() itself runs out, and every sample of the
     // load-shedding check runs while the process has no descriptor left.
-    const env = childEnv({ DATA_DIR: dataDir, PORT: '0', HOST: '127.0.0.1', HTTP_MAX_CONNECTIONS: '5000', LOG_LEVEL: 'info' });
+    const env = childEnv({ DATA_DIR: dataDir, PORT: '0', HOST: '127.0.0.1', HTTP_MAX_CONNECTIONS: '5000', LOG_LEVEL: 'info', MAX_EVENT_LOOP_DELAY_MS: '1000' });
     const child = spawn('bash', ['-c', `ulimit -n 256; exec "${process.execPath}" "${BIN}" serve`], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
     let output = '';
     child.stdout.setEncoding('utf8').on('data', (c: string) => (output += c));
@@ -231,7 +231,7 @@ describe('at the descriptor limit (SQLite, the compiled service)', () => {
     const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
     t.after(() => child.kill('SIGKILL'));
     const port = await new Promise<number>((resolve, reject) => {
-      const giveUp = setTimeout(() => reject(new Error(`serve did not start: ${output}`)), 30_000);
+      const giveUp = setTimeout(() => reject(new Error(`serve did not start within 60 s (${machineLoad()}): ${output}`)), 60_000);
       const poll = setInterval(() => {
         const found = /"address":"http:\/\/127\.0\.0\.1:(\d+)"/.exec(output);
         if (found || child.exitCode !== null) clearTimeout(giveUp);

@@ -265,8 +265,9 @@ describe(`API keys: rolling without downtime (${STORAGE_LABEL})`, () => {
   it('the new key works at once, the old one until its expiry, then 401', async () => {
     const a = await t.createAccount();
     const old = (await findKey(db(), a.testKeyId))!;
-    // Long enough that the two checks below fit inside it on a loaded machine.
-    const graceMs = 4_000;
+    // Long enough that the two checks below fit inside it on a loaded machine (test files run
+    // several at a time); the wait for the expiry below is that long too.
+    const graceMs = 6_000;
     const rolled = await rollKey(db(), old, graceMs);
     assert.match(rolled.secret, KEY_PATTERN.test);
     assert.notEqual(rolled.secret, a.testKey);

@@ -14,7 +14,7 @@ import {
   assertErrorEnvelope,
 } from './fixtures/app-harness.js';
 
-// README, "Limits": per-key send bucket by plan, a read bucket of 1,000, a per-IP bucket
+// docs/api.md, "Limits": per-key send bucket by plan, a read bucket of 1,000, a per-IP bucket
 // for requests without a valid key (its size is UNAUTHENTICATED_REQUESTS_PER_MINUTE in src/core/plans.ts).
 const READ_LIMIT = 1000;
 const IP_LIMIT = 300;

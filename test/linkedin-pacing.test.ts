@@ -13,7 +13,7 @@ import { startLinkedinVoyagerFake, type VoyagerAccount } from './fakes/linkedin-
 
 const JANE = { publicId: 'jane-smith-a1b2c3', urn: 'urn:li:fsd_profile:ACoAABjaneSmith01' };
 // Long enough that the busy account's line lasts well beyond one delivery of the other account.
-const PACE = { minMs: 700, maxMs: 900 };
+const PACE = { minMs: 1_500, maxMs: 1_800 };
 
 after(async () => {
   await closeSharedAudio();

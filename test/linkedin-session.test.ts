@@ -278,7 +278,7 @@ describe(`LinkedIn sessions as the browser holds them (${STORAGE_LABEL})`, () =>
     const detail = await waitForRetry(t, waiting);
     assert.equal(detail.status, 'queued');
     assert.equal(detail.attempt_count, 0, 'a wait for the rest is not an attempt');
-    // The li_at's sender rests (README, "Senders"): its note waits for the rest, shown as such.
+    // The li_at's sender rests (docs/senders.md, "Senders"): its note waits for the rest, shown as such.
     assert.equal(detail.waiting_for, 'sender_rest');
     const senders = (await t.request({ method: 'GET', url: '/api/v1/senders', key: account.liveKey })).json().data;
     const resting = senders.find((x: any) => x.status === 'resting');

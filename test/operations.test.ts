@@ -7,7 +7,7 @@ import { assertErrorEnvelope, closeSharedAudio, defaultSendBody, STORAGE_LABEL, 
 import { captureLogs } from './fixtures/log-capture.js';
 
 /**
- * Operations (README, "Operations"): Prometheus metrics off the public API, X-Request-Id on every
+ * Operations (docs/operations.md): Prometheus metrics off the public API, X-Request-Id on every
  * response and in the log lines of its request and of the delivery it caused, load shedding.
  */
 

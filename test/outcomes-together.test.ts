@@ -71,7 +71,9 @@ describe(`outcomes settled together (${STORAGE_LABEL})`, () => {
 
     // The message log: one attempt each, of its outcome, and the audio it used.
     for (const [i, id] of ids.entries()) {
-      const detail = (await t.request({ method: 'GET', url: `/api/v1/messages/${id}`, key: account.testKey })).json();
+      const res = await t.request({ method: 'GET', url: `/api/v1/messages/${id}`, key: account.testKey });
+      assert.equal(res.statusCode, 200, res.body);
+      const detail = res.json();
       assert.deepEqual(
         detail.attempts.map((a: any) => a.outcome),
         [i < 24 ? 'delivered' : 'failed'],

@@ -1,5 +1,5 @@
 /**
- * Recipients checked (README, "Recipients checked"): POST /recipients/check asks the platform as the
+ * Recipients checked (docs/senders.md, "Recipients checked"): POST /recipients/check asks the platform as the
  * sender; a live WhatsApp send asks before its first note to a number (kept 30 days), and a number not on
  * WhatsApp fails without a message sent. Sandbox: recipients ending in 7 do not exist.
  */

@@ -1,5 +1,5 @@
 /**
- * The numbers the README promises for sending like a person, written out here rather than computed
+ * The numbers docs/sending.md promises for sending like a person, written out here rather than computed
  * from the code's own constants (a test that compares with the constant cannot fail when it changes):
  * the default warm-ups day by day (rounded down on the days between the first and the last), and the
  * recording indicator's 30 s at most.

@@ -1,5 +1,5 @@
 /**
- * Senders (README, "Senders"): each WhatsApp session, Telegram bot and LinkedIn cookie an account used,
+ * Senders (docs/senders.md, "Senders"): each WhatsApp session, Telegram bot and LinkedIn cookie an account used,
  * with its health as the platforms told it; an expired one fails its notes without trying the platform,
  * a resting one holds them in the queue; `sender.updated` on every change of status.
  */

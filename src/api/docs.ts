@@ -7,6 +7,36 @@ import { addExampleBodies } from './openapi-examples.js';
 /** Where the interactive API docs live. */
 export const DOCS_PREFIX = '/docs';
 
+/**
+ * The guide's pages in the project's repository, by subject. The OpenAPI document (and so /docs) lists
+ * them: the reference says what each field is, the pages say how things behave and why.
+ */
+export const GUIDE_PAGES: ReadonlyArray<readonly [path: string, subject: string]> = [
+  ['docs/api.md', 'the API in prose: every endpoint with curl, errors, limits, idempotency, the message log'],
+  ['docs/sending.md', 'scheduled sends (send_at), cancel_on_reply, live delivery per platform, sending like a person'],
+  ['docs/replies-and-receipts.md', 'replies to a note (listen), read and played receipts'],
+  ['docs/senders.md', 'senders and their health, recipients checked, WhatsApp sessions, Telegram accounts'],
+  ['docs/sandbox.md', "sk_test_ keys: the recipients that choose an outcome, the service's own sample"],
+  ['docs/webhooks.md', 'endpoints, events, signatures, delivery and retries'],
+  ['docs/dashboard.md', 'the /dashboard pages'],
+  ['docs/cli.md', 'the voicenote command: accounts, keys, send (one note or a CSV file), backup, rhythm'],
+  ['docs/operations.md', 'running it: modes, configuration, retention, metrics, delivery under faults'],
+  ['docs/deploy.md', 'deployment: systemd, reverse proxy and TLS, sizing, backups, upgrades'],
+  ['docs/security.md', 'sign-in, files at rest, refused addresses'],
+  ['docs/how-it-works.md', 'architecture, audio, fairness between accounts, speed'],
+  ['docs/platforms.md', 'what each platform is sent, and why (with sources)'],
+  ['docs/development.md', 'tests, CI, benchmarks'],
+];
+
+/** The OpenAPI document's info.description: what the service does, and where its guide is. */
+export const API_DESCRIPTION = [
+  'Deliver pre-recorded audio as native voice notes on LinkedIn, Telegram and WhatsApp.',
+  '',
+  "The guide is in the project's repository: README.md to start, then these pages of docs/:",
+  '',
+  ...GUIDE_PAGES.map(([path, subject]) => `- \`${path}\`: ${subject}`),
+].join('\n');
+
 /** The shipped icon (assets/brand/), two folders above this file in src/api/ and in dist/api/. */
 export const FAVICON_ICO = readFileSync(new URL('../../assets/brand/favicon.ico', import.meta.url));
 

@@ -1,7 +1,7 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { isDiskFull, noteDiskFull } from '../store/disk-full.js';
 
-/** Every non-2xx answer of the API, by code (README, "Errors"). */
+/** Every non-2xx answer of the API, by code (docs/api.md, "Errors"). */
 export type ErrorCode =
   | 'invalid_request'
   | 'unauthorized'

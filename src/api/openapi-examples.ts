@@ -1,13 +1,13 @@
 /**
  * Request bodies that work as they are, for the interactive docs' "Try it out" (the UI fills the body
  * from the media type's `example`): with a sandbox key each one is accepted. POST /send names the
- * service's own sample on the address the docs were loaded from, which a sandbox key may use (README,
- * quick start), so the first try delivers a note without any setup.
+ * service's own sample on the address the docs were loaded from, which a sandbox key may use (docs/sandbox.md,
+ * "The sample on the service's own address"), so the first try delivers a note without any setup.
  */
 
 /** The quick start's sandbox Telegram bot: any well-formed token works in the sandbox. */
 const SANDBOX_BOT_TOKEN = '123456789:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsawQ';
-/** The one cloud password the sandbox's two-step Telegram accounts accept (README, "Telegram accounts"). */
+/** The one cloud password the sandbox's two-step Telegram accounts accept (docs/senders.md, "Telegram accounts"). */
 const SANDBOX_TELEGRAM_PASSWORD = 'sandbox-password';
 
 function examples(origin: string): Record<string, Record<string, unknown>> {

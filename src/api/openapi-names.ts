@@ -4,7 +4,7 @@
  * for generated clients alike.
  */
 
-/** Error statuses by the codes of the API's error table (README, "Errors"). */
+/** Error statuses by the codes of the API's error table (docs/api.md, "Errors"). */
 const RESPONSE_NAMES: Record<string, string> = {
   '200': 'OK',
   '201': 'Created',

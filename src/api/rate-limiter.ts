@@ -65,7 +65,7 @@ export async function connectRedis(url: string, logger: Logger): Promise<Redis> 
   return redis;
 }
 
-/** Which counter a request draws from (README, "Limits"). */
+/** Which counter a request draws from (docs/api.md, "Limits"). */
 export type Bucket = 'send' | 'read' | 'ip';
 
 export interface RateDecision {

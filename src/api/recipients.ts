@@ -25,7 +25,7 @@ const CheckAnswer = Type.Object({
 });
 
 /**
- * POST /recipients/check (README, "Recipients checked"): asks the platform, as the sender, whether a
+ * POST /recipients/check (docs/senders.md, "Recipients checked"): asks the platform, as the sender, whether a
  * recipient exists, before any note goes. Read bucket. Sandbox keys: recipients ending in 7 do not exist.
  */
 export function registerRecipientCheckRoute(app: FastifyInstance, services: Services): void {

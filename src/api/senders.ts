@@ -14,7 +14,7 @@ const NullableTimestamp = Type.Union([Type.String({ format: 'date-time' }), Type
 export const Sender = Type.Object({
   id: Type.String({ description: 'snd_…' }),
   platform: Type.String({ enum: ['linkedin', 'telegram', 'whatsapp'] }),
-  kind: Type.String({ description: 'whatsapp_session, telegram_bot or linkedin_cookie' }),
+  kind: Type.String({ description: 'whatsapp_session, telegram_bot, telegram_account or linkedin_cookie' }),
   label: Type.Union([Type.String(), Type.Null()], {
     description: "What a person recognises, never a credential: the WhatsApp session id and phone number, the bot's @username once known, the LinkedIn member's public id once known",
   }),
@@ -54,7 +54,7 @@ function pageOf(query: { limit?: string; starting_after?: string; ending_before?
   return page;
 }
 
-/** GET /senders and GET /senders/{id} (README, "Senders"): read bucket, scoped to the key's account and environment. */
+/** GET /senders and GET /senders/{id} (docs/senders.md, "Senders"): read bucket, scoped to the key's account and environment. */
 export function registerSenderRoutes(app: FastifyInstance, services: Services): void {
   const routes = app.withTypeProvider<TypeBoxTypeProvider>();
 

@@ -1,5 +1,5 @@
 /**
- * Settings every encode shares (README, "Audio"; the measurements in BENCHMARKS.md).
+ * Settings every encode shares (docs/how-it-works.md, "Audio"; the measurements in BENCHMARKS.md).
  *
  * Mono without clipping: ffmpeg's stereo-to-mono matrix adds both channels at 0.707 (−3 dB each) and,
  * when the encoder takes float samples (libopus, AAC), does not normalise it, so a loud stereo source

@@ -1,6 +1,6 @@
 /**
  * A small Ogg/Opus reader and writer: enough to repack an encoder's one-frame packets into the
- * three-frame packets WhatsApp's own apps record (README, "Audio"; docs/platforms.md, "Audio").
+ * three-frame packets WhatsApp's own apps record (docs/how-it-works.md, "Audio"; docs/platforms.md, "Audio").
  *
  * Ogg pages: RFC 3533. Opus packets and their framing codes: RFC 6716 §3. OpusHead, OpusTags and
  * granule positions: RFC 7845. One logical stream only (a voice note is never chained or multiplexed).

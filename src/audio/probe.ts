@@ -45,7 +45,7 @@ function demuxerFor(container: string, head: Buffer): Demuxer | null {
 
 /**
  * Container, codec and duration from the bytes alone (never the URL or Content-Type).
- * Only the accepted inputs (README, "POST /send") get through; anything else is audio_unsupported.
+ * Only the accepted inputs (docs/api.md, "POST /send") get through; anything else is audio_unsupported.
  */
 export async function detectSource(path: string, sizeBytes: number): Promise<SourceInfo> {
   if (sizeBytes === 0) throw new AudioError('audio_unsupported', 'audio source is empty (0 bytes)');

@@ -1,7 +1,7 @@
 export type AudioFormat = 'ogg_opus' | 'm4a_aac';
 
 /**
- * How a platform's file is made (README, "Audio"): the container format alone does not say it,
+ * How a platform's file is made (docs/how-it-works.md, "Audio"): the container format alone does not say it,
  * since Telegram and WhatsApp both take Ogg Opus but not the same Ogg Opus. Converted files are
  * cached per profile.
  * - `ogg_opus`: Telegram, 48 kHz Opus, bitrate chosen from the length to fit 1,000,000 bytes.

@@ -1,7 +1,7 @@
 /**
  * Telegram draws a voice note's waveform only for files of at most 1 MB (tdlib/telegram-bot-api
  * #354); a larger one shows a flat bar. The bitrate is chosen from the length so that every note
- * up to 10 minutes fits with a tenth of the limit to spare (README, "Audio"; docs/platforms.md, "Audio").
+ * up to 10 minutes fits with a tenth of the limit to spare (docs/how-it-works.md, "Audio"; docs/platforms.md, "Audio").
  */
 export const TELEGRAM_WAVEFORM_MAX_BYTES = 1_000_000;
 export const TELEGRAM_MAX_KBPS = 32;

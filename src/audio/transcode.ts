@@ -10,7 +10,7 @@ import { TELEGRAM_OVERSHOOT_BPS, TELEGRAM_WAVEFORM_MAX_BYTES, telegramBitrateKbp
 import { WAVEFORM_SAMPLE_RATE, WaveformAccumulator } from './waveform.js';
 import { NotPttFrames, PTT_BITRATES_KBPS, PTT_INPUT_RATE, pttEncodeArgs, repackAsPtt, whyNotPtt } from './whatsapp-ptt.js';
 
-/** Encoder settings per profile (README, "Audio"); `kbps` only for Telegram's length-chosen bitrate. */
+/** Encoder settings per profile (docs/how-it-works.md, "Audio"); `kbps` only for Telegram's length-chosen bitrate. */
 export function encodeArgs(profile: AudioProfile, kbps?: number): string[] {
   if (profile === 'ogg_opus') {
     return [...OPUS_ENCODER, '-b:a', `${kbps ?? 32}k`, ...MONO_WITHOUT_CLIPPING, '-ar', '48000', '-application', 'voip', '-f', 'ogg'];

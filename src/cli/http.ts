@@ -100,7 +100,7 @@ export class ApiClient {
   }
 }
 
-/** A sender as GET /senders shows it (README, "Senders"). */
+/** A sender as GET /senders shows it (docs/senders.md, "Senders"). */
 export interface SenderListItem {
   id: string;
   platform: string;

@@ -1,4 +1,4 @@
-/** Plans, their limits, and the monthly billing period (README, "Limits"). */
+/** Plans, their limits, and the monthly billing period (docs/api.md, "Limits"). */
 export const PLAN_NAMES = ['starter', 'growth', 'scale', 'enterprise'] as const;
 export type PlanName = (typeof PLAN_NAMES)[number];
 

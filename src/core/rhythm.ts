@@ -1,5 +1,5 @@
 /**
- * Sending like a person, the rules without I/O (README, "Sending like a person"; sources in
+ * Sending like a person, the rules without I/O (docs/sending.md, "Sending like a person"; sources in
  * docs/platforms.md): each sender's daily cap and warm-up, the UTC day they count in, and how long the
  * "recording…" indicator shows before a note.
  */

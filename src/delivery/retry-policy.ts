@@ -1,5 +1,5 @@
 /**
- * When to try a transient failure again (README, "Live delivery"): about 2 s after the first attempt,
+ * When to try a transient failure again (docs/sending.md, "Live delivery"): about 2 s after the first attempt,
  * doubling, never more than 10 minutes apart, for at most one hour after the message was accepted.
  */
 export const FIRST_RETRY_MS = 2_000;

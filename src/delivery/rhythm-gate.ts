@@ -7,7 +7,7 @@ import { findRhythm, findRhythms, markIndicatorShown, releaseSenderPlace, reserv
 import type { MessageRow } from '../store/messages.js';
 import type { Database } from '../store/schema.js';
 
-/** What a message waits for, besides a retry (README, "Sending like a person"). */
+/** What a message waits for, besides a retry (docs/sending.md, "Sending like a person"). */
 export type WaitReason = 'daily_cap' | 'recording_indicator' | 'sender_rest' | 'sender_restricted';
 
 /**

@@ -7,7 +7,7 @@ import { findSenderHolds, senderHoldKey, senderWroteTo, setSenderStatus, type Se
 import { Deferral } from './rhythm-gate.js';
 
 /**
- * A sender's status, before and after a note's platform call (README, "Senders"). Before: an `expired`
+ * A sender's status, before and after a note's platform call (docs/senders.md, "Senders"). Before: an `expired`
  * sender's notes fail with the error that killed it, without trying the platform; a `resting` one's wait
  * in the queue until its rest ends, and a `restricted` one's (WhatsApp's reachout lock) too when they go
  * to someone it never wrote to. After: what the platform's answer says of the sender.

@@ -79,7 +79,7 @@ export interface WorkerOptions {
   clock?: () => number;
   /** Sending like a person: each sender's daily cap and the "recording…" indicator, around the platform call. */
   gate?: DeliveryGate;
-  /** The kind of a sender (`whatsapp_session`, `telegram_bot`, …) by its platform and key, for its record (README, "Senders"). */
+  /** The kind of a sender (`whatsapp_session`, `telegram_bot`, …) by its platform and key, for its record (docs/senders.md, "Senders"). */
   senderKind?(platform: string, senderKey: string): string;
   /** Told of each message this worker settled as delivered, once its outcome is written (the sandbox's answering recipients). */
   onDelivered?: (message: MessageRow) => void;

@@ -91,7 +91,7 @@ async function audioView(dataDir: string, platform: string, audio: MessageAudioR
  * it was shown and for how long), and what a queued message waits for besides a retry (`daily_cap`: its
  * sender's cap for the day is reached; `recording_indicator`: the indicator shows until next_attempt_at).
  */
-/** What a queued message may wait for (`sender_rest`, `sender_restricted`: its sender's rest or restriction, README "Senders"). */
+/** What a queued message may wait for (`sender_rest`, `sender_restricted`: its sender's rest or restriction, docs/senders.md, "Senders"). */
 export const WAIT_REASONS = ['daily_cap', 'recording_indicator', 'sender_rest', 'sender_restricted'] as const;
 
 export function rhythmView(row: MessageRow) {

@@ -10,7 +10,7 @@ import type { WhatsappSessions } from './whatsapp/sessions.js';
 import type { LiveTelegramAccounts } from './telegram/account/live.js';
 import type { TelegramSessions } from './telegram/account/sessions.js';
 
-/** Why a delivery failed, as `error.code` on the message (README, "Live delivery"). */
+/** Why a delivery failed, as `error.code` on the message (docs/sending.md, "Live delivery"). */
 export type FailureCode =
   | 'session_expired'
   | 'invalid_session'
@@ -120,8 +120,8 @@ export interface DeliveryJob {
 export interface PlatformAdapter {
   deliver(job: DeliveryJob): Promise<void>;
   /**
-   * Shows the recipient the platform's own "recording…" indicator for about `ms` (README, "Sending like a
-   * person"). Resolves once it is showing: keeping it up meanwhile must not hold the caller (a light timer
+   * Shows the recipient the platform's own "recording…" indicator for about `ms` (docs/sending.md, "Sending
+   * like a person"). Resolves once it is showing: keeping it up meanwhile must not hold the caller (a light timer
    * at most; if the process dies the indicator just stops). Absent: the adapter has none to show.
    */
   showRecording?(job: DeliveryJob, ms: number): Promise<void>;

@@ -3,7 +3,7 @@ import { allowanceOn, utcDay, type Rhythm } from '../core/rhythm.js';
 import { findRhythms, rhythmKey } from './rhythm.js';
 import type { Database, SenderRecordsTable } from './schema.js';
 
-/** A sender as GET /senders, the dashboard and `sender.updated` show it (README, "Senders"). */
+/** A sender as GET /senders, the dashboard and `sender.updated` show it (docs/senders.md, "Senders"). */
 export interface SenderView {
   id: string;
   platform: string;

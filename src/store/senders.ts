@@ -9,7 +9,7 @@ import { senderViews, type SenderView } from './sender-view.js';
 import { enqueueEvent } from './webhook-outbox.js';
 
 /**
- * Each sender's health in one place (README, "Senders"): a WhatsApp session, a Telegram bot, a LinkedIn
+ * Each sender's health in one place (docs/senders.md, "Senders"): a WhatsApp session, a Telegram bot, a LinkedIn
  * cookie, as one account uses it in one environment. Named by the platform's own `sender_key` (never the
  * credential). Its status comes from what the platforms say: a delivery's outcome, a session's listener.
  */
@@ -266,7 +266,7 @@ export async function findSender(db: Kysely<Database>, owner: Owner, id: string,
 }
 
 /**
- * A WhatsApp session's connection changed (README, "Senders"): its sender follows, if a note used it —
+ * A WhatsApp session's connection changed (docs/senders.md, "Senders"): its sender follows, if a note used it —
  * `expired` when the phone logged the device out, `disconnected` when it is not connected, `ok` when it is
  * connected (again).
  */

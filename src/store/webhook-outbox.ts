@@ -116,7 +116,7 @@ export async function recordSettlementEvents(trx: Kysely<Database>, message: Mes
   const type = outcome.status === 'delivered' ? 'voice_note.delivered' : 'voice_note.failed';
   if (await maySubscribe(trx, owner, type)) await enqueueEvent(trx, { ...owner, type, data: viewOf(), at: outcome.at });
   if (outcome.status !== 'delivered' || !sandboxListens(message)) return;
-  // A later stage implies the earlier ones (README, "Listen receipts"): the note that will be read and
+  // A later stage implies the earlier ones (docs/replies-and-receipts.md, "Listen receipts"): the note that will be read and
   // played reached the device when it was delivered (that stage has no webhook of its own).
   await trx.insertInto('message_receipts').values({ message_id: message.id, kind: 'delivered_to_device', at: outcome.at, source: 'sandbox' }).onConflict((oc) => oc.doNothing()).execute();
   const plays = [

@@ -145,7 +145,7 @@ export async function endLiveSession(
   from: WhatsappSessionStatus[],
   status: WhatsappSessionStatus,
   now: number,
-  /** What it means for the session's sender, if a note used it (README, "Senders"). */
+  /** What it means for the session's sender, if a note used it (docs/senders.md, "Senders"). */
   sender?: { status: SenderStatus; reason: string },
 ): Promise<void> {
   await db.transaction().execute(async (trx) => {

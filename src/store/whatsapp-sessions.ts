@@ -63,7 +63,7 @@ export async function transitionWhatsappSession(
   const moved = Number(result.numUpdatedRows) > 0;
   // Webhooks: whatsapp_session.updated on every move of the status.
   if (moved && change.status !== undefined) await recordSessionStatusChange(db, id, now);
-  // Its sender (README, "Senders"): linked again is ok again; a disconnected session's notes cannot go.
+  // Its sender (docs/senders.md, "Senders"): linked again is ok again; a disconnected session's notes cannot go.
   if (moved && change.status === 'connected') await followWhatsappSession(db, id, { status: 'ok', reason: null });
   if (moved && change.status === 'disconnected') await followWhatsappSession(db, id, { status: 'disconnected', reason: 'the WhatsApp session is disconnected' });
   return moved;

@@ -4,7 +4,7 @@ import { REST_AFTER_999_MS } from './rest.js';
 import { LINKEDIN_CONVERSATION_URN, threadIdOfUrl } from './rules.js';
 import { LOGIN_LOCATION } from './voyager-requests.js';
 
-// What Voyager's answers mean for a delivery (README, "Live delivery"; docs/platforms.md, "LinkedIn"),
+// What Voyager's answers mean for a delivery (docs/sending.md, "Live delivery"; docs/platforms.md, "LinkedIn"),
 // and the recipient forms a send may name: the adapter's pure parts, kept apart from its calls.
 
 /** Enough of an error body to read what LinkedIn says (a CSRF failure, a refusal's message). */
@@ -87,7 +87,7 @@ export function automatedRefusal(step: FlowStep): DeliveryError {
   );
 }
 
-/** The failure an unwanted HTTP answer stands for (README, "Live delivery"; docs/platforms.md, "LinkedIn"). */
+/** The failure an unwanted HTTP answer stands for (docs/sending.md, "Live delivery"; docs/platforms.md, "LinkedIn"). */
 export function failureForStatus(step: FlowStep, status: number, headers: Record<string, string | string[] | undefined>, body = ''): DeliveryError {
   if (status === 999) return automatedRefusal(step);
   if (status === 401) return new DeliveryError('session_expired', SESSION_EXPIRED_MESSAGE, false);

@@ -3,7 +3,7 @@ import { DeliveryError, type DeliveryJob, type PlatformAdapter } from '../platfo
 
 /**
  * The sandbox (`sk_test_` keys): everything before the platform call is real; the call itself is
- * simulated, with outcomes chosen by recipient (README, "The sandbox").
+ * simulated, with outcomes chosen by recipient (docs/sandbox.md, "The sandbox").
  */
 export const SANDBOX_RECIPIENTS = {
   sessionExpired: '10000000001',

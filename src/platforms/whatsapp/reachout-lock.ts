@@ -4,7 +4,7 @@ import { findSenderByRef, setSenderStatus } from '../../store/senders.js';
 import type { ReachoutLock, WhatsappSocket } from './socket.js';
 
 /**
- * WhatsApp's reachout timelock (README, "WhatsApp's reachout lock"): a number that wrote to too many
+ * WhatsApp's reachout timelock (docs/senders.md, "WhatsApp's reachout lock"): a number that wrote to too many
  * strangers may not start new chats for a while; WhatsApp answers a first message to someone new with
  * error 463. Baileys reads the lock with `fetchAccountReachoutTimelock` and announces its start and end
  * in `connection.update`; the session's sender is `restricted` until it ends, and its notes to numbers it

@@ -1,6 +1,6 @@
 import type { Kysely } from 'kysely';
 
-// Sending like a person (README, "Sending like a person"): the "recording…" indicator before a note, and
+// Sending like a person (docs/sending.md, "Sending like a person"): the "recording…" indicator before a note, and
 // each sender's daily rhythm (a cap per UTC day, a warm-up for new senders).
 //
 // On the message, what survives a restart: whether the indicator was asked for, when it was shown and

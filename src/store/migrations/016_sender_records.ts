@@ -1,6 +1,6 @@
 import { sql, type Kysely } from 'kysely';
 
-// Each sender's health in one place (README, "Senders"): one row per sender an account has used in an
+// Each sender's health in one place (docs/senders.md, "Senders"): one row per sender an account has used in an
 // environment, named by the platform's own `sender_key` (a WhatsApp session id, a hash of a bot token or
 // an `li_at`; never the credential). `status` is what the platform last said of it (`ok`, `resting`,
 // `restricted`, `expired`, `disconnected`), `reason` why in words, `until` when a rest or lock ends;
