@@ -37,6 +37,25 @@ describe(`Telegram answers that would loop for an hour end at once (${STORAGE_LA
     }
   });
 
+  it('a send whose answer was lost is not sent twice: the retry carries the same random_id, and RANDOM_ID_DUPLICATE means it was delivered', async () => {
+    const world = new FakeTelegram();
+    world.people.push(BOB);
+    const t = await telegramApp(world, 'one');
+    try {
+      const account = await t.createAccount();
+      const session = await linkAccount(t, world, account.liveKey);
+      world.loseAnswerOf.push('messages.SendMedia');
+      const done = await t.waitForStatus(account.liveKey, (await sendFrom(t, account.liveKey, session, '@bob_builder')).json().id, ['delivered', 'failed'], 30_000);
+      assert.equal(done.status, 'delivered');
+      const sends = world.requests.filter((r) => r.className === 'messages.SendMedia').map((r) => String((r.request as unknown as { randomId: unknown }).randomId));
+      assert.equal(sends.length, 2, 'tried again after the lost answer');
+      assert.equal(sends[0], sends[1], 'with the same random_id');
+      assert.equal(world.sent.length, 1, 'Bob got one voice note');
+    } finally {
+      await t.close();
+    }
+  });
+
   it('FROZEN_METHOD_INVALID restricts the sender and holds its notes without calling Telegram again; AUTH_KEY_DUPLICATED disconnects the session', async () => {
     const world = new FakeTelegram();
     world.people.push(BOB);

@@ -133,7 +133,13 @@ class FakeConnection implements TelegramAccountClient {
     for (;;) {
       await this.up;
       try {
-        return (await this.fake.answer(this, request)) as R['__response'];
+        const answered = (await this.fake.answer(this, request)) as R['__response'];
+        const lost = this.fake.loseAnswerOf.indexOf(request.className);
+        if (lost >= 0) {
+          this.fake.loseAnswerOf.splice(lost, 1);
+          throw new Error('TIMEOUT (fake: the answer was lost on the way back)');
+        }
+        return answered;
       } catch (error) {
         // GramJS sleeps through a FLOOD_WAIT up to floodSleepThreshold seconds inside invoke, then sends
         // the request again (client/users.js, `if (e.seconds <= client.floodSleepThreshold)`; default 60,
@@ -253,6 +259,11 @@ export class FakeTelegram {
   dropConnections(userId: bigint): void {
     for (const conn of this.connections) if (conn.key.userId === userId) conn.drop();
   }
+
+  /** The random_id of every message sent, per account. */
+  private readonly randomIds = new Set<string>();
+  /** Requests of these kinds are carried out but their answer is lost on the way back, once each (a network drop). */
+  readonly loseAnswerOf: string[] = [];
 
   /** Accounts Telegram froze. */
   readonly frozen = new Set<bigint>();
@@ -578,6 +589,10 @@ export class FakeTelegram {
       const known = (this.dialogs.get(me)?.has(to.userId) ?? false) || (this.contacts.get(me)?.has(to.userId) ?? false);
       if (to.refusesVoiceFromStrangers && !(this.contacts.get(me)?.has(to.userId) ?? false)) this.refuse(request, 403, to.refusesVoiceFromStrangers);
       void known;
+      // Telegram keeps one message per random_id and account (messages.sendMedia: 400 RANDOM_ID_DUPLICATE).
+      const randomKey = `${me}:${String(request.randomId)}`;
+      if (this.randomIds.has(randomKey)) this.refuse(request, 400, 'RANDOM_ID_DUPLICATE');
+      this.randomIds.add(randomKey);
       const messageId = this.nextMessageId++;
       const dialogs = this.dialogs.get(me) ?? new Set<bigint>();
       dialogs.add(to.userId);

@@ -191,13 +191,20 @@ export function createAccountAdapter(deps: { db: Kysely<Database>; accounts: Liv
           });
           // The send cannot be taken back once started: an attempt aborted before it never starts it.
           job.signal.throwIfAborted();
-          const updates = await call(job, 'the voice note', () =>
-            link.client.invoke(new Api.messages.SendMedia({ peer: target.peer, media, message: job.caption ?? '', randomId: randomId as never })),
+          const updates = await call(
+            job,
+            'the voice note',
+            () =>
+              link.client.invoke(new Api.messages.SendMedia({ peer: target.peer, media, message: job.caption ?? '', randomId: randomId as never })).catch((error: unknown) => {
+                // Telegram keeps one message per random_id: an earlier attempt's send was taken (its answer lost).
+                if (rpcErrorName(error) === 'RANDOM_ID_DUPLICATE') return undefined;
+                throw error;
+              }),
             target,
           );
           // The answer's updates take a pts of the account's (Telegram does not push them): the feed counts them.
-          link.feed?.receive(updates);
-          const sentId = messageIdOf(updates, randomId);
+          if (updates !== undefined) link.feed?.receive(updates);
+          const sentId = updates !== undefined ? messageIdOf(updates, randomId) : undefined;
           if (sentId !== undefined) await savePlatformMessageId(db, job.messageId, telegramPlatformMessageId(id, target.userId, sentId));
           // A note went out: a later PEER_FLOOD is a first one again, not a repeat.
           await clearPeerFloodRest(db, id).catch(() => undefined);
