@@ -166,14 +166,14 @@ describe(`sending from a linked Telegram account (${STORAGE_LABEL})`, () => {
     }
   });
 
-  it('a phone number is imported as a contact for the send and removed again; a user id is found among the chats; the fake refuses what Telegram refuses', async () => {
+  it('a phone number is resolved with contacts.resolvePhone (no contact imported); a user id is found among the chats; the fake refuses what Telegram refuses', async () => {
     const { t, world, key, sessionId } = await liveWorld();
     try {
       const byPhone = await sendFrom(t, key, sessionId, '33612345678');
       assert.equal((await t.waitForStatus(key, byPhone.json().id, ['delivered', 'failed'])).status, 'delivered');
       assert.equal(world.sent.at(-1)!.to, CAROL.userId);
-      assert.ok(world.requests.some((r) => r.className === 'contacts.ImportContacts'));
-      assert.ok(world.requests.some((r) => r.className === 'contacts.DeleteContacts'));
+      assert.ok(world.requests.some((r) => r.className === 'contacts.ResolvePhone'));
+      assert.ok(!world.requests.some((r) => r.className === 'contacts.ImportContacts'), 'no stranger imported as a contact');
       assert.equal(world.contacts.get(JANE.userId)?.size ?? 0, 0, 'no stranger left in the contacts');
 
       // Carol is now a chat of the account: her user id finds her without importing anything.
@@ -293,6 +293,9 @@ describe(`sending from a linked Telegram account (${STORAGE_LABEL})`, () => {
       assert.equal(waiting.status, 'queued', 'PEER_FLOOD fails nothing: the note waits');
       const nextAttempt = (await t.request({ method: 'GET', url: `${API}/messages/${rested.json().id}`, key })).json().next_attempt_at;
       assert.ok(Date.parse(nextAttempt) > Date.now() + 60 * 60_000, `the note comes back after the rest, beyond the retry window: ${nextAttempt}`);
+      const sender = (await t.request({ method: 'GET', url: `${API}/senders`, key })).json().data[0];
+      assert.equal(sender.status, 'resting', 'GET /senders says the account rests');
+      assert.ok(Date.parse(sender.until) > Date.now() + 60 * 60_000, 'until the rest is over');
       // Another note during the rest is not sent: it waits out the rest too.
       const sentBefore = world.requests.filter((r) => r.className === 'messages.SendMedia').length;
       const during = await sendFrom(t, key, sessionId, '@bob_builder');
@@ -303,7 +306,9 @@ describe(`sending from a linked Telegram account (${STORAGE_LABEL})`, () => {
       }, 'the note sent during the rest to be looked at');
       assert.equal(held.status, 'queued', 'a note sent during the rest waits for its end');
       assert.equal(world.requests.filter((r) => r.className === 'messages.SendMedia').length, sentBefore, 'nothing sent to Telegram during the rest');
+      // The rest ended early, by hand, for the rest of this test.
       await t.app.services.db.kysely.updateTable('telegram_sessions').set({ resting_until: null }).where('id', '=', sessionId).execute();
+      await t.app.services.db.kysely.updateTable('sender_records').set({ until: Date.now() - 1 }).where('sender_key', '=', sessionId).execute();
 
       world.failNext.push({ className: 'messages.SendMedia', errorMessage: 'AUTH_KEY_UNREGISTERED' });
       const revoked = await sendFrom(t, key, sessionId, '@bob_builder');

@@ -75,7 +75,8 @@ export function senderChangeOf(message: MessageRow, error: DeliveryError, reache
       // Not a handover to the process that holds the session (not attempted): not connected at all.
       return error.notAttempted ? undefined : { status: 'disconnected', reason: error.message, until: null };
     case 'platform_rate_limited':
-      if (error.notAttempted || !error.retryAfterMs) return undefined;
+      // A rest the platform imposed (`waits`: Telegram's FLOOD_WAIT, PEER_FLOOD) is the sender's, though no attempt is counted.
+      if ((error.notAttempted && !error.waits) || !error.retryAfterMs) return undefined;
       return { status: 'resting', reason: error.message, until: now + error.retryAfterMs };
     default:
       return undefined;

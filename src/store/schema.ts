@@ -216,6 +216,26 @@ export interface TelegramSessionsTable {
   last_connected_at: number | null;
 }
 
+/** A linked Telegram account's update state (core.telegram.org/api/updates) and the length of its last PEER_FLOOD rest. */
+export interface TelegramUpdateStatesTable {
+  session_id: string;
+  pts: number | null;
+  qts: number | null;
+  date: number | null;
+  seq: number | null;
+  peer_flood_rest_ms: number | null;
+  updated_at: number;
+}
+
+/** A recipient of a Telegram account's notes, resolved once: Telegram's user id and the account's access hash for them. */
+export interface TelegramPeersTable {
+  session_id: string;
+  recipient: string;
+  user_id: string;
+  access_hash: string;
+  resolved_at: number;
+}
+
 /** One signal key of a live WhatsApp session; `value` is sealed (BufferJSON inside). */
 export interface WhatsappKeysTable {
   session_id: string;
@@ -379,6 +399,8 @@ export interface Database {
   affinity_leases: AffinityLeasesTable;
   whatsapp_sessions: WhatsappSessionsTable;
   telegram_sessions: TelegramSessionsTable;
+  telegram_update_states: TelegramUpdateStatesTable;
+  telegram_peers: TelegramPeersTable;
   whatsapp_keys: WhatsappKeysTable;
   whatsapp_sent_messages: WhatsappSentMessagesTable;
   idempotency_keys: IdempotencyKeysTable;

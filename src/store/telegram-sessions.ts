@@ -3,6 +3,7 @@ import { telegramSessionView } from '../core/telegram-session-views.js';
 import { claimAffinity, dropAffinity, lockHeldAffinity } from './affinity.js';
 import { checkSessionRoom, withinLimit } from './limits.js';
 import type { Database, TelegramSessionsTable } from './schema.js';
+import { deleteAccountState } from './telegram-account-state.js';
 import { enqueueEvent } from './webhook-outbox.js';
 
 /**
@@ -87,7 +88,10 @@ export async function deleteTelegramSession(db: Kysely<Database>, owner: Owner, 
     .where('env', '=', owner.env)
     .executeTakeFirst();
   const deleted = Number(result.numDeletedRows) > 0;
-  if (deleted) await dropAffinity(db, id);
+  if (deleted) {
+    await dropAffinity(db, id);
+    await deleteAccountState(db, id);
+  }
   return deleted;
 }
 

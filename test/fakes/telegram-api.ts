@@ -101,6 +101,8 @@ export interface TelegramFake {
   pushUpdate(token: string, update: Record<string, unknown>): number;
   /** The bot has a webhook: getUpdates answers 409, as Telegram does (only deleteWebhook would clear it). */
   setWebhook(token: string): void;
+  /** The next `times` getUpdates of the bot are answered 429 with `parameters.retry_after` (the Bot API's flood control, core.telegram.org/bots/api#responseparameters). */
+  limitGetUpdates(token: string, retryAfterSeconds: number, times?: number): void;
   /** getUpdates ended by another one for the same bot (409 "terminated by other getUpdates request"). */
   readonly pollConflicts: number;
   /** The most getUpdates of one bot that were waiting at the same time. */
@@ -394,6 +396,7 @@ export async function startTelegramApi(options: TelegramFakeOptions = {}): Promi
   const queued = new Map<string, Array<Record<string, unknown> & { update_id: number }>>();
   const waiting = new Map<string, { answer: (reply: Reply) => void; wake: () => void }>();
   const webhooks = new Set<string>();
+  const getUpdatesLimits = new Map<string, { retryAfter: number; times: number }>();
   let nextUpdateId = 700_000_001;
   let pollConflicts = 0;
   let maxConcurrentPolls = 0;
@@ -405,6 +408,11 @@ export async function startTelegramApi(options: TelegramFakeOptions = {}): Promi
     if (!WELL_FORMED_TOKEN.test(token) || (knownTokens && !knownTokens.has(token))) return failure(401, 'Unauthorized');
     if (form.error) return form.error;
     if (webhooks.has(token)) return failure(409, "Conflict: can't use getUpdates method while webhook is active; use deleteWebhook to delete the webhook first");
+    const limit = getUpdatesLimits.get(token);
+    if (limit && limit.times > 0) {
+      limit.times--;
+      return failure(429, `Too Many Requests: retry after ${limit.retryAfter}`, { retry_after: limit.retryAfter });
+    }
     const previous = waiting.get(token);
     if (previous) {
       pollConflicts++;
@@ -538,6 +546,9 @@ export async function startTelegramApi(options: TelegramFakeOptions = {}): Promi
     },
     get maxConcurrentPolls() {
       return maxConcurrentPolls;
+    },
+    limitGetUpdates(token, retryAfter, times = 1) {
+      getUpdatesLimits.set(token, { retryAfter, times });
     },
     failForToken(token, f, times = Infinity) {
       rules.push({ token, failure: f, remaining: times });

@@ -2,6 +2,7 @@ import { createHash, pbkdf2Sync, randomBytes } from 'node:crypto';
 import { Api } from 'telegram';
 import { BinaryReader } from 'telegram/extensions/BinaryReader.js';
 import { RPCMessageToError } from 'telegram/errors/index.js';
+import { FloodWaitError } from 'telegram/errors/RPCErrorList.js';
 import type { TelegramAccountClient, TelegramClientFactory, TelegramClientOptions } from '../../src/platforms/telegram/account/client.js';
 
 /**
@@ -40,6 +41,20 @@ function passwordHash(password: string, salt1: Buffer, salt2: Buffer): bigint {
   const ph1 = salted(salted(Buffer.from(password, 'utf8'), salt1), salt2);
   return toBig(salted(pbkdf2Sync(ph1, salt1, 100_000, 64, 'sha512'), salt2));
 }
+
+/**
+ * The code Telegram sends with an error (core.telegram.org/api/errors): 406 for AUTH_KEY_DUPLICATED,
+ * 420 for floods and a frozen account (FROZEN_METHOD_INVALID), 401 for a dead authorization, 400 else.
+ */
+function errorCodeOf(name: string): number {
+  if (name === 'AUTH_KEY_DUPLICATED') return 406;
+  if (/^(FLOOD_|FROZEN_|SLOWMODE_WAIT_)/.test(name)) return 420;
+  if (name.startsWith('AUTH') || name.startsWith('SESSION')) return 401;
+  return 400;
+}
+
+/** What a frozen account may still call (its state, its updates, logging out). */
+const FROZEN_ALLOWED = new Set(['updates.GetState', 'updates.GetDifference', 'auth.LogOut']);
 
 export interface FakeAccount {
   userId: bigint;
@@ -94,7 +109,14 @@ export interface RecordedRequest {
 
 class FakeConnection implements TelegramAccountClient {
   connected = false;
+  /** The network dropped it: Telegram pushes it nothing, and its calls wait for the reconnection (as GramJS queues them). */
+  down = false;
+  /** Telegram stopped pushing to it without a word (calls still answered): what core.telegram.org/api/updates warns of. */
+  deaf = false;
+  private up: Promise<void> = Promise.resolve();
+  private wakeUp: () => void = () => undefined;
   handlers: Array<(update: unknown) => void> = [];
+  reconnectHandlers: Array<() => void> = [];
   constructor(
     readonly fake: FakeTelegram,
     readonly instance: string,
@@ -108,7 +130,47 @@ class FakeConnection implements TelegramAccountClient {
   }
   async invoke<R extends Api.AnyRequest>(request: R): Promise<R['__response']> {
     if (!this.connected) throw new Error('not connected');
-    return this.fake.answer(this, request) as Promise<R['__response']>;
+    for (;;) {
+      await this.up;
+      try {
+        const answered = (await this.fake.answer(this, request)) as R['__response'];
+        const lost = this.fake.loseAnswerOf.indexOf(request.className);
+        if (lost >= 0) {
+          this.fake.loseAnswerOf.splice(lost, 1);
+          throw new Error('TIMEOUT (fake: the answer was lost on the way back)');
+        }
+        return answered;
+      } catch (error) {
+        // GramJS sleeps through a FLOOD_WAIT up to floodSleepThreshold seconds inside invoke, then sends
+        // the request again (client/users.js, `if (e.seconds <= client.floodSleepThreshold)`; default 60,
+        // client/telegramBaseClient.js); only longer waits reach the caller.
+        const seconds = (error as { seconds?: unknown }).seconds;
+        if (error instanceof FloodWaitError && typeof seconds === 'number' && seconds <= (this.options.floodSleepThreshold ?? 60)) {
+          await new Promise((resolve) => setTimeout(resolve, seconds * 1000));
+          continue;
+        }
+        throw error;
+      }
+    }
+  }
+  /** The network drops the connection (GramJS reconnects by itself; nothing is pushed meanwhile). */
+  drop(): void {
+    if (this.down) return;
+    this.down = true;
+    this.up = new Promise((resolve) => (this.wakeUp = resolve));
+  }
+  /** GramJS's reconnection: MTProtoSender.connect() reports UpdateConnectionState.connected (network/MTProtoSender.js). */
+  reconnect(): void {
+    if (!this.down) return;
+    this.down = false;
+    this.wakeUp();
+    for (const handle of this.reconnectHandlers) handle();
+  }
+  onReconnected(handler: () => void): void {
+    this.reconnectHandlers.push(handler);
+  }
+  serverNow(): number {
+    return this.fake.serverNow();
   }
   async switchDc(dcId: number): Promise<void> {
     // A new data centre means a new auth key there.
@@ -124,8 +186,17 @@ class FakeConnection implements TelegramAccountClient {
     this.connected = false;
     this.fake.connections.delete(this);
   }
+  /**
+   * Telegram pushes an update to this connection: lost while the network is down (Telegram does not
+   * queue pushes for a connection; the client asks updates.getDifference), and split as GramJS splits
+   * containers before its handlers (client/updates.js, _handleUpdate: each of `updates`/`updatesCombined`,
+   * the inner update of `updateShort`, anything else as it came).
+   */
   push(update: unknown): void {
-    for (const handle of this.handlers) handle(update);
+    if (this.down || this.deaf || !this.connected) return;
+    const singles =
+      update instanceof Api.Updates || update instanceof Api.UpdatesCombined ? update.updates : update instanceof Api.UpdateShort ? [update.update] : [update];
+    for (const single of singles) for (const handle of this.handlers) handle(single);
   }
 }
 
@@ -150,9 +221,62 @@ export class FakeTelegram {
   readonly refusals: string[] = [];
   /** Errors to answer the next request of a kind with (FLOOD_WAIT_3, PEER_FLOOD…), first in first out. */
   readonly failNext: Array<{ className: string; errorMessage: string }> = [];
+  /** Telegram's clock ahead of the local one by this much (GramJS learns the offset: MTProtoState.updateTimeOffset). */
+  serverClockOffsetMs = 0;
+  /** Updates one updates.getDifference answers at most; more come as a differenceSlice (Telegram: about 1,000). */
+  differenceSliceSize = 1_000;
+  /** More missed updates than this: updates.differenceTooLong with the pts to go on from. */
+  differenceTooLongAfter = Number.POSITIVE_INFINITY;
   private readonly uploads = new Map<string, Map<number, Buffer>>();
   private readonly accessHashes = new Map<bigint, bigint>();
   private nextMessageId = 100;
+  /** Each account's common message box: its pts and what each pts step was (core.telegram.org/api/updates). */
+  private readonly boxes = new Map<bigint, { pts: number; log: Array<{ pts: number; update: Api.TypeUpdate }> }>();
+
+  serverNow(): number {
+    return Date.now() + this.serverClockOffsetMs;
+  }
+
+  private box(userId: bigint): { pts: number; log: Array<{ pts: number; update: Api.TypeUpdate }> } {
+    let box = this.boxes.get(userId);
+    if (!box) {
+      box = { pts: 1, log: [] };
+      this.boxes.set(userId, box);
+    }
+    return box;
+  }
+
+  /** An event of an account's message box: it takes the next pts (pts_count 1), is logged for getDifference and pushed to its connections. */
+  private happen(userId: bigint, make: (pts: number) => { update: Api.TypeUpdate; push: unknown }): void {
+    const box = this.box(userId);
+    box.pts += 1;
+    const { update, push } = make(box.pts);
+    box.log.push({ pts: box.pts, update });
+    for (const conn of this.connections) if (conn.key.userId === userId) conn.push(push);
+  }
+
+  /** The network drops the connections of an account (they get nothing pushed until they reconnect). */
+  dropConnections(userId: bigint): void {
+    for (const conn of this.connections) if (conn.key.userId === userId) conn.drop();
+  }
+
+  /** The random_id of every message sent, per account. */
+  private readonly randomIds = new Set<string>();
+  /** Requests of these kinds are carried out but their answer is lost on the way back, once each (a network drop). */
+  readonly loseAnswerOf: string[] = [];
+
+  /** Accounts Telegram froze. */
+  readonly frozen = new Set<bigint>();
+
+  /** Telegram stops pushing updates to an account's connections, the connections staying up. */
+  silence(userId: bigint): void {
+    for (const conn of this.connections) if (conn.key.userId === userId) conn.deaf = true;
+  }
+
+  /** The dropped connections of an account come back, as GramJS reconnects them by itself. */
+  reconnect(userId: bigint): void {
+    for (const conn of this.connections) if (conn.key.userId === userId) conn.reconnect();
+  }
 
   factory(instance: string): TelegramClientFactory {
     return (options) => {
@@ -176,7 +300,7 @@ export class FakeTelegram {
     const token = Buffer.from(new URL(url).searchParams.get('token') ?? '', 'base64url');
     const found = this.tokens.find((t) => t.token.equals(token));
     if (!found) throw new Error('the phone does not know this login token');
-    if (Date.now() > found.expiresAt) throw new Error('the login token expired before the scan');
+    if (this.serverNow() > found.expiresAt) throw new Error('the login token expired before the scan');
     found.scannedBy = account;
     found.connection.push(new Api.UpdateLoginToken());
   }
@@ -208,17 +332,27 @@ export class FakeTelegram {
     return new Api.User({ id: account.userId as never, username: account.username, accessHash: this.accessHashOf(account.userId) as never, firstName: account.username ?? 'someone' });
   }
 
-  /** The recipient reads the chat up to `maxId` (the sender's apps get updateReadHistoryOutbox). */
-  read(by: bigint, from: bigint, maxId: number): void {
-    const update = new Api.UpdateReadHistoryOutbox({ peer: new Api.PeerUser({ userId: by as never }), maxId, pts: 1, ptsCount: 1 });
-    for (const conn of this.connections) if (conn.key.userId === from) conn.push(new Api.UpdateShort({ update, date: Math.floor(Date.now() / 1000) }));
+  private seconds(): number {
+    return Math.floor(this.serverNow() / 1000);
   }
 
-  /** The recipient writes back to the account (an incoming private message, updateShortMessage). */
+  /** The recipient reads the chat up to `maxId` (the sender's apps get updateReadHistoryOutbox). */
+  read(by: bigint, from: bigint, maxId: number): void {
+    this.happen(from, (pts) => {
+      const update = new Api.UpdateReadHistoryOutbox({ peer: new Api.PeerUser({ userId: by as never }), maxId, pts, ptsCount: 1 });
+      return { update, push: new Api.UpdateShort({ update, date: this.seconds() }) };
+    });
+  }
+
+  /** The recipient writes back to the account (an incoming private message: updateShortMessage pushed, the Message in a difference). */
   reply(by: bigint, to: bigint, text: string): number {
     const id = this.nextMessageId++;
-    const update = new Api.UpdateShortMessage({ out: false, id, userId: by as never, message: text, pts: 1, ptsCount: 1, date: Math.floor(Date.now() / 1000) });
-    for (const conn of this.connections) if (conn.key.userId === to) conn.push(update);
+    const date = this.seconds();
+    this.happen(to, (pts) => {
+      const message = new Api.Message({ out: false, id, fromId: new Api.PeerUser({ userId: by as never }), peerId: new Api.PeerUser({ userId: by as never }), date, message: text });
+      const push = new Api.UpdateShortMessage({ out: false, id, userId: by as never, message: text, pts, ptsCount: 1, date });
+      return { update: new Api.UpdateNewMessage({ message, pts, ptsCount: 1 }), push };
+    });
     return id;
   }
 
@@ -231,18 +365,15 @@ export class FakeTelegram {
    */
   wrote(from: bigint, to: bigint, text: string, form: 'short' | 'full' = 'short'): number {
     const id = this.nextMessageId++;
-    const date = Math.floor(Date.now() / 1000);
-    const update =
-      form === 'short'
-        ? new Api.UpdateShortMessage({ out: true, id, userId: to as never, message: text, pts: 1, ptsCount: 1, date })
-        : new Api.Updates({
-            updates: [new Api.UpdateNewMessage({ message: new Api.Message({ out: true, id, peerId: new Api.PeerUser({ userId: to as never }), message: text, date }), pts: 1, ptsCount: 1 })],
-            users: [],
-            chats: [],
-            date,
-            seq: 0,
-          });
-    for (const conn of this.connections) if (conn.key.userId === from) conn.push(update);
+    const date = this.seconds();
+    this.happen(from, (pts) => {
+      const update = new Api.UpdateNewMessage({ message: new Api.Message({ out: true, id, peerId: new Api.PeerUser({ userId: to as never }), message: text, date }), pts, ptsCount: 1 });
+      const push =
+        form === 'short'
+          ? new Api.UpdateShortMessage({ out: true, id, userId: to as never, message: text, pts, ptsCount: 1, date })
+          : new Api.Updates({ updates: [update], users: [], chats: [], date, seq: 0 });
+      return { update, push };
+    });
     return id;
   }
 
@@ -255,29 +386,60 @@ export class FakeTelegram {
    */
   write(by: bigint, to: bigint, message: { text?: string; media?: 'photo' | 'voice' | 'audio' | 'video' | 'round' | 'sticker' | 'document'; replyToMsgId?: number }): number {
     const id = this.nextMessageId++;
-    const date = Math.floor(Date.now() / 1000);
-    const update = new Api.UpdateNewMessage({
-      message: new Api.Message({
-        id,
-        out: false,
-        peerId: new Api.PeerUser({ userId: by as never }),
-        fromId: new Api.PeerUser({ userId: by as never }),
-        date,
-        message: message.text ?? '',
-        ...(message.media !== undefined ? { media: mediaOf(message.media) } : {}),
-        ...(message.replyToMsgId !== undefined ? { replyTo: new Api.MessageReplyHeader({ replyToMsgId: message.replyToMsgId }) } : {}),
-      }),
-      pts: 1,
-      ptsCount: 1,
+    const date = this.seconds();
+    this.happen(to, (pts) => {
+      const update = new Api.UpdateNewMessage({
+        message: new Api.Message({
+          id,
+          out: false,
+          peerId: new Api.PeerUser({ userId: by as never }),
+          fromId: new Api.PeerUser({ userId: by as never }),
+          date,
+          message: message.text ?? '',
+          ...(message.media !== undefined ? { media: mediaOf(message.media) } : {}),
+          ...(message.replyToMsgId !== undefined ? { replyTo: new Api.MessageReplyHeader({ replyToMsgId: message.replyToMsgId }) } : {}),
+        }),
+        pts,
+        ptsCount: 1,
+      });
+      return { update, push: new Api.Updates({ updates: [update], users: [], chats: [], date, seq: 0 }) };
     });
-    for (const conn of this.connections) if (conn.key.userId === to) conn.push(new Api.Updates({ updates: [update], users: [], chats: [], date, seq: 0 }));
     return id;
   }
 
-  /** The recipient plays the voice note `messageId` (updateReadMessagesContents). */
+  /**
+   * The recipient plays the voice note `messageId`: updateReadMessagesContents, with the time it was
+   * played in its `date` (layer 177 and later carry it; Telegram sends it for voice notes played).
+   */
   played(from: bigint, messageId: number): void {
-    const update = new Api.UpdateReadMessagesContents({ messages: [messageId], pts: 1, ptsCount: 1 });
-    for (const conn of this.connections) if (conn.key.userId === from) conn.push(new Api.Updates({ updates: [update], users: [], chats: [], date: Math.floor(Date.now() / 1000), seq: 0 }));
+    const date = this.seconds();
+    this.happen(from, (pts) => {
+      const update = new Api.UpdateReadMessagesContents({ messages: [messageId], pts, ptsCount: 1, date });
+      return { update, push: new Api.Updates({ updates: [update], users: [], chats: [], date, seq: 0 }) };
+    });
+  }
+
+  /** updates.getDifference of an account from its pts: what its message box logged since, paged as Telegram pages it. */
+  private difference(me: bigint, request: Api.updates.GetDifference): Api.updates.TypeDifference {
+    const box = this.box(me);
+    const missed = box.log.filter((e) => e.pts > request.pts);
+    const date = this.seconds();
+    if (missed.length === 0) return new Api.updates.DifferenceEmpty({ date, seq: 0 });
+    if (missed.length > this.differenceTooLongAfter) return new Api.updates.DifferenceTooLong({ pts: box.pts });
+    const page = missed.slice(0, this.differenceSliceSize);
+    const last = page.at(-1)!.pts;
+    const newMessages: Api.TypeMessage[] = [];
+    const otherUpdates: Api.TypeUpdate[] = [];
+    for (const { update } of page) {
+      if (update instanceof Api.UpdateNewMessage) newMessages.push(update.message);
+      else otherUpdates.push(update);
+    }
+    // The users the page names (the message's chat, the chat read), as Telegram sends them beside it.
+    const named = new Set(page.map(({ update }) => String(update instanceof Api.UpdateNewMessage ? ((update.message as Api.Message).peerId as Api.PeerUser).userId : update instanceof Api.UpdateReadHistoryOutbox ? (update.peer as Api.PeerUser).userId : '')));
+    const users = this.people.filter((p) => named.has(String(p.userId))).map((p) => this.other(p));
+    const state = new Api.updates.State({ pts: last, qts: 0, date, seq: 0, unreadCount: 0 });
+    if (page.length < missed.length) return new Api.updates.DifferenceSlice({ newMessages, newEncryptedMessages: [], otherUpdates, chats: [], users, intermediateState: state });
+    return new Api.updates.Difference({ newMessages, newEncryptedMessages: [], otherUpdates, chats: [], users, state });
   }
 
   private peerUser(request: Api.AnyRequest, peer: unknown): FakeAccount {
@@ -321,9 +483,11 @@ export class FakeTelegram {
     const injected = this.failNext.findIndex((f) => f.className === request.className);
     if (injected >= 0) {
       const [failure] = this.failNext.splice(injected, 1);
-      this.refuse(request, failure!.errorMessage.startsWith('AUTH') || failure!.errorMessage.startsWith('SESSION') ? 401 : 400, failure!.errorMessage);
+      this.refuse(request, errorCodeOf(failure!.errorMessage), failure!.errorMessage);
     }
     const me = key.userId;
+    // A frozen account may call only a few methods (core.telegram.org/api/auth, "Frozen accounts"): the rest answer 420 FROZEN_METHOD_INVALID.
+    if (me !== undefined && this.frozen.has(me) && !FROZEN_ALLOWED.has(request.className)) this.refuse(request, 420, 'FROZEN_METHOD_INVALID');
     if (me !== undefined) {
       const answered = this.answerAccount(conn, me, request);
       if (answered !== undefined) return answered;
@@ -337,7 +501,8 @@ export class FakeTelegram {
         if ((account.dc ?? 2) !== key.dc) return new Api.auth.LoginTokenMigrateTo({ dcId: account.dc ?? 2, token: scanned.token });
         return this.authorize(conn, account, request);
       }
-      const token: LoginToken = { token: randomBytes(32), key, expiresAt: Date.now() + this.tokenTtlSeconds * 1000, connection: conn };
+      // Telegram's `expires` is on its own clock (a client whose clock differs must correct it).
+      const token: LoginToken = { token: randomBytes(32), key, expiresAt: this.serverNow() + this.tokenTtlSeconds * 1000, connection: conn };
       this.tokens.push(token);
       return new Api.auth.LoginToken({ expires: Math.floor(token.expiresAt / 1000), token: token.token });
     }
@@ -395,7 +560,11 @@ export class FakeTelegram {
     }
     if (request instanceof Api.updates.GetState) {
       if (key.userId === undefined) this.refuse(request, 401, 'AUTH_KEY_UNREGISTERED');
-      return new Api.updates.State({ pts: 1, qts: 0, date: Math.floor(Date.now() / 1000), seq: 1, unreadCount: 0 });
+      return new Api.updates.State({ pts: this.box(key.userId).pts, qts: 0, date: this.seconds(), seq: 0, unreadCount: 0 });
+    }
+    if (request instanceof Api.updates.GetDifference) {
+      if (key.userId === undefined) this.refuse(request, 401, 'AUTH_KEY_UNREGISTERED');
+      return this.difference(key.userId, request);
     }
     return this.refuse(request, 400, 'METHOD_NOT_SUPPORTED_BY_FAKE');
   }
@@ -405,6 +574,12 @@ export class FakeTelegram {
     if (request instanceof Api.contacts.ResolveUsername) {
       const who = this.people.find((p) => p.username?.toLowerCase() === request.username.toLowerCase());
       if (!who) this.refuse(request, 400, 'USERNAME_NOT_OCCUPIED');
+      return new Api.contacts.ResolvedPeer({ peer: new Api.PeerUser({ userId: who.userId as never }), users: [this.other(who)], chats: [] });
+    }
+    if (request instanceof Api.contacts.ResolvePhone) {
+      // A number finds its account (unless nobody has it); Telegram answers PHONE_NOT_OCCUPIED otherwise.
+      const who = this.people.find((p) => p.phone !== undefined && p.phone === request.phone.replace(/^\+/, ''));
+      if (!who) this.refuse(request, 400, 'PHONE_NOT_OCCUPIED');
       return new Api.contacts.ResolvedPeer({ peer: new Api.PeerUser({ userId: who.userId as never }), users: [this.other(who)], chats: [] });
     }
     if (request instanceof Api.messages.GetDialogs) {
@@ -465,6 +640,10 @@ export class FakeTelegram {
       const known = (this.dialogs.get(me)?.has(to.userId) ?? false) || (this.contacts.get(me)?.has(to.userId) ?? false);
       if (to.refusesVoiceFromStrangers && !(this.contacts.get(me)?.has(to.userId) ?? false)) this.refuse(request, 403, to.refusesVoiceFromStrangers);
       void known;
+      // Telegram keeps one message per random_id and account (messages.sendMedia: 400 RANDOM_ID_DUPLICATE).
+      const randomKey = `${me}:${String(request.randomId)}`;
+      if (this.randomIds.has(randomKey)) this.refuse(request, 400, 'RANDOM_ID_DUPLICATE');
+      this.randomIds.add(randomKey);
       const messageId = this.nextMessageId++;
       const dialogs = this.dialogs.get(me) ?? new Set<bigint>();
       dialogs.add(to.userId);
@@ -482,7 +661,15 @@ export class FakeTelegram {
         waveform,
         caption: request.message,
       });
-      return new Api.Updates({ updates: [new Api.UpdateMessageID({ id: messageId, randomId: request.randomId })], users: [], chats: [], date: Math.floor(Date.now() / 1000), seq: 0 });
+      // The answer is `updates` with updateMessageID and the sent message's updateNewMessage, which takes the
+      // next pts of the account's box (it is not pushed to the connection that sent it: the answer carries it).
+      const date = this.seconds();
+      const box = this.box(me);
+      box.pts += 1;
+      const message = new Api.Message({ out: true, id: messageId, peerId: new Api.PeerUser({ userId: to.userId as never }), date, message: request.message, media: new Api.MessageMediaDocument({ voice: true }) });
+      const sentUpdate = new Api.UpdateNewMessage({ message, pts: box.pts, ptsCount: 1 });
+      box.log.push({ pts: box.pts, update: sentUpdate });
+      return new Api.Updates({ updates: [new Api.UpdateMessageID({ id: messageId, randomId: request.randomId }), sentUpdate], users: [this.other(to)], chats: [], date, seq: 0 });
     }
     return undefined;
   }

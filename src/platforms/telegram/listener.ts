@@ -18,8 +18,9 @@ import { readUpdate, type TelegramUpdate } from './updates.js';
  *
  * A bot with a webhook answers getUpdates 409 ("can't use getUpdates method while webhook is active"):
  * its webhook is the user's and is never deleted here; the bot is marked as not listenable with that
- * reason. 401: the token was revoked, so it is erased. The token is erased too when the window ends (30
- * days after the bot's last note).
+ * reason; so is a bot another program keeps polling (409 "terminated by other getUpdates request" a few
+ * times in a row). 401: the token was revoked, so it is erased. 429: the poller waits the retry_after
+ * Telegram gives. The token is erased too when the window ends (30 days after the bot's last note).
  */
 
 export const ALLOWED_UPDATES = ['message', 'my_chat_member'] as const;
@@ -45,6 +46,9 @@ export interface TelegramListener {
 }
 
 const leaseKey = (senderKey: string): string => `telegram-listen:${senderKey}`;
+
+/** 409 "terminated by other getUpdates request" this many times in a row: another program polls the bot. */
+export const MAX_POLL_CONFLICTS = 3;
 
 export function startTelegramListener(options: TelegramListenerOptions): TelegramListener {
   const { db, logger } = options;
@@ -76,10 +80,11 @@ export function startTelegramListener(options: TelegramListenerOptions): Telegra
   /** One bot's long poll, while this process holds its lease and the bot is still to be listened to. */
   async function poll(senderKey: string): Promise<void> {
     let failures = 0;
-    /** Waits longer after each failure in a row (1 s doubling up to a minute); a stop ends the wait. */
-    const backOff = async () => {
+    let conflicts = 0;
+    /** Waits as long as asked, else longer after each failure in a row (1 s doubling up to a minute); a stop ends the wait. */
+    const backOff = async (waitMs?: number) => {
       failures++;
-      await sleep(Math.min(60_000, 1_000 * 2 ** failures), undefined, { signal: stopping.signal }).catch(() => undefined);
+      await sleep(waitMs ?? Math.min(60_000, 1_000 * 2 ** failures), undefined, { signal: stopping.signal }).catch(() => undefined);
     };
     while (!stopping.signal.aborted) {
       const bot = await findListener(db, senderKey);
@@ -88,7 +93,7 @@ export function startTelegramListener(options: TelegramListenerOptions): Telegra
       const token = options.secretBox.open(bot.token);
       const body = { timeout: pollSeconds, allowed_updates: ALLOWED_UPDATES, ...(bot.update_offset !== null ? { offset: Number(bot.update_offset) } : {}) };
       let status: number;
-      let answer: { ok?: boolean; result?: TelegramUpdate[]; description?: string };
+      let answer: { ok?: boolean; result?: TelegramUpdate[]; description?: string; parameters?: { retry_after?: unknown } };
       try {
         const response = await fetch(`${options.apiRoot}/bot${token}/getUpdates`, {
           method: 'POST',
@@ -114,9 +119,19 @@ export function startTelegramListener(options: TelegramListenerOptions): Telegra
         log.warn({ bot: senderKey }, 'the bot token was refused (401): listening ended and the token erased');
         return;
       }
+      // 409 "terminated by other getUpdates request": another program polls this bot, and each poll steals
+      // the other's updates; after a few in a row, polling stops and the listening state says why.
+      conflicts = status === 409 ? conflicts + 1 : 0;
+      if (conflicts >= MAX_POLL_CONFLICTS) {
+        const reason = `another program polls this bot with getUpdates (409 Conflict: terminated by other getUpdates request, ${conflicts} times in a row), and two pollers steal each other's replies; stop the other one or use a bot dedicated to voicenote, then send a note with listen: true to listen again`;
+        await refuseListening(db, senderKey, reason, Date.now());
+        log.warn({ bot: senderKey }, reason);
+        return;
+      }
       if (status !== 200 || !answer.ok || !Array.isArray(answer.result)) {
-        // 409 "terminated by other getUpdates request": someone else polls this bot; 5xx, 429: later.
-        await backOff();
+        // 429: as long as Telegram says (parameters.retry_after); 5xx and the rest: a growing wait.
+        const retryAfter = status === 429 && typeof answer.parameters?.retry_after === 'number' ? answer.parameters.retry_after * 1000 : undefined;
+        await backOff(retryAfter);
         continue;
       }
       try {

@@ -7,11 +7,13 @@ import { packWaveform5bit, telegramBarsFrom64 } from '../../../audio/telegram-wa
 import { findAffinity, heldElsewhere } from '../../../store/affinity.js';
 import { savePlatformMessageId } from '../../../store/receipts.js';
 import type { Database } from '../../../store/schema.js';
+import { clearPeerFloodRest, findPeerFloodRest, forgetPeer, savePeerFloodRest } from '../../../store/telegram-account-state.js';
 import { findTelegramSession } from '../../../store/telegram-sessions.js';
-import { DeliveryError, type DeliveryJob, type PlatformAdapter } from '../../platform.js';
-import { loadTelegram, type TelegramAccountClient } from './client.js';
+import { UNKNOWN_HOLD_RECHECK_MS } from '../../../delivery/sender-gate.js';
+import { DeliveryError, SenderRestricted, type DeliveryJob, type PlatformAdapter } from '../../platform.js';
+import { loadTelegram, rpcErrorName, type TelegramAccountClient } from './client.js';
 import type { AccountLink } from './context.js';
-import { classifyTelegramError, PEER_FLOOD_REST_MS } from './errors.js';
+import { classifyTelegramError, peerFloodRest, PEER_FLOOD_REST_MS } from './errors.js';
 import type { LiveTelegramAccounts } from './live.js';
 import { resolvePeer, type ResolvedPeer } from './peers.js';
 import { tellAccountName } from './label.js';
@@ -26,6 +28,8 @@ export interface AccountAdapterTuning {
   sendJitterMs?: number;
   /** Telegram shows an action for about 6 s: it is sent again this often while the indicator lasts. */
   actionEveryMs?: number;
+  /** The first PEER_FLOOD rest (each repeat doubles it). */
+  peerFloodRestMs?: number;
 }
 
 /** The id Telegram keeps for one of our notes: per account and chat, with the message id it gave. */
@@ -46,6 +50,7 @@ export function createAccountAdapter(deps: { db: Kysely<Database>; accounts: Liv
   const gapMs = deps.tuning?.sendGapMs ?? 3_000;
   const jitterMs = deps.tuning?.sendJitterMs ?? 2_000;
   const actionEveryMs = deps.tuning?.actionEveryMs ?? 5_000;
+  const peerFloodFirstMs = deps.tuning?.peerFloodRestMs ?? PEER_FLOOD_REST_MS;
   // One note at a time per account, spaced: bursts are what Telegram's anti-spam rests accounts for.
   const queues = new Map<string, Promise<unknown>>();
   function paced<T>(sessionId: string, work: () => Promise<T>): Promise<T> {
@@ -61,6 +66,10 @@ export function createAccountAdapter(deps: { db: Kysely<Database>; accounts: Liv
   }
 
   const sessionIdOf = (job: DeliveryJob): string => job.session.session_id as string;
+  // Accounts Telegram froze: until when their notes are held without asking Telegram again (this process's memory).
+  const frozenUntil = new Map<string, number>();
+  const frozenMessage = (name: string): string =>
+    `Telegram said ${name}: the account is frozen (it may send nothing until its owner appeals in the Telegram app); its notes are held and looked at again every 15 minutes`;
 
   async function held(job: DeliveryJob): Promise<AccountLink> {
     const id = sessionIdOf(job);
@@ -72,6 +81,8 @@ export function createAccountAdapter(deps: { db: Kysely<Database>; accounts: Liv
     if (restingUntil > Date.now()) {
       throw new DeliveryError('platform_rate_limited', 'Telegram rests this account (PEER_FLOOD); the note waits until the rest is over', true, restingUntil - Date.now(), { waits: true });
     }
+    if ((frozenUntil.get(id) ?? 0) > Date.now()) throw new SenderRestricted(frozenMessage('FROZEN_METHOD_INVALID'), null, (frozenUntil.get(id) ?? 0) - Date.now());
+    frozenUntil.delete(id);
     const link = await accounts.acquire(id);
     if (link) return link;
     if (heldElsewhere(await findAffinity(db, id), accounts.holderId, Date.now())) {
@@ -81,20 +92,34 @@ export function createAccountAdapter(deps: { db: Kysely<Database>; accounts: Liv
   }
 
   /** Runs a Telegram call; its refusal becomes what it means for the note and the account. */
-  async function call<T>(job: DeliveryJob, doing: string, work: () => Promise<T>): Promise<T> {
+  async function call<T>(job: DeliveryJob, doing: string, work: () => Promise<T>, target?: ResolvedPeer): Promise<T> {
     try {
       return await work();
     } catch (error) {
       if (error instanceof DeliveryError) throw error;
-      const refusal = classifyTelegramError(error, doing);
       const id = sessionIdOf(job);
+      if (target?.kept && rpcErrorName(error) === 'PEER_ID_INVALID') {
+        // The kept user id and access hash no longer hold: the next attempt looks the recipient up again.
+        await forgetPeer(db, id, job.recipient);
+        throw new DeliveryError('platform_error', `Telegram refused ${doing}: PEER_ID_INVALID for the recipient kept from an earlier note; it is looked up again`, true);
+      }
+      const refusal = classifyTelegramError(error, doing);
+      // Both rest the account (its sender shows `resting` until then: delivery/sender-gate.ts) and its notes
+      // wait, with no retry window used up: the library sleeps through none of them (FLOOD_SLEEP_THRESHOLD).
       if (refusal.kind === 'flood_wait') {
-        throw new DeliveryError('platform_rate_limited', `Telegram said FLOOD_WAIT_${refusal.seconds}: the note waits ${refusal.seconds} s`, true, refusal.seconds * 1000, { notAttempted: true });
+        throw new DeliveryError('platform_rate_limited', `Telegram said FLOOD_WAIT_${refusal.seconds}: the account rests ${refusal.seconds} s; the note waits`, true, refusal.seconds * 1000, { waits: true });
       }
       if (refusal.kind === 'peer_flood') {
-        const until = Date.now() + PEER_FLOOD_REST_MS;
-        await db.updateTable('telegram_sessions').set({ resting_until: until }).where('id', '=', id).execute();
-        throw new DeliveryError('platform_rate_limited', 'Telegram said PEER_FLOOD (too many messages to people who are not contacts): the account rests for hours; the note waits', true, PEER_FLOOD_REST_MS, { waits: true });
+        const restMs = peerFloodRest(await findPeerFloodRest(db, id), peerFloodFirstMs);
+        await savePeerFloodRest(db, id, restMs);
+        await db.updateTable('telegram_sessions').set({ resting_until: Date.now() + restMs }).where('id', '=', id).execute();
+        const hours = Math.round((restMs / 3_600_000) * 10) / 10;
+        throw new DeliveryError('platform_rate_limited', `Telegram said PEER_FLOOD (too many messages to people who are not contacts): the account rests ${hours} h, twice as long as its last rest if it had one; the note waits`, true, restMs, { waits: true });
+      }
+      if (refusal.kind === 'frozen') {
+        // Held here without a call to Telegram (no upload again) until the restriction is looked at again.
+        frozenUntil.set(id, Date.now() + UNKNOWN_HOLD_RECHECK_MS);
+        throw new SenderRestricted(frozenMessage(refusal.name), null, UNKNOWN_HOLD_RECHECK_MS);
       }
       if (refusal.kind === 'revoked') {
         await accounts.revoked(id, refusal.name);
@@ -129,9 +154,10 @@ export function createAccountAdapter(deps: { db: Kysely<Database>; accounts: Liv
     async showRecording(job: DeliveryJob, ms: number): Promise<void> {
       const { Api } = await loadTelegram();
       const link = await held(job);
-      const target = await call(job, 'the recipient lookup', () => resolvePeer(link.client, job.recipient));
+      // Resolved once and kept (peers.ts): the send after the indicator makes no look-up of its own.
+      const target = await call(job, 'the recipient lookup', () => resolvePeer(db, sessionIdOf(job), link.client, job.recipient));
       const show = () => setTyping(link.client, target.peer, new Api.SendMessageRecordAudioAction());
-      await call(job, 'the recording indicator', show);
+      await call(job, 'the recording indicator', show, target);
       // Telegram shows an action for a few seconds: repeated until the indicator's time is up (never holding the worker).
       const until = Date.now() + ms;
       const again = (): void => {
@@ -147,7 +173,7 @@ export function createAccountAdapter(deps: { db: Kysely<Database>; accounts: Liv
       const id = sessionIdOf(job);
       const bytes = await readFile(job.audio.path);
       await paced(id, async () => {
-        const target: ResolvedPeer = await call(job, 'the recipient lookup', () => resolvePeer(link.client, job.recipient));
+        const target: ResolvedPeer = await call(job, 'the recipient lookup', () => resolvePeer(db, id, link.client, job.recipient));
         try {
           const randomId = randomIdOf(job.messageId);
           const file = await call(job, 'the upload', () =>
@@ -167,11 +193,23 @@ export function createAccountAdapter(deps: { db: Kysely<Database>; accounts: Liv
           });
           // The send cannot be taken back once started: an attempt aborted before it never starts it.
           job.signal.throwIfAborted();
-          const updates = await call(job, 'the voice note', () =>
-            link.client.invoke(new Api.messages.SendMedia({ peer: target.peer, media, message: job.caption ?? '', randomId: randomId as never })),
+          const updates = await call(
+            job,
+            'the voice note',
+            () =>
+              link.client.invoke(new Api.messages.SendMedia({ peer: target.peer, media, message: job.caption ?? '', randomId: randomId as never })).catch((error: unknown) => {
+                // Telegram keeps one message per random_id: an earlier attempt's send was taken (its answer lost).
+                if (rpcErrorName(error) === 'RANDOM_ID_DUPLICATE') return undefined;
+                throw error;
+              }),
+            target,
           );
-          const sentId = messageIdOf(updates, randomId);
+          // The answer's updates take a pts of the account's (Telegram does not push them): the feed counts them.
+          if (updates !== undefined) link.feed?.receive(updates);
+          const sentId = updates !== undefined ? messageIdOf(updates, randomId) : undefined;
           if (sentId !== undefined) await savePlatformMessageId(db, job.messageId, telegramPlatformMessageId(id, target.userId, sentId));
+          // A note went out: a later PEER_FLOOD is a first one again, not a repeat.
+          await clearPeerFloodRest(db, id).catch(() => undefined);
         } finally {
           await target.forget().catch(() => undefined);
         }

@@ -14,8 +14,18 @@ export interface TelegramAccountClient {
   switchDc(dcId: number): Promise<void>;
   /** The authorization to keep (auth key and data centre), opaque: the caller seals it. */
   exportSession(): string;
-  /** Every update Telegram pushes on this connection. */
+  /**
+   * Every update Telegram pushes on this connection, as the library hands them on: the updates inside an
+   * `updates` or `updateShort` container one by one (GramJS `client/updates.js`, `_handleUpdate`).
+   */
   onUpdate(handler: (update: unknown) => void): void;
+  /**
+   * The library reconnected by itself after the connection dropped. Telegram pushes nothing of what
+   * happened meanwhile (GramJS has no gap recovery: `catchUp()` is a TODO in `client/updates.js`).
+   */
+  onReconnected(handler: () => void): void;
+  /** The server's clock (epoch ms): the local one corrected by the time offset the library learned from Telegram. */
+  serverNow(): number;
   disconnect(): Promise<void>;
 }
 
@@ -24,7 +34,16 @@ export interface TelegramClientOptions {
   apiHash: string;
   /** A stored authorization (what exportSession gave), or none to start a new one. */
   session?: string;
+  /**
+   * FLOOD_WAITs up to this many seconds are slept through inside `invoke` (GramJS `client/users.js`;
+   * its default is 60). Sleeping there holds the account's queue and ignores an attempt's abort, so
+   * voicenote passes 0: every wait comes back as the error and rests the sender instead.
+   */
+  floodSleepThreshold: number;
 }
+
+/** No FLOOD_WAIT is slept through inside the library (see TelegramClientOptions.floodSleepThreshold). */
+export const FLOOD_SLEEP_THRESHOLD = 0;
 
 export type TelegramClientFactory = (options: TelegramClientOptions) => TelegramAccountClient;
 

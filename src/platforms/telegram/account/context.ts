@@ -3,6 +3,7 @@ import type { Logger } from 'pino';
 import type { SecretBox } from '../../../core/secret-box.js';
 import type { Database } from '../../../store/schema.js';
 import type { TelegramAccountClient, TelegramClientFactory } from './client.js';
+import type { UpdateFeed } from './update-feed.js';
 
 /** What the parts of live Telegram accounts (linking, leases, sending) share. */
 
@@ -86,6 +87,10 @@ export interface TelegramAccountTuning {
   takeoverScanMs?: number;
   /** How long auth.logOut may take on DELETE before the keys are erased anyway. */
   logoutTimeoutMs?: number;
+  /** Telegram may stop pushing without a word: after this long without an update, the difference is asked (core.telegram.org/api/updates). */
+  idleDifferenceMs?: number;
+  /** How often the accounts' silence is looked at. */
+  idleCheckMs?: number;
 }
 
 export const ACCOUNT_DEFAULTS: Required<TelegramAccountTuning> = {
@@ -96,6 +101,8 @@ export const ACCOUNT_DEFAULTS: Required<TelegramAccountTuning> = {
   renewMs: 10_000,
   takeoverScanMs: 5_000,
   logoutTimeoutMs: 10_000,
+  idleDifferenceMs: 15 * 60_000,
+  idleCheckMs: 30_000,
 };
 
 export interface LiveTelegramOptions extends TelegramAccountTuning {
@@ -106,7 +113,7 @@ export interface LiveTelegramOptions extends TelegramAccountTuning {
   /** The application's api_id / api_hash from my.telegram.org; without them live linking is unavailable. */
   apiId?: number;
   apiHash?: string;
-  /** Clock for the timestamps users see; leases always use real time. */
+  /** Clock for the timestamps users see and for the accounts' silence; leases always use real time. */
   now?: () => number;
   /**
    * The id this process holds affinity leases under: the delivery worker claims the messages of the
@@ -125,6 +132,8 @@ export interface AccountLink {
   renewTimer: NodeJS.Timeout | undefined;
   /** A scan being completed (UpdateLoginToken), so a second update does not run it twice. */
   completing: Promise<void> | undefined;
+  /** The account's updates in order, once it is linked (update-feed.ts). */
+  feed?: UpdateFeed;
 }
 
 export interface AccountContext {

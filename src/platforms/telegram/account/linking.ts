@@ -11,7 +11,7 @@ import {
   type Owner,
   type TelegramSessionRow,
 } from '../../../store/telegram-sessions.js';
-import { loadTelegram, rpcErrorName } from './client.js';
+import { FLOOD_SLEEP_THRESHOLD, loadTelegram, rpcErrorName } from './client.js';
 import {
   closeLink,
   loginUrl,
@@ -32,7 +32,16 @@ import {
  * the account's data centre with auth.importLoginToken). An account with a cloud password answers
  * SESSION_PASSWORD_NEEDED: the session waits in `password_needed` for auth.checkPassword (SRP).
  */
-export function createAccountLinking(ctx: AccountContext, hooks: { ensureRenewing(): void; /** An update on a linked (open) connection. */ heard(sessionId: string, update: unknown): void }) {
+export function createAccountLinking(
+  ctx: AccountContext,
+  hooks: {
+    ensureRenewing(): void;
+    /** An update on a linked (open) connection. */
+    received(link: AccountLink, update: unknown): void;
+    /** The account was just authorized on this connection: start following its updates (and hand it on). */
+    opened(link: AccountLink): Promise<void>;
+  },
+) {
   const { db, secretBox, tuning, links, holderId } = ctx;
   const log = (id: string) => ctx.logger.child({ session_id: id });
   const passwordTries = new PasswordTries();
@@ -57,8 +66,9 @@ export function createAccountLinking(ctx: AccountContext, hooks: { ensureRenewin
     }
     const url = loginUrl(result.token);
     await db.updateTable('telegram_sessions').set({ qr_payload: secretBox.seal(url) }).where('id', '=', link.id).where('status', '=', 'qr_pending').execute();
-    // Renew when Telegram says the token expires, as the official apps do.
-    const delay = Math.max(tuning.minRenewMs, result.expires * 1000 - Date.now());
+    // Renew when Telegram says the token expires, as the official apps do: `expires` is on Telegram's clock,
+    // which ours may be ahead of or behind (the library learns the offset from the server's message ids).
+    const delay = Math.max(tuning.minRenewMs, result.expires * 1000 - link.client.serverNow());
     clearTimeout(link.renewTimer);
     link.renewTimer = setTimeout(() => void renewToken(link), delay);
     link.renewTimer.unref();
@@ -138,6 +148,7 @@ export function createAccountLinking(ctx: AccountContext, hooks: { ensureRenewin
     if (moved) {
       link.phase = 'open';
       log(link.id).info('Telegram account linked');
+      await hooks.opened(link);
       return;
     }
     // Deleted while it was being scanned: do not leave an authorization behind at Telegram.
@@ -179,10 +190,10 @@ export function createAccountLinking(ctx: AccountContext, hooks: { ensureRenewin
       };
       await insertTelegramSession(db, row);
       await claimTelegramSession(db, row.id, holderId, Date.now(), tuning.leaseMs);
-      const link: AccountLink = { id: row.id, client: ctx.clientFactory(creds), phase: 'linking', renewTimer: undefined, completing: undefined };
+      const link: AccountLink = { id: row.id, client: ctx.clientFactory({ ...creds, floodSleepThreshold: FLOOD_SLEEP_THRESHOLD }), phase: 'linking', renewTimer: undefined, completing: undefined };
       links.set(row.id, link);
       link.client.onUpdate((update) => {
-        if (link.phase === 'open') return hooks.heard(link.id, update);
+        if (link.phase === 'open') return hooks.received(link, update);
         const inner = (update as { className?: string; update?: { className?: string } }).className === 'UpdateShort' ? (update as { update: unknown }).update : update;
         if ((inner as { className?: string }).className === 'UpdateLoginToken') scanned(link);
       });

@@ -10,9 +10,10 @@ import {
   type Owner,
   type TelegramSessionRow,
 } from '../../../store/telegram-sessions.js';
-import { loadTelegram, rpcErrorName, type TelegramAccountClient } from './client.js';
+import { FLOOD_SLEEP_THRESHOLD, rpcErrorName, type TelegramAccountClient } from './client.js';
 import { ACCOUNT_DEFAULTS, closeLink, withTimeout, type AccountContext, type AccountLink, type LiveTelegramOptions, type TelegramAccountTuning } from './context.js';
 import { createAccountLinking } from './linking.js';
+import { createUpdateFeed } from './update-feed.js';
 
 /** Telegram's answers that mean the authorization is gone (logged out from the phone, revoked). */
 import { REVOKED } from './revoked.js';
@@ -62,6 +63,7 @@ export function createLiveTelegramAccounts(options: LiveTelegramOptions): LiveTe
   const log = (id: string) => ctx.logger.child({ session_id: id });
   const updateHandlers: Array<(sessionId: string, update: unknown) => void> = [];
   let renewTimer: NodeJS.Timeout | undefined;
+  let idleTimer: NodeJS.Timeout | undefined;
   let scanTimer: NodeJS.Timeout | undefined;
   let scanning: Promise<void> | undefined;
   const restoring = new Map<string, Promise<AccountLink | undefined>>();
@@ -70,11 +72,56 @@ export function createLiveTelegramAccounts(options: LiveTelegramOptions): LiveTe
     if (renewTimer || ctx.state.stopped) return;
     renewTimer = setInterval(() => void renew(), tuning.renewMs);
     renewTimer.unref();
+    idleTimer = setInterval(catchUpSilent, tuning.idleCheckMs);
+    idleTimer.unref();
   }
   const heard = (sessionId: string, update: unknown): void => {
     for (const handle of updateHandlers) handle(sessionId, update);
   };
-  const linking = createAccountLinking(ctx, { ensureRenewing, heard });
+
+  /** Telegram can stop pushing to a connection without a word: a long silence is checked with the difference. */
+  function catchUpSilent(): void {
+    for (const link of links.values()) {
+      if (link.phase === 'open' && link.feed && ctx.now() - link.feed.lastHeardAt >= tuning.idleDifferenceMs) void link.feed.catchUp('silence').catch(() => undefined);
+    }
+  }
+
+  /** The open connection's updates go through its feed: in order, and what a drop lost fetched again. */
+  function follow(link: AccountLink): void {
+    const id = link.id;
+    link.feed = createUpdateFeed({
+      db,
+      holderId,
+      sessionId: id,
+      client: link.client,
+      logger: ctx.logger,
+      now: ctx.now,
+      deliver: (update) => heard(id, update),
+      onRefused: (err) => {
+        const name = rpcErrorName(err);
+        if (name && REVOKED.has(name)) void revoked(id, name).catch(() => undefined);
+      },
+    });
+    link.client.onReconnected(() => {
+      if (link.phase === 'open') void link.feed?.catchUp('reconnected').catch(() => undefined);
+    });
+  }
+
+  const linking = createAccountLinking(ctx, {
+    ensureRenewing,
+    received: (link, update) => link.feed?.receive(update),
+    async opened(link) {
+      follow(link);
+      // Telegram's state now is where listening starts (updates.getState, kept with the session).
+      await link.feed!.catchUp('linked').catch(() => undefined);
+      // Without a worker here nothing would send through it: hand it to a process that has one (as WhatsApp does).
+      if (!ctx.state.serving) {
+        links.delete(link.id);
+        closeLink(link);
+        await releaseAffinity(db, link.id, holderId);
+      }
+    },
+  });
 
   async function renew(): Promise<void> {
     const ids = [...links.keys()];
@@ -109,8 +156,9 @@ export function createLiveTelegramAccounts(options: LiveTelegramOptions): LiveTe
 
   function open(id: string, client: TelegramAccountClient): AccountLink {
     const link: AccountLink = { id, client, phase: 'open', renewTimer: undefined, completing: undefined };
+    follow(link);
     client.onUpdate((update) => {
-      if (link.phase === 'open') heard(id, update);
+      if (link.phase === 'open') link.feed?.receive(update);
     });
     return link;
   }
@@ -137,14 +185,14 @@ export function createLiveTelegramAccounts(options: LiveTelegramOptions): LiveTe
           return undefined;
         }
         log(id).info('taking over Telegram session');
-        const link = open(id, ctx.clientFactory({ ...ctx.credentials, session }));
+        const link = open(id, ctx.clientFactory({ ...ctx.credentials, session, floodSleepThreshold: FLOOD_SLEEP_THRESHOLD }));
         links.set(id, link);
         ensureRenewing();
         try {
-          const { Api } = await loadTelegram();
           await link.client.connect();
-          // Asking for the update state is what makes Telegram push this connection its updates (and proves the key).
-          await link.client.invoke(new Api.updates.GetState());
+          // Asking for the difference since the kept state gives what arrived while no process listened, and
+          // makes Telegram push this connection its updates (and proves the key).
+          await link.feed!.catchUp('taken over');
           return link;
         } catch (err) {
           const name = rpcErrorName(err);
@@ -189,7 +237,7 @@ export function createLiveTelegramAccounts(options: LiveTelegramOptions): LiveTe
         closeLink(link);
       } else if (row.status === 'connected' && row.auth_key !== null && ctx.credentials) {
         // Held by another process or by none: log out over a connection of our own with the same key.
-        const client = ctx.clientFactory({ ...ctx.credentials, session: secretBox.open(row.auth_key) });
+        const client = ctx.clientFactory({ ...ctx.credentials, session: secretBox.open(row.auth_key), floodSleepThreshold: FLOOD_SLEEP_THRESHOLD });
         const other = { id, client, phase: 'open' as const, renewTimer: undefined, completing: undefined };
         await withTimeout(client.connect().then(() => linking.logOut(other)), tuning.logoutTimeoutMs).catch((err: unknown) =>
           log(id).warn({ error: rpcErrorName(err) ?? String(err) }, 'auth.logOut failed; the keys are erased anyway'),
@@ -217,6 +265,7 @@ export function createLiveTelegramAccounts(options: LiveTelegramOptions): LiveTe
       if (ctx.state.stopped) return;
       ctx.state.stopped = true;
       clearInterval(renewTimer);
+      clearInterval(idleTimer);
       clearInterval(scanTimer);
       await scanning;
       await Promise.allSettled([...restoring.values()]);

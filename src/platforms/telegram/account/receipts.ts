@@ -6,13 +6,15 @@ import type { Database } from '../../../store/schema.js';
 /**
  * Receipts a linked Telegram account hears (bots never get them): updateReadHistoryOutbox — the
  * recipient read the chat up to `max_id` — is `voice_note.read` for our notes up to it;
- * updateReadMessagesContents naming a note — its voice was played — is `voice_note.played`.
+ * updateReadMessagesContents naming a note — its voice was played — is `voice_note.played`, at the
+ * `date` it carries when it carries one. Updates missed while no connection listened come here too,
+ * through updates.getDifference (update-feed.ts).
  * Our notes are found by the id Telegram gave them (`tg:<session>:<message id>@<user id>`, adapter.ts).
  */
 export function createAccountReceipts(db: Kysely<Database>, logger: Logger): (sessionId: string, update: unknown) => void {
   async function hear(sessionId: string, update: unknown): Promise<void> {
     for (const one of flatten(update)) {
-      const u = one as { className?: string; peer?: { className?: string; userId?: unknown }; maxId?: number; messages?: number[] };
+      const u = one as { className?: string; peer?: { className?: string; userId?: unknown }; maxId?: number; messages?: number[]; date?: number };
       const at = Date.now();
       if (u.className === 'UpdateReadHistoryOutbox' && u.peer?.className === 'PeerUser' && typeof u.maxId === 'number') {
         const rows = await db
@@ -28,7 +30,9 @@ export function createAccountReceipts(db: Kysely<Database>, logger: Logger): (se
       } else if (u.className === 'UpdateReadMessagesContents' && Array.isArray(u.messages)) {
         for (const id of u.messages) {
           const rows = await db.selectFrom('messages').select('platform_message_id').where('platform_message_id', 'like', `tg:${sessionId}:${id}@%`).execute();
-          for (const row of rows) await recordReceipt(db, { platformMessageId: row.platform_message_id!, kind: 'played', at, source: 'telegram' });
+          // When it was played, as Telegram says (its `date`): heard later through a difference, it keeps its own time.
+          const playedAt = typeof u.date === 'number' && u.date > 0 ? u.date * 1000 : at;
+          for (const row of rows) await recordReceipt(db, { platformMessageId: row.platform_message_id!, kind: 'played', at: playedAt, source: 'telegram' });
         }
       }
     }
