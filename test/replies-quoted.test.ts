@@ -5,6 +5,7 @@ import jsQRModule from 'jsqr';
 import { PNG } from 'pngjs';
 import { it } from './fixtures/timed.js';
 import { closeSharedAudio, defaultSendBody, STORAGE_LABEL, startTestApp, TELEGRAM_TOKEN, type TestApp } from './fixtures/app-harness.js';
+import { originTokenFor } from '../src/platforms/linkedin/voyager-requests.js';
 import { startLinkedinVoyagerFake } from './fakes/linkedin-voyager.js';
 import { startTelegramApi } from './fakes/telegram-api.js';
 import { FakeTelegram, type FakeAccount } from './fakes/telegram-mtproto.js';
@@ -109,7 +110,8 @@ describe(`replies tied to the note they quote (${STORAGE_LABEL})`, () => {
   it("LinkedIn's repliedMessageContent: the answer quoting the first of two notes lands on the first", async () => {
     const JANE = { publicId: 'jane-smith-a1b2c3', urn: 'urn:li:fsd_profile:ACoAABjaneSmith01' };
     const fake = await startLinkedinVoyagerFake({ profiles: [JANE] });
-    const t = await startTestApp({ env: { LINKEDIN_API_ROOT: fake.apiRoot }, linkedinPace: { minMs: 0, maxMs: 0 }, platformTuning: { linkedinListen: { scanMs: 100, intervalsMs: [400], dailyMs: 1_000 } } });
+    // The first look 5 s after the latest note (both are sent before it, so no look runs during a send), then one a second.
+    const t = await startTestApp({ env: { LINKEDIN_API_ROOT: fake.apiRoot }, linkedinPace: { minMs: 0, maxMs: 0 }, platformTuning: { linkedinListen: { scanMs: 100, intervalsMs: [5_000], dailyMs: 1_000 } } });
     try {
       const a = await t.createAccount();
       const liAt = `AQEDAQ${randomBytes(18).toString('base64url')}`;
@@ -118,10 +120,11 @@ describe(`replies tied to the note they quote (${STORAGE_LABEL})`, () => {
       fake.addAccount({ liAt, csrfToken, profileUrn, cookies: { bcookie: '"v=2&abc"' } });
       const body = { ...defaultSendBody('linkedin', t.mp3Url), recipient: JANE.publicId, session: { li_at: liAt, csrf_token: csrfToken, cookies: 'bcookie="v=2&abc"' }, listen: true };
       const first = await accepted(t, a.liveKey, body);
-      assert.equal((await t.waitForStatus(a.liveKey, first, ['delivered', 'failed'])).status, 'delivered');
-      const firstUrn = fake.messages.at(-1)!.entityUrn;
       const second = await accepted(t, a.liveKey, body);
+      assert.equal((await t.waitForStatus(a.liveKey, first, ['delivered', 'failed'])).status, 'delivered');
       assert.equal((await t.waitForStatus(a.liveKey, second, ['delivered', 'failed'])).status, 'delivered');
+      // The first note as LinkedIn knows it: the createMessage that carried its origin token.
+      const firstUrn = fake.messages.find((m) => m.body.message.originToken === originTokenFor(first))!.entityUrn;
       const conversation = fake.conversationWith(liAt, JANE.urn)!;
       fake.pushMessage(conversation, { from: JANE.urn, text: 'The first was better', quotes: firstUrn });
       await eventually(async () => (await repliesOf(t, a.liveKey, first)).length === 1, 'the quoted reply', 30_000);
