@@ -1,6 +1,6 @@
 import type { Logger } from 'pino';
 import type { Kysely } from 'kysely';
-import { DeliveryError, SenderRestricted, type FailureCode } from '../platforms/platform.js';
+import { DeliveryError, SenderRestricted, UNKNOWN_HOLD_RECHECK_MS, type FailureCode } from '../platforms/platform.js';
 import type { MessageRow } from '../store/messages.js';
 import type { Database } from '../store/schema.js';
 import { findSenderHolds, senderHoldKey, senderWroteTo, setSenderStatus, type SenderChange, type SenderRef, type SenderRow } from '../store/senders.js';
@@ -25,8 +25,6 @@ export async function readSenderHolds(db: Kysely<Database>, messages: readonly M
   return findSenderHolds(db, messages.flatMap((m) => senderOf(m) ?? []));
 }
 
-/** A restriction whose end nobody told us is looked at again after this long. */
-export const UNKNOWN_HOLD_RECHECK_MS = 15 * 60_000;
 
 /** Throws what the sender's status means for this note before its platform call; returns when it may go. */
 export async function checkSender(deps: { db: Kysely<Database>; logger: Logger }, message: MessageRow, holds: ClaimedSenders | undefined, now: number): Promise<void> {

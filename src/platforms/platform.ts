@@ -54,6 +54,9 @@ export class DeliveryError extends Error {
   }
 }
 
+/** A restriction whose end nobody told us is looked at again after this long (delivery/sender-gate.ts). */
+export const UNKNOWN_HOLD_RECHECK_MS = 15 * 60_000;
+
 /**
  * The platform keeps this sender from starting new chats for now (WhatsApp's reachout lock, its 463
  * answer): the note is tried again, and the sender shows as `restricted` until `until` (epoch ms; null
