@@ -36,6 +36,12 @@ describe(`the first answers (${STORAGE_LABEL})`, () => {
     assert.equal(error.message, 'platform must be one of linkedin, telegram, whatsapp');
   });
 
+  it('POST /recipients/check asks the same questions in the same order', async () => {
+    const check = (body: Record<string, unknown>) => t.request({ method: 'POST', url: '/api/v1/recipients/check', key: account.testKey, body });
+    assert.equal(assertErrorEnvelope(await check({ platform: 'telegram', recipientId: '1', session: {} }), 400, 'invalid_request').details.field, 'recipientId');
+    assert.equal(assertErrorEnvelope(await check({ platform: 'signal', recipient: '1' }), 400, 'invalid_request').details.field, 'platform');
+  });
+
   it('a key sent without "Bearer " is told how to send it, not that it is missing', async () => {
     const bare = await t.request({ method: 'GET', url: '/api/v1/usage', headers: { authorization: account.testKey } });
     const error = assertErrorEnvelope(bare, 401, 'unauthorized');

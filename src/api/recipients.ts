@@ -11,6 +11,7 @@ import { findSenderByRef } from '../store/senders.js';
 import { ApiError, invalidParameter, invalidRequest } from './errors.js';
 import { withErrors } from './schemas.js';
 import { rejectUnknownFields } from './unknown-fields.js';
+import { knownPlatform } from './send.js';
 
 const fail = (violation: Violation): ApiError => invalidParameter(violation.field, violation.message);
 
@@ -31,6 +32,8 @@ function overBudget(resetsAt: number): ApiError {
     { 'Retry-After': String(retryAfter) },
   );
 }
+
+const CHECK_FIELDS = ['platform', 'recipient', 'session'];
 
 const CheckBody = Type.Object({
   platform: Type.String({ description: 'linkedin, telegram or whatsapp' }),
@@ -59,13 +62,17 @@ export function registerRecipientCheckRoute(app: FastifyInstance, services: Serv
         body: CheckBody,
         response: { 200: CheckAnswer, ...withErrors(400, 415, 422, 429) },
       },
+      // As POST /send: an unknown field, then an unknown platform, before the schema's "is required".
+      preValidation: async (request) => {
+        const body = request.body as Record<string, unknown> | null | undefined;
+        rejectUnknownFields(body, CHECK_FIELDS);
+        if (typeof body?.platform === 'string') knownPlatform(services, body.platform);
+      },
     },
     async (request) => {
       const caller = request.caller!;
       const body = request.body;
-      rejectUnknownFields(body, ['platform', 'recipient', 'session']);
-      const platform = services.platforms.get(body.platform);
-      if (!platform) throw invalidRequest('platform', `platform must be one of ${services.platforms.names.join(', ')}`);
+      const platform = knownPlatform(services, body.platform);
       const recipientProblem = platform.checkRecipient(body.recipient);
       if (recipientProblem) throw fail(recipientProblem);
       const session = platform.checkSession(body.session as Record<string, unknown>);

@@ -157,7 +157,7 @@ export function registerSendRoute(app: FastifyInstance, services: Services): voi
 }
 
 /** The platform named, or a 400: a platform we do not know is a mistyped field, not a bad value for a known field. */
-function knownPlatform(services: Services, name: string) {
+export function knownPlatform(services: Services, name: string) {
   const platform = services.platforms.get(name);
   if (!platform) throw invalidRequest('platform', `platform must be one of ${services.platforms.names.join(', ')}`);
   return platform;
