@@ -12,8 +12,11 @@ import { capConnections, clientOf, maxPerAddressFor } from '../src/api/http-limi
 
 const limits = { headersTimeoutMs: 1, requestTimeoutMs: 1, keepAliveTimeoutMs: 1, maxRequestsPerSocket: 1, maxConnections: undefined, maxConnectionsPerAddress: undefined };
 
-/** A listening server as capConnections sees it: connections arrive, some are destroyed at once. */
-function serverWithCaps(max: number, perClient: number): { open(address: string): { destroyed: boolean; close(): void } } {
+/**
+ * A listening server as capConnections sees it: connections arrive, and one over its share is
+ * refused at once (answered and ended, or destroyed) without reaching the HTTP server.
+ */
+function serverWithCaps(max: number, perClient: number): { open(address: string): { destroyed: boolean; answer: string; close(): void } } {
   const server = new EventEmitter() as unknown as Server;
   capConnections(server, max, perClient);
   return {
@@ -21,12 +24,18 @@ function serverWithCaps(max: number, perClient: number): { open(address: string)
       const socket = Object.assign(new EventEmitter(), {
         remoteAddress: address,
         destroyed: false,
+        answer: '',
         destroy() {
+          this.destroyed = true;
+        },
+        resume() {},
+        end(data?: string) {
+          this.answer = data ?? '';
           this.destroyed = true;
         },
       });
       server.emit('connection', socket as unknown as Socket);
-      return { get destroyed() { return socket.destroyed; }, close: () => socket.emit('close') };
+      return { get destroyed() { return socket.destroyed; }, get answer() { return socket.answer; }, close: () => socket.emit('close') };
     },
   };
 }
@@ -43,6 +52,8 @@ describe('the connection share of one client', () => {
     for (const address of ['198.51.100.7', '203.0.113.9']) {
       const held = Array.from({ length: 600 }, () => server.open(address));
       assert.equal(held.filter((c) => !c.destroyed).length, 50, address);
+      // Each one over the share is told why (503 with Retry-After), not reset without a word.
+      assert.match(held.at(-1)!.answer, /^HTTP\/1\.1 503 [\s\S]*Retry-After: \d+\r\n[\s\S]*"code":"service_unavailable"/);
     }
   });
 
