@@ -57,6 +57,9 @@ describe(`the first answers (${STORAGE_LABEL})`, () => {
     const answered = await acceptedMessageId(t, owner.testKey, body);
     const requested = await acceptedMessageId(t, owner.testKey, { ...body, cancel_on_reply: false });
     const row = await t.app.services.db.kysely.selectFrom('messages').select('sender_key').where('id', '=', answered).executeTakeFirstOrThrow();
+    // A note delivered to them first: a reply answers a note, and only then cancels follow-ups.
+    const first = await acceptedMessageId(t, owner.testKey, { ...defaultSendBody('telegram', t.voiceUrl), recipient: '3000001' });
+    await t.waitForStatus(owner.testKey, first, ['delivered']);
     // The recipient answers the sender, as a platform's listener reports it.
     await t.app.services.onHeard({ kind: 'reply', platform: 'telegram', senderKey: row.sender_key!, from: '3000001', reply: { platformId: 'r1', type: 'text', text: 'no thanks', at: Date.now() } });
     assert.equal((await t.request({ method: 'POST', url: `/api/v1/messages/${requested}/cancel`, key: owner.testKey })).statusCode, 200);
