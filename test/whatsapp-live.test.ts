@@ -339,7 +339,7 @@ describe(`WhatsApp live sessions: linking and delivery (${STORAGE_LABEL})`, () =
     assert.ok(!(await listSessions(t, a.liveKey)).json().sessions.some((s: { id: string }) => s.id === other));
   });
 
-  it('a message accepted while connected, not yet through when the phone logs the device out → failed session_not_connected', async () => {
+  it('a message accepted while connected, not yet through when the phone logs the device out → failed session_expired, as every note of a logged-out sender', async () => {
     const other = await linkedSession(t, world, a.liveKey, '14155550126');
     world.failSends = 1_000;
     try {
@@ -349,7 +349,10 @@ describe(`WhatsApp live sessions: linking and delivery (${STORAGE_LABEL})`, () =
       world.current(other)!.closeWith(401);
       const done = await t.waitForStatus(a.liveKey, res.json().id, ['delivered', 'failed']);
       assert.equal(done.status, 'failed');
-      assert.equal(done.error.code, 'session_not_connected');
+      // The session's sender is known from its connection (its new-chat cap is read then), and the phone's
+      // logout expires it: the note fails with what killed it (docs/senders.md), not "not connected".
+      assert.equal(done.error.code, 'session_expired');
+      assert.equal(done.error.message, 'the device was logged out from the phone');
       assert.equal(done.delivered_at, null);
     } finally {
       world.failSends = 0;

@@ -25,7 +25,6 @@ export async function readSenderHolds(db: Kysely<Database>, messages: readonly M
   return findSenderHolds(db, messages.flatMap((m) => senderOf(m) ?? []));
 }
 
-
 /** Throws what the sender's status means for this note before its platform call; returns when it may go. */
 export async function checkSender(deps: { db: Kysely<Database>; logger: Logger }, message: MessageRow, holds: ClaimedSenders | undefined, now: number): Promise<void> {
   const ref = senderOf(message);
