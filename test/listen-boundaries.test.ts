@@ -85,6 +85,8 @@ describe(`replies and listening stay within their environment and accounts (${ST
       assert.deepEqual((await detail(t, a.testKey, sandboxOfA)).replies, []);
       assert.deepEqual((await detail(t, b.testKey, sandboxOfB)).replies, []);
       assert.equal(await statusOf(t, b.testKey, followUpOfB), 'queued', "the other account's follow-up stays");
+      // B's sandbox note's own event arrives (the outbox sends it when it polls), and no reply or cancel after it.
+      await receiver.waitFor(1, 'voice_note.delivered');
       await sleep(300);
       assert.deepEqual(receiver.received.filter((r) => r.path === '/b-sandbox').map((r) => JSON.parse(r.body).type), ['voice_note.delivered']);
     } finally {
