@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// Runs the test files several at a time, each in a `node --test` process of its own, and ends with
+// Runs the test files several at a time, each in a Node process of its own, and ends with
 // each file's wall time, slowest first. Why not `node --test --test-concurrency=N` alone: it cannot
 // start the slowest files first (it takes them in name order, so one long file started last holds
 // the run's end), it interleaves the output of files running together, and it does not say how
@@ -74,6 +74,23 @@ function childrenCpuMs(times) {
   return [...line.matchAll(/(\d+)m([\d.]+)s/g)].reduce((sum, m) => sum + (Number(m[1]) * 60 + Number(m[2])) * 1000, 0);
 }
 
+/** Files running now, by process group: stopped with the runner (their groups do not get its Ctrl-C). */
+const running = new Set();
+for (const signal of ['SIGINT', 'SIGTERM']) {
+  process.on(signal, () => {
+    for (const pid of running) stopGroup(pid);
+    process.exit(130);
+  });
+}
+
+function stopGroup(pid) {
+  try {
+    process.kill(-pid, 'SIGKILL');
+  } catch {
+    // already gone
+  }
+}
+
 function runFile(file) {
   return new Promise((resolve) => {
     const started = Date.now();
@@ -85,8 +102,10 @@ function runFile(file) {
       'bash',
       ['-c', '"$@"; status=$?; times >&3; exit $status', 'run-test-file', process.execPath,
         '--import', 'tsx', '--test-reporter=spec', '--test-timeout=600000', '--test-force-exit', file],
-      { cwd: root, env: { ...process.env, FORCE_COLOR: '0', NO_COLOR: '1' }, stdio: ['ignore', 'pipe', 'pipe', 'pipe'] },
+      // A process group of its own: a file past its limit is stopped with everything it started.
+      { cwd: root, env: { ...process.env, FORCE_COLOR: '0', NO_COLOR: '1' }, stdio: ['ignore', 'pipe', 'pipe', 'pipe'], detached: true },
     );
+    running.add(child.pid);
     const chunks = [];
     let times = '';
     child.stdout.on('data', (c) => chunks.push(c));
@@ -95,9 +114,10 @@ function runFile(file) {
     let timedOut = false;
     const timer = setTimeout(() => {
       timedOut = true;
-      child.kill('SIGKILL');
+      stopGroup(child.pid);
     }, FILE_TIMEOUT_MS);
     child.on('close', (code, signal) => {
+      running.delete(child.pid);
       clearTimeout(timer);
       const output = Buffer.concat(chunks).toString('utf8');
       const ms = Date.now() - started;
