@@ -1,6 +1,6 @@
 import type { Kysely } from 'kysely';
 import { newSenderId } from '../core/ids.js';
-import { dbNow } from './dialect.js';
+import { makeQueuedNotesDue } from './queued-notes.js';
 import type { Database } from './schema.js';
 
 /**
@@ -72,17 +72,5 @@ export function parseNewChatCap(text: string | null | undefined): NewChatCap | n
  * restriction is lifted before the time they were told to come back at. Scheduled ones keep their time.
  */
 export async function releaseRestrictedNotes(db: Kysely<Database>, ref: SenderRef): Promise<void> {
-  const now = dbNow(db);
-  await db
-    .updateTable('messages')
-    .set({ next_attempt_at: now })
-    .where('sender_key', '=', ref.senderKey)
-    .where('account_id', '=', ref.accountId)
-    .where('env', '=', ref.env)
-    .where('platform', '=', ref.platform)
-    .where('status', '=', 'queued')
-    .where('wait_reason', '=', 'sender_restricted')
-    .where('next_attempt_at', '>', now)
-    .where((eb) => eb.or([eb('send_at', 'is', null), eb('send_at', '<=', now)]))
-    .execute();
+  await makeQueuedNotesDue(db, ref, 'sender_restricted');
 }

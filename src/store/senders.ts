@@ -2,7 +2,7 @@ import type { Page } from './message-log.js';
 import type { Kysely } from 'kysely';
 import { newSenderId } from '../core/ids.js';
 import { utcDay, type Rhythm } from '../core/rhythm.js';
-import { dbNow } from './dialect.js';
+import { makeQueuedNotesDue } from './queued-notes.js';
 import { FixedStatement } from './fixed-statement.js';
 import type { Database, SenderRecordsTable } from './schema.js';
 import { senderViews, type SenderView } from './sender-view.js';
@@ -182,18 +182,7 @@ const numberOrNull = (value: number | null): number | null => (value === null ? 
  * linked again by then sends them.
  */
 async function hurryQueuedNotes(trx: Kysely<Database>, ref: SenderRef): Promise<void> {
-  const now = dbNow(trx);
-  await trx
-    .updateTable('messages')
-    .set({ next_attempt_at: now })
-    .where('sender_key', '=', ref.senderKey)
-    .where('account_id', '=', ref.accountId)
-    .where('env', '=', ref.env)
-    .where('platform', '=', ref.platform)
-    .where('status', '=', 'queued')
-    .where('next_attempt_at', '>', now)
-    .where((eb) => eb.or([eb('send_at', 'is', null), eb('send_at', '<=', now)]))
-    .execute();
+  await makeQueuedNotesDue(trx, ref);
 }
 
 /** The senders not `ok` among those the notes of one claim name (one statement), by senderHoldKey. */
