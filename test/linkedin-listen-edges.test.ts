@@ -1,10 +1,10 @@
 import assert from 'node:assert/strict';
-import { randomBytes } from 'node:crypto';
 import { after, describe } from 'node:test';
 import { it } from './fixtures/timed.js';
 import { closeSharedAudio, defaultSendBody, STORAGE_LABEL, startTestApp, type TestApp } from './fixtures/app-harness.js';
 import { startLinkedinVoyagerFake, type LinkedinVoyagerFake, type VoyagerAccount } from './fakes/linkedin-voyager.js';
 import { eventually } from './fakes/whatsapp-socket.js';
+import { JANE, newLinkedinSession, USER_AGENT } from './fixtures/linkedin-account.js';
 
 /**
  * LinkedIn conversations read as LinkedIn writes them: a follow-up that stops on a reply has its
@@ -13,8 +13,6 @@ import { eventually } from './fakes/whatsapp-socket.js';
  * to that note; a reply stamped a little before the note (the clocks differ) still answers it.
  */
 
-const JANE = { publicId: 'jane-smith-a1b2c3', urn: 'urn:li:fsd_profile:ACoAABjaneSmith01' };
-const USER_AGENT = 'Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_7) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/151.0.0.0 Safari/537.36';
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const inMs = (ms: number): string => new Date(Date.now() + ms).toISOString();
 
@@ -22,18 +20,6 @@ after(async () => {
   await closeSharedAudio();
 });
 
-function newSession(fake: LinkedinVoyagerFake): VoyagerAccount {
-  const id = randomBytes(6).toString('hex');
-  const session: VoyagerAccount = {
-    liAt: `AQEDAQ${randomBytes(18).toString('base64url')}`,
-    csrfToken: `ajax:${BigInt(`0x${randomBytes(8).toString('hex')}`).toString()}`,
-    profileUrn: `urn:li:fsd_profile:ACoAAB${id}`,
-    userAgent: USER_AGENT,
-    cookies: { bcookie: '"v=2&abc"', lang: 'v=2&lang=en-us' },
-  };
-  fake.addAccount(session);
-  return session;
-}
 
 async function start(listen: Record<string, unknown>): Promise<{ fake: LinkedinVoyagerFake; t: TestApp }> {
   const fake = await startLinkedinVoyagerFake({ profiles: [JANE] });
@@ -64,7 +50,7 @@ describe(`LinkedIn conversations read as LinkedIn writes them (${STORAGE_LABEL})
     const { fake, t } = await start({ scanMs: 100, intervalsMs: [60_000], dailyMs: 60_000, preSendLeadMs: 4_000 });
     try {
       const a = await t.createAccount();
-      const session = newSession(fake);
+      const session = newLinkedinSession(fake);
       const note = await accepted(t, a.liveKey, sendBody(t, session, { listen: true }));
       assert.equal((await t.waitForStatus(a.liveKey, note, ['delivered', 'failed'])).status, 'delivered');
       const followUp = await accepted(t, a.liveKey, sendBody(t, session, { send_at: inMs(8_000), cancel_on_reply: true }));
@@ -87,7 +73,7 @@ describe(`LinkedIn conversations read as LinkedIn writes them (${STORAGE_LABEL})
     const { fake, t } = await start({ scanMs: 100, intervalsMs: [400], dailyMs: 1_000 });
     try {
       const a = await t.createAccount();
-      const session = newSession(fake);
+      const session = newLinkedinSession(fake);
       const note = await accepted(t, a.liveKey, sendBody(t, session, { listen: true }));
       assert.equal((await t.waitForStatus(a.liveKey, note, ['delivered', 'failed'])).status, 'delivered');
       const conversation = fake.conversationWith(session.liAt, JANE.urn)!;

@@ -1,5 +1,4 @@
 import assert from 'node:assert/strict';
-import { randomBytes } from 'node:crypto';
 import { after, describe } from 'node:test';
 import { it } from './fixtures/timed.js';
 import { saveRhythm } from '../src/store/rhythm.js';
@@ -8,6 +7,7 @@ import { startLinkedinVoyagerFake, type LinkedinVoyagerFake, type VoyagerAccount
 import { startWebhookReceiver } from './fakes/webhook-receiver.js';
 import { createDashboardAccount, FormClient } from './fixtures/dashboard-harness.js';
 import { eventually } from './fakes/whatsapp-socket.js';
+import { JANE, newLinkedinSession, USER_AGENT } from './fixtures/linkedin-account.js';
 
 /**
  * LinkedIn senders listened to (`listen: true`): each conversation a note went into is read with the
@@ -16,8 +16,6 @@ import { eventually } from './fakes/whatsapp-socket.js';
  * 14-day window erasing the kept session.
  */
 
-const JANE = { publicId: 'jane-smith-a1b2c3', urn: 'urn:li:fsd_profile:ACoAABjaneSmith01' };
-const USER_AGENT = 'Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_7) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/151.0.0.0 Safari/537.36';
 /** Looks 400 ms and 1.6 s after a note, then one a minute (never within a test). */
 const LISTEN = { scanMs: 100, intervalsMs: [400, 1_600], dailyMs: 60_000 };
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -26,18 +24,6 @@ after(async () => {
   await closeSharedAudio();
 });
 
-function newSession(fake: LinkedinVoyagerFake): VoyagerAccount {
-  const id = randomBytes(6).toString('hex');
-  const session: VoyagerAccount = {
-    liAt: `AQEDAQ${randomBytes(18).toString('base64url')}`,
-    csrfToken: `ajax:${BigInt(`0x${randomBytes(8).toString('hex')}`).toString()}`,
-    profileUrn: `urn:li:fsd_profile:ACoAAB${id}`,
-    userAgent: USER_AGENT,
-    cookies: { bcookie: '"v=2&abc"', lang: 'v=2&lang=en-us' },
-  };
-  fake.addAccount(session);
-  return session;
-}
 
 async function start(): Promise<{ fake: LinkedinVoyagerFake; t: TestApp }> {
   const fake = await startLinkedinVoyagerFake({ profiles: [JANE] });
@@ -70,7 +56,7 @@ describe(`LinkedIn senders listened to (${STORAGE_LABEL})`, () => {
       const a = await createDashboardAccount(t);
       const hook = await t.request({ method: 'POST', url: '/api/v1/webhook_endpoints', key: a.liveKey, body: { url: receiver.url(), events: ['voice_note.replied'] } });
       assert.equal(hook.statusCode, 201, hook.body);
-      const session = newSession(fake);
+      const session = newLinkedinSession(fake);
       const note = await sendListened(t, a.liveKey, session);
       const [kept] = await listenerRows(t);
       assert.ok(kept && !kept.jar.includes(session.liAt) && !kept.jar.includes('bcookie'), 'the kept session is sealed');
@@ -136,7 +122,7 @@ describe(`LinkedIn senders listened to (${STORAGE_LABEL})`, () => {
       const a = await t.createAccount();
       // Two places a day on LinkedIn for this account: the note takes one, the first look the other.
       await saveRhythm(t.app.services.db.kysely, a.accountId, 'linkedin', { dailyCap: 2, warmup: null });
-      const session = newSession(fake);
+      const session = newLinkedinSession(fake);
       await sendListened(t, a.liveKey, session);
       await eventually(() => fake.callsOf('messages', session.liAt).length >= 1, 'first look', 5_000);
       // The second look was due 1.6 s after the note: no place is left today, so it waits (no call).
@@ -162,7 +148,7 @@ describe(`LinkedIn senders listened to (${STORAGE_LABEL})`, () => {
       // A sandbox key never reaches LinkedIn: listen is accepted and nothing is kept.
       assert.equal((await t.send(a.testKey, { ...defaultSendBody('linkedin', t.mp3Url), listen: true })).statusCode, 202);
       assert.equal((await listenerRows(t)).length, 0);
-      const resting = newSession(fake);
+      const resting = newLinkedinSession(fake);
       await sendListened(t, a.liveKey, resting);
       fake.flagAutomated(resting.liAt);
       await eventually(() => fake.calls.some((c) => c.status === 999), 'a look refused as automated', 5_000);
@@ -170,7 +156,7 @@ describe(`LinkedIn senders listened to (${STORAGE_LABEL})`, () => {
       assert.equal(fake.calls.filter((c) => c.status === 999).length, 1, 'no look while the li_at rests');
       assert.equal((await listenerRows(t)).length, 1, 'still listened to');
 
-      const expired = newSession(fake);
+      const expired = newLinkedinSession(fake);
       const note = await sendListened(t, a.liveKey, expired);
       const key = (await t.app.services.db.kysely.selectFrom('messages').select('sender_key').where('id', '=', note).executeTakeFirstOrThrow()).sender_key;
       fake.expire(expired.liAt, 'login-redirect');

@@ -1,12 +1,12 @@
 import assert from 'node:assert/strict';
-import { randomBytes } from 'node:crypto';
 import { after, describe } from 'node:test';
 import { it } from './fixtures/timed.js';
 import { assertErrorEnvelope, closeSharedAudio, defaultSendBody, STORAGE_LABEL, startTestApp, TELEGRAM_TOKEN, type TestApp } from './fixtures/app-harness.js';
-import { startLinkedinVoyagerFake, type LinkedinVoyagerFake, type VoyagerAccount } from './fakes/linkedin-voyager.js';
+import { startLinkedinVoyagerFake } from './fakes/linkedin-voyager.js';
 import { startTelegramApi } from './fakes/telegram-api.js';
 import { startWebhookReceiver } from './fakes/webhook-receiver.js';
 import { eventually } from './fakes/whatsapp-socket.js';
+import { JANE, newLinkedinSession, USER_AGENT } from './fixtures/linkedin-account.js';
 
 /**
  * What a listener hears goes only where it belongs: a live listener's replies only to live notes of the
@@ -17,26 +17,12 @@ import { eventually } from './fakes/whatsapp-socket.js';
 
 const DAY = 86_400_000;
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-const JANE = { publicId: 'jane-smith-a1b2c3', urn: 'urn:li:fsd_profile:ACoAABjaneSmith01' };
-const USER_AGENT = 'Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_7) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/151.0.0.0 Safari/537.36';
 const inMs = (ms: number): string => new Date(Date.now() + ms).toISOString();
 
 after(async () => {
   await closeSharedAudio();
 });
 
-function newLinkedinSession(fake: LinkedinVoyagerFake): VoyagerAccount {
-  const id = randomBytes(6).toString('hex');
-  const session: VoyagerAccount = {
-    liAt: `AQEDAQ${randomBytes(18).toString('base64url')}`,
-    csrfToken: `ajax:${BigInt(`0x${randomBytes(8).toString('hex')}`).toString()}`,
-    profileUrn: `urn:li:fsd_profile:ACoAAB${id}`,
-    userAgent: USER_AGENT,
-    cookies: { bcookie: '"v=2&abc"', lang: 'v=2&lang=en-us' },
-  };
-  fake.addAccount(session);
-  return session;
-}
 
 async function accepted(t: TestApp, key: string, body: Record<string, unknown>): Promise<string> {
   const res = await t.send(key, body);
