@@ -48,8 +48,9 @@ export function registerListeningRoutes(app: FastifyInstance, services: Services
       schema: {
         summary: "Stop listening to this note's sender",
         description:
-          "Erases the credentials kept to hear the sender's replies (a Telegram bot's token, a LinkedIn session's cookie jar) and stops its poller; " +
-          'replies already recorded stay. 404 when the note is not found or its sender is not listened to.',
+          "Ends this account's listening to the note's sender in this environment. When no other account or environment listens with the same credential, " +
+          "the credentials kept to hear its replies (a Telegram bot's token, a LinkedIn session's cookie jar) are erased and its listener stops; " +
+          'otherwise they stay for the others. Replies already recorded stay. 404 when the note is not found or its sender is not listened to.',
         tags: ['messages'],
         params: MessageIdParams,
         response: { 200: Type.Object({ deleted: Type.Boolean() }), ...withErrors(404) },
