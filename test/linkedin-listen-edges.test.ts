@@ -46,8 +46,10 @@ const repliesOf = async (t: TestApp, key: string, id: string): Promise<any[]> =>
 
 describe(`LinkedIn conversations read as LinkedIn writes them (${STORAGE_LABEL})`, () => {
   it('a cancel_on_reply follow-up: its conversation is looked at once before it goes, and a reply since the last look cancels it', async () => {
-    // The intervals' first look is a minute after the note: only the look before the follow-up can hear the reply.
+    // The intervals' first look is a minute after the note, and LinkedIn refuses the realtime stream
+    // (a stream would hear the reply at once): only the look before the follow-up can hear the reply.
     const { fake, t } = await start({ scanMs: 100, intervalsMs: [60_000], dailyMs: 60_000, preSendLeadMs: 4_000 });
+    fake.failNext('realtime', { status: 500, times: 1_000 });
     try {
       const a = await t.createAccount();
       const session = newLinkedinSession(fake);

@@ -55,7 +55,7 @@ const Audio = Type.Object({
   ]),
 });
 const Receipts = Type.Object({
-  supported: Type.Boolean(),
+  supported: Type.Boolean({ description: 'WhatsApp and linked Telegram accounts: always; LinkedIn: when the sender is listened to (listen: true), read only; Telegram bots: never' }),
   reason: Type.Union([Type.String(), Type.Null()], { description: 'Why the platform gives none' }),
   delivered_to_device_at: NullableTimestamp,
   read_at: NullableTimestamp,

@@ -37,7 +37,7 @@ export const SendBody = Type.Object({
   listen: Type.Optional(
     Type.Union([Type.Boolean(), Type.Null()], {
       description:
-        "Telegram: hear this bot's replies (its updates are consumed by voicenote for 30 days after its last note: use a dedicated bot). LinkedIn: the session is kept sealed and the conversations its notes went into are read at growing intervals for 14 days after its last note. Default false",
+        "Telegram: hear this bot's replies (its updates are consumed by voicenote for 30 days after its last note: use a dedicated bot). LinkedIn: the session is kept sealed for 14 days after its last note; LinkedIn's realtime event stream is kept open with it (replies at once, the recipient's seen events as read receipts) and the conversations its notes went into are also read at growing intervals. Default false",
     }),
   ),
   cancel_on_reply: Type.Optional(

@@ -25,7 +25,7 @@ export type MessageListItem = ReturnType<typeof messageListItemView>;
 
 const NO_RECEIPTS: Record<string, string> = {
   telegram: 'Telegram gives bots no delivery or read receipts',
-  linkedin: 'LinkedIn gives no receipts for voice messages sent this way',
+  linkedin: 'LinkedIn tells when a note was seen only to a session listened to (listen: true)',
 };
 
 export interface ReceiptsView {
@@ -121,7 +121,10 @@ export async function messageDetail(db: Kysely<Database>, dataDir: string, owner
   const receiptAt = (kind: string): string | null => iso(receipts.find((r) => r.kind === kind)?.at ?? null);
   // A Telegram account (a ts_ sender) hears read and played receipts, which bots never get.
   const fromTelegramAccount = row.platform === 'telegram' && String((row as { sender_key?: string | null }).sender_key ?? '').startsWith('ts_');
-  const reason = fromTelegramAccount ? null : (NO_RECEIPTS[row.platform] ?? null);
+  const listening = await listeningView(db, row);
+  // A listened LinkedIn session hears the recipient's seen events on its realtime stream: read receipts.
+  const heardOnLinkedin = row.platform === 'linkedin' && (listening !== null || receipts.length > 0);
+  const reason = fromTelegramAccount || heardOnLinkedin ? null : (NO_RECEIPTS[row.platform] ?? null);
   const receiptsView: ReceiptsView = {
     supported: reason === null,
     reason,
@@ -151,7 +154,7 @@ export async function messageDetail(db: Kysely<Database>, dataDir: string, owner
     receipts: receiptsView,
     replies: replies.map(replyView),
     first_replied_at: iso(row.first_replied_at ?? null),
-    listening: await listeningView(db, row),
+    listening,
   };
 }
 export type MessageDetail = NonNullable<Awaited<ReturnType<typeof messageDetail>>>;

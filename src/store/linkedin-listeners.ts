@@ -61,6 +61,16 @@ export async function dueLinkedinListeners(db: Kysely<Database>, now: number): P
   return db.selectFrom('linkedin_listeners').selectAll().where('next_check_at', '<=', now).where('listen_until', '>', now).execute();
 }
 
+/** li_ats listened to that wrote into a conversation: each keeps a realtime stream open. */
+export async function streamableLinkedinListeners(db: Kysely<Database>, now: number): Promise<LinkedinListenerRow[]> {
+  return db
+    .selectFrom('linkedin_listeners as l')
+    .selectAll('l')
+    .where('l.listen_until', '>', now)
+    .where((eb) => eb.exists(eb.selectFrom('linkedin_listened_conversations as c').select('c.sender_key').whereRef('c.sender_key', '=', 'l.sender_key')))
+    .execute();
+}
+
 export async function findLinkedinListener(db: Kysely<Database>, senderKey: string): Promise<LinkedinListenerRow | undefined> {
   return db.selectFrom('linkedin_listeners').selectAll().where('sender_key', '=', senderKey).executeTakeFirst();
 }

@@ -255,6 +255,19 @@ export async function findSender(db: Kysely<Database>, owner: Owner, id: string,
 }
 
 /**
+ * A listener found a live credential dead (a LinkedIn li_at signed out on its realtime stream or a look):
+ * every live sender record of it becomes `expired` with `session_expired`, as a delivery's 401 makes it,
+ * with its `sender.updated` event. Records no note made yet stay unmade.
+ */
+export async function expireLiveSender(db: Kysely<Database>, platform: string, senderKey: string, reason: string): Promise<void> {
+  const rows = await db.selectFrom('sender_records').select(['account_id', 'env']).where('platform', '=', platform).where('sender_key', '=', senderKey).where('env', '=', 'live').execute();
+  for (const row of rows) {
+    const ref = { accountId: row.account_id, env: row.env, platform, senderKey };
+    await setSenderStatus(db, ref, { status: 'expired', reason, until: null, failureCode: 'session_expired' }, { onlyIfKnown: true });
+  }
+}
+
+/**
  * A WhatsApp session's connection changed (docs/senders.md, "Senders"): its sender follows, if a note used it —
  * `expired` when the phone logged the device out, `disconnected` when it is not connected, `ok` when it is
  * connected (again).

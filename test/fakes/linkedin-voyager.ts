@@ -1,4 +1,4 @@
-import { randomBytes } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import { createServer, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 
@@ -17,9 +17,23 @@ import type { AddressInfo } from 'node:net';
  * is not the JSESSIONID (the rotated one included) gets LinkedIn's 403 "CSRF check failed.". An account
  * bound to a user agent is signed out by a call from any other (a redirect that deletes li_at, then
  * 401s), as LinkedIn does (mautrix/linkedin #55, PR #61); an account flagged as automated gets 999.
+ *
+ * It also serves LinkedIn's realtime event stream as mautrix-linkedin reads it (pkg/linkedingo/
+ * realtime.go, commit 525a6e3): `GET /realtime/connect?rc=1` with `accept: text/event-stream` and the
+ * realtime headers (request.go:149-162) answers 200 and stays open, writing `data: <json>` lines: first a
+ * ClientConnection, then a Heartbeat every 15 s (TextsHQ/platform-linkedin src/lib/real-time.ts:
+ * "linkedin sends heartbeats every 15 seconds") and a DecoratedEvent for every message in one of the
+ * account's conversations (messagesTopic, ours included) and every seen receipt (messageSeenReceiptsTopic).
+ * The client's heartbeat (`POST /realtime/realtimeFrontendClientConnectivityTracking?action=sendHeartbeat`,
+ * realtime.go:122-140) must name the realtime session of an open stream. The stream's calls are checked
+ * like every call (session, CSRF, the web app's headers) but stand outside a delivery's flow and its
+ * cookie rotation (the realtime front end is a service of its own).
  */
 
-export type VoyagerStep = 'me' | 'profile' | 'uploadMetadata' | 'upload' | 'createMessage' | 'messages';
+export type VoyagerStep = 'me' | 'profile' | 'uploadMetadata' | 'upload' | 'createMessage' | 'messages' | 'realtime' | 'heartbeat';
+
+/** Calls outside a delivery's flow: the realtime stream and its heartbeats. */
+const REALTIME_STEPS: ReadonlySet<VoyagerStep> = new Set(['realtime', 'heartbeat']);
 
 /** The messenger GraphQL query a conversation's messages are read with (as mautrix-linkedin reads them). */
 export const MESSAGES_QUERY_ID = 'messengerMessages.4088d03bc70c91c3fa68965cb42336de';
@@ -133,6 +147,12 @@ export interface LinkedinVoyagerFake {
   addConversation(liAt: string, threadId: string): string;
   /** The next answer to `step` for this li_at sets a new value of cookie `name` (returned), which later calls of the delivery must carry. */
   rotateCookieOn(liAt: string, step: VoyagerStep, name: string): void;
+  /** Someone in a conversation saw a message (pushed as a seen receipt on the account's open streams). */
+  seeMessage(conversationUrn: string, messageUrn: string, seenBy: string, seenAt?: number): void;
+  /** Ends the account's open realtime streams as a broken connection does (the socket goes away). */
+  dropStreams(liAt: string): void;
+  /** The account's realtime streams open now. */
+  openStreams(liAt: string): number;
   /** Values the fake set with rotateCookieOn, in order. */
   readonly rotatedValues: Array<{ liAt: string; name: string; value: string }>;
   /** From now on every call with this li_at is refused as automated (999). */
@@ -152,6 +172,9 @@ const ACCEPT_OF: Record<Exclude<VoyagerStep, 'upload'>, string> = {
   uploadMetadata: 'application/vnd.linkedin.normalized+json+2.1',
   createMessage: 'application/json',
   messages: 'application/graphql',
+  // realtime.go:172 (contentTypeTextEventStream) and :124 (the heartbeat's `accept: */*`).
+  realtime: 'text/event-stream',
+  heartbeat: '*/*',
 };
 /** `x-li-track`'s keys and the type of each, as the web app sends them. */
 const LI_TRACK_KEYS: Record<string, 'string' | 'number'> = {
@@ -178,6 +201,8 @@ const ALLOWED_AFTER: Record<VoyagerStep, Array<VoyagerStep | null>> = {
   createMessage: ['upload'],
   // A look at conversations opens the messaging page first (me), then reads each conversation.
   messages: ['me', 'messages'],
+  realtime: [],
+  heartbeat: [],
 };
 
 interface FlowState {
@@ -190,6 +215,8 @@ interface FlowState {
   /** Cookies to rotate on the next answer to a step. */
   rotateOn: Array<{ step: VoyagerStep; name: string }>;
   automated?: boolean;
+  /** The `x-li-realtime-session` ids of the streams this account opened: its heartbeats name one. */
+  realtimeSessions: Set<string>;
 }
 
 function parseCookies(header: string | undefined): Map<string, string> {
@@ -215,6 +242,8 @@ function stepOf(method: string, url: URL): VoyagerStep | null {
   if (method === 'PUT' && p.startsWith('/dms-uploads/')) return 'upload';
   if (method === 'POST' && p === '/voyager/api/voyagerMessagingDashMessengerMessages') return 'createMessage';
   if (method === 'GET' && p === '/voyager/api/voyagerMessagingGraphQL/graphql') return 'messages';
+  if (method === 'GET' && p === '/realtime/connect') return 'realtime';
+  if (method === 'POST' && p === '/realtime/realtimeFrontendClientConnectivityTracking') return 'heartbeat';
   return null;
 }
 
@@ -244,13 +273,49 @@ export async function startLinkedinVoyagerFake(
   const csrfRefusals: VoyagerCall[] = [];
   let stallMs = 0;
   let origin = '';
+  /** Open realtime streams, by li_at: the response and the realtime session id it was opened with. */
+  const streams = new Map<string, Set<{ res: ServerResponse; sessionId: string; heartbeat: NodeJS.Timeout }>>();
+
+  /** Writes one event to the account's open streams, as `data: <json>` and a blank line. */
+  function publish(liAt: string, event: unknown): void {
+    for (const stream of streams.get(liAt) ?? []) stream.res.write(`data: ${JSON.stringify(event)}\n\n`);
+  }
+
+  /**
+   * A DecoratedEvent of one topic (realtime.go:68-87). Topics are `urn:li-realtime:<topic>:<topic-dependent>`
+   * (handlelinkedin.go:66); the part after the topic is not read by the client, so any urn does.
+   */
+  function decorated(topic: string, data: Record<string, unknown>): unknown {
+    return {
+      'com.linkedin.realtimefrontend.DecoratedEvent': {
+        topic: `urn:li-realtime:${topic}:urn:li-realtime:myself`,
+        leftServerAt: Date.now(),
+        id: randomBytes(8).toString('hex'),
+        payload: { data },
+      },
+    };
+  }
+
+  /** A message as LinkedIn pushes it on messagesTopic (messages.go:112-141: DecoratedMessage's result, with its conversation). */
+  function publishMessage(conversationUrn: string, e: ConversationEntry): void {
+    const liAt = conversations.get(conversationUrn);
+    if (liAt === undefined) return;
+    publish(
+      liAt,
+      decorated('messagesTopic', {
+        doDecorateMessageMessengerRealtimeDecoration: {
+          result: { ...messageElement(conversationUrn, e), conversation: { entityUrn: conversationUrn } },
+        },
+      }),
+    );
+  }
 
   for (const a of options.accounts ?? []) accounts.set(a.liAt, a);
   for (const p of options.profiles ?? []) profiles.set(p.publicId.toLowerCase(), p);
 
   const flow = (liAt: string): FlowState => {
     let state = flows.get(liAt);
-    if (!state) flows.set(liAt, (state = { last: null, issued: new Map(), rotateOn: [] }));
+    if (!state) flows.set(liAt, (state = { last: null, issued: new Map(), rotateOn: [], realtimeSessions: new Set() }));
     return state;
   };
 
@@ -347,7 +412,7 @@ export async function startLinkedinVoyagerFake(
       call.status = 403;
       return undefined;
     }
-    for (const [name, value] of state.issued) {
+    for (const [name, value] of REALTIME_STEPS.has(step) ? [] : state.issued) {
       if (name !== 'JSESSIONID' && cookies.get(name) !== value) {
         violations.push(`${step}: cookie ${name} is not the value LinkedIn set on an earlier answer of this delivery`);
         call.status = json(res, 400, { status: 400, message: `fake Voyager: stale cookie ${name}` });
@@ -445,13 +510,49 @@ export async function startLinkedinVoyagerFake(
     if (!account) return call.status;
 
     const state = flow(account.liAt);
-    // Every answer from here on carries LinkedIn's cookies.
-    res.setHeader('set-cookie', cookiesToSet(state, account.liAt, step));
-    if (!ALLOWED_AFTER[step].includes(state.last)) return violation(res, `${step} after ${state.last ?? 'nothing'}`);
+    // Every answer of the Voyager flow from here on carries LinkedIn's cookies.
+    if (!REALTIME_STEPS.has(step)) {
+      res.setHeader('set-cookie', cookiesToSet(state, account.liAt, step));
+      if (!ALLOWED_AFTER[step].includes(state.last)) return violation(res, `${step} after ${state.last ?? 'nothing'}`);
+    }
     const failed = injected(step, res);
     if (failed !== undefined) return failed;
 
     switch (step) {
+      case 'realtime': {
+        const problem = realtimeProblem(req, url);
+        if (problem) return violation(res, `realtime: ${problem}`);
+        const sessionId = String(req.headers['x-li-realtime-session']);
+        state.realtimeSessions.add(sessionId);
+        res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
+        const heartbeat = setInterval(() => res.write(`data: ${JSON.stringify({ 'com.linkedin.realtimefrontend.Heartbeat': {} })}\n\n`), 15_000);
+        heartbeat.unref();
+        const stream = { res, sessionId, heartbeat };
+        let open = streams.get(account.liAt);
+        if (!open) streams.set(account.liAt, (open = new Set()));
+        open.add(stream);
+        res.on('close', () => {
+          clearInterval(heartbeat);
+          open.delete(stream);
+        });
+        // realtime.go:264-267: the first event, before any other.
+        res.write(`data: ${JSON.stringify({ 'com.linkedin.realtimefrontend.ClientConnection': { id: randomUUID() } })}\n\n`);
+        return 200;
+      }
+      case 'heartbeat': {
+        if (url.searchParams.get('action') !== 'sendHeartbeat') return violation(res, 'heartbeat: action is not sendHeartbeat');
+        if (req.headers['content-type'] !== 'text/plain;charset=UTF-8') return violation(res, `heartbeat: content-type ${req.headers['content-type']}`);
+        if (req.headers.origin !== origin) return violation(res, `heartbeat: origin ${req.headers.origin}`);
+        const body = call.body as Record<string, unknown> | undefined;
+        const keys = Object.keys(body ?? {}).sort().join(',');
+        if (keys !== 'actorUrn,clientId,contextUrns,isFirstHeartbeat,isLastHeartbeat,mpName,mpVersion,realtimeSessionId') return violation(res, `heartbeat: body keys ${keys}`);
+        if (!state.realtimeSessions.has(String(body!.realtimeSessionId))) return violation(res, 'heartbeat: realtimeSessionId is not a stream this account opened');
+        if (body!.actorUrn !== account.profileUrn || !sameShape(body!.contextUrns, [account.profileUrn])) return violation(res, 'heartbeat: actorUrn and contextUrns are not the session owner');
+        if (body!.mpName !== 'voyager-web' || body!.clientId !== 'voyager-web' || typeof body!.mpVersion !== 'string') return violation(res, 'heartbeat: not the web app (mpName, clientId, mpVersion)');
+        if (typeof body!.isFirstHeartbeat !== 'boolean' || body!.isLastHeartbeat !== false) return violation(res, 'heartbeat: isFirstHeartbeat, isLastHeartbeat');
+        res.writeHead(200, { 'content-length': 0 }).end();
+        return 200;
+      }
       case 'me': {
         state.last = 'me';
         const id = PROFILE_URN.exec(account.profileUrn)?.[1] ?? 'unknown';
@@ -548,6 +649,7 @@ export async function startLinkedinVoyagerFake(
         entries.set(conversationUrn, list);
         const message = { at: call.at, liAt: account.liAt, body: call.body, entityUrn };
         messages.push(message);
+        publishMessage(conversationUrn, list.at(-1)!);
         if (stallMs > 0) {
           const ms = stallMs;
           stallMs = 0;
@@ -570,16 +672,7 @@ export async function startLinkedinVoyagerFake(
         return json(res, 200, {
           data: {
             messengerMessagesByAnchorTimestamp: {
-              elements: found.map((e) => ({
-                entityUrn: e.entityUrn,
-                deliveredAt: e.deliveredAt,
-                conversationUrn: urn,
-                sender: { entityUrn: e.senderUrn, participantType: { member: {} } },
-                body: { text: e.text, attributes: [] },
-                renderContent: e.renderContent,
-                messageBodyRenderFormat: e.format,
-                $type: 'com.linkedin.messenger.Message',
-              })),
+              elements: found.map((e) => messageElement(urn, e)),
               metadata: {},
               $type: 'com.linkedin.messenger.CollectionResponse',
             },
@@ -667,8 +760,26 @@ export async function startLinkedinVoyagerFake(
         format,
       });
       entries.set(conversationUrn, list);
+      publishMessage(conversationUrn, list.at(-1)!);
       return entityUrn;
     },
+    seeMessage(conversationUrn, messageUrn, seenBy, seenAt = Date.now()) {
+      const liAt = conversations.get(conversationUrn);
+      if (liAt === undefined) throw new Error('seeMessage: unknown conversation');
+      // receipts.go:32-41: DecoratedSeenReceipt's result is a SeenReceipt (seenAt, message, seenByParticipant).
+      publish(
+        liAt,
+        decorated('messageSeenReceiptsTopic', {
+          doDecorateSeenReceiptMessengerRealtimeDecoration: {
+            result: { seenAt, message: { entityUrn: messageUrn }, seenByParticipant: { entityUrn: `urn:li:msg_messagingParticipant:${seenBy}`, participantType: { member: {} } } },
+          },
+        }),
+      );
+    },
+    dropStreams(liAt) {
+      for (const stream of streams.get(liAt) ?? []) stream.res.destroy();
+    },
+    openStreams: (liAt) => streams.get(liAt)?.size ?? 0,
     conversationWith: (liAt, profileUrn) => profileConversations.get(`${liAt} ${profileUrn}`),
     addConversation(liAt, threadId) {
       const account = accounts.get(liAt);
@@ -688,10 +799,50 @@ export async function startLinkedinVoyagerFake(
     csrfRefusals,
     callsOf: (step, liAt) => calls.filter((c) => c.step === step && (liAt === undefined || c.liAt === liAt)),
     async close() {
+      for (const open of streams.values()) for (const stream of open) clearInterval(stream.heartbeat);
       server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));
     },
   };
+}
+
+/** A message as the messages query lists it and the realtime stream pushes it (messages.go:129-141, com.linkedin.messenger.Message). */
+function messageElement(conversationUrn: string, e: ConversationEntry): Record<string, unknown> {
+  return {
+    entityUrn: e.entityUrn,
+    deliveredAt: e.deliveredAt,
+    conversationUrn,
+    sender: { entityUrn: e.senderUrn, participantType: { member: {} } },
+    body: { text: e.text, attributes: [] },
+    renderContent: e.renderContent,
+    messageBodyRenderFormat: e.format,
+    $type: 'com.linkedin.messenger.Message',
+  };
+}
+
+/** What the stream's request must carry (realtime.go:168-172, request.go:149-162); null when all is there. */
+function realtimeProblem(req: IncomingMessage, url: URL): string | null {
+  const h = req.headers;
+  if (url.searchParams.get('rc') !== '1') return 'rc is not 1';
+  if (typeof h['x-li-realtime-session'] !== 'string' || !UUID.test(h['x-li-realtime-session'])) return `x-li-realtime-session ${h['x-li-realtime-session']} is not a uuid`;
+  const normalized = 'application/vnd.linkedin.normalized+json+2.1';
+  if (h['x-li-accept'] !== normalized || h['x-li-recipe-accept'] !== normalized) return 'x-li-accept or x-li-recipe-accept is not normalized JSON';
+  if (h['x-li-query-accept'] !== 'application/graphql') return `x-li-query-accept ${h['x-li-query-accept']}`;
+  if (h.priority !== 'u=1, i' || h['sec-fetch-mode'] !== 'cors' || h['sec-fetch-site'] !== 'same-origin' || h['sec-fetch-dest'] !== 'empty') return 'priority or sec-fetch-* are not the web app\'s';
+  let queryMap: any;
+  let recipeMap: unknown;
+  try {
+    queryMap = JSON.parse(String(h['x-li-query-map']));
+    recipeMap = JSON.parse(String(h['x-li-recipe-map']));
+  } catch {
+    return 'x-li-query-map or x-li-recipe-map is not JSON';
+  }
+  for (const topic of ['messagesTopic', 'messageSeenReceiptsTopic']) {
+    const queryId = queryMap?.topicToGraphQLQueryParams?.[topic]?.queryId;
+    if (typeof queryId !== 'string' || !queryId.startsWith('voyagerMessagingDashMessengerRealtimeDecoration.')) return `x-li-query-map has no query for ${topic}`;
+  }
+  if (typeof recipeMap !== 'object' || recipeMap === null || Array.isArray(recipeMap)) return 'x-li-recipe-map is not an object';
+  return null;
 }
 
 function checkCreateMessage(

@@ -12,6 +12,7 @@ import { startLinkedinListener, type LinkedinListener } from './listener.js';
 import { savePlatformMessageId } from '../../store/receipts.js';
 import { checkAt, LISTEN_DAILY_MS, LISTEN_INTERVALS_MS, readSentConversation, readSentMessage } from './listening.js';
 import type { MessageTarget } from './voyager-requests.js';
+import type { StreamClock } from './realtime-stream.js';
 import { createMemoryRest, createRedisRest, type AccountRest } from './rest.js';
 
 export interface LinkedinListenTuning {
@@ -19,6 +20,9 @@ export interface LinkedinListenTuning {
   intervalsMs?: number[];
   dailyMs?: number;
   preSendLeadMs?: number;
+  /** The realtime stream's waits (tests: a clock they move by hand). */
+  streamClock?: StreamClock;
+  streamIdleMs?: number;
 }
 
 export const listenTuningOf = (tuning: Readonly<Record<string, unknown>> | undefined): LinkedinListenTuning =>
@@ -72,5 +76,7 @@ export function startLinkedinListening(
     ...(tuning.intervalsMs !== undefined ? { intervalsMs: tuning.intervalsMs } : {}),
     ...(tuning.dailyMs !== undefined ? { dailyMs: tuning.dailyMs } : {}),
     ...(tuning.preSendLeadMs !== undefined ? { preSendLeadMs: tuning.preSendLeadMs } : {}),
+    ...(tuning.streamClock !== undefined ? { streamClock: tuning.streamClock } : {}),
+    ...(tuning.streamIdleMs !== undefined ? { streamIdleMs: tuning.streamIdleMs } : {}),
   });
 }

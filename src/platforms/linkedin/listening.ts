@@ -80,26 +80,34 @@ export function readConversationMessages(answer: unknown): ConversationMessage[]
   const collection = record(data?.messengerMessagesByAnchorTimestamp) ?? record(record(data?.data)?.messengerMessagesByAnchorTimestamp);
   const elements = collection?.elements;
   if (!Array.isArray(elements)) return undefined;
-  const messages: ConversationMessage[] = [];
-  for (const element of elements) {
-    const m = record(element);
-    if (!m || typeof m.entityUrn !== 'string' || typeof m.deliveredAt !== 'number') continue;
-    // LinkedIn's own lines in the thread (SYSTEM) and messages taken back (RECALLED) answer nothing: as
-    // mautrix-linkedin (pkg/connector/handlelinkedin.go) ignores the one and removes the other.
-    if (m.messageBodyRenderFormat === 'SYSTEM' || m.messageBodyRenderFormat === 'RECALLED') continue;
-    const participant = record(record(m.sender))?.entityUrn;
-    const profile = typeof participant === 'string' ? /urn:li:fsd_profile:[A-Za-z0-9_-]+$/.exec(participant)?.[0] : undefined;
-    const text = record(m.body)?.text;
-    messages.push({
-      entityUrn: m.entityUrn,
-      deliveredAt: m.deliveredAt,
-      senderProfileUrn: profile,
-      type: typeOf(m.renderContent),
-      text: typeof text === 'string' && text !== '' ? text : null,
-      quotes: quotedUrn(m.renderContent),
-    });
-  }
-  return messages;
+  return elements.flatMap((element) => readMessage(element) ?? []);
+}
+
+/**
+ * One `com.linkedin.messenger.Message` (an element of the messages query, or what the realtime stream
+ * pushes on messagesTopic: the same object), as a reply would be recorded; undefined when it answers
+ * nothing or is not a message.
+ */
+export function readMessage(element: unknown): ConversationMessage | undefined {
+  const m = record(element);
+  if (!m || typeof m.entityUrn !== 'string' || typeof m.deliveredAt !== 'number') return undefined;
+  // LinkedIn's own lines in the thread (SYSTEM) and messages taken back (RECALLED) answer nothing: as
+  // mautrix-linkedin (pkg/connector/handlelinkedin.go) ignores the one and removes the other.
+  if (m.messageBodyRenderFormat === 'SYSTEM' || m.messageBodyRenderFormat === 'RECALLED') return undefined;
+  const text = record(m.body)?.text;
+  return {
+    entityUrn: m.entityUrn,
+    deliveredAt: m.deliveredAt,
+    senderProfileUrn: profileOfParticipant(record(m.sender)?.entityUrn),
+    type: typeOf(m.renderContent),
+    text: typeof text === 'string' && text !== '' ? text : null,
+    quotes: quotedUrn(m.renderContent),
+  };
+}
+
+/** The profile urn (`urn:li:fsd_profile:…`) a messaging participant urn ends with. */
+export function profileOfParticipant(participant: unknown): string | undefined {
+  return typeof participant === 'string' ? /urn:li:fsd_profile:[A-Za-z0-9_-]+$/.exec(participant)?.[0] : undefined;
 }
 
 /** `renderContent[].repliedMessageContent.originalMessage.entityUrn`: the message a reply quotes. */

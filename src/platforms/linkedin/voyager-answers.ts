@@ -16,7 +16,7 @@ export type FlowStep = 'own profile' | 'recipient lookup' | 'upload slot' | 'upl
 const PROFILE_URN = /^urn:li:fsd_profile:[A-Za-z0-9_-]+$/;
 const REDIRECTS = new Set([301, 302, 303, 307, 308]);
 
-const SESSION_EXPIRED_MESSAGE =
+export const SESSION_EXPIRED_MESSAGE =
   'the LinkedIn session is expired or invalid; sign in to LinkedIn again and send the new li_at and csrf_token';
 export const SESSION_ENDED_MESSAGE =
   'LinkedIn ended the session (it deleted the li_at cookie); sign in again and send the new li_at, csrf_token, cookies and that browser\'s user_agent';
