@@ -382,6 +382,7 @@ export function createWorker(services: Services, audio: AudioSource, tuning: Wor
     conversionSlots: conversionSlotsFor(workerTuning.concurrency ?? config.workerConcurrency, config.maxConcurrentConversions),
     accountSharePercent: config.workerAccountShare,
     senderKind: (platform, senderKey) => services.platforms.get(platform)?.senderKind?.(senderKey) ?? platform,
+    ...(services.config.outboundProxy !== undefined ? { outboundProxy: services.config.outboundProxy } : {}),
     gate: createRhythmGate({ db: db.kysely, platforms: services.platforms, logger: services.logger, ...(services.rhythmDefaults ? { defaults: services.rhythmDefaults } : {}) }),
     ...workerTuning,
   });

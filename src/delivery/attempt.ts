@@ -2,6 +2,7 @@ import type { Logger } from 'pino';
 import { localSampleFor } from '../audio/samples.js';
 import type { SecretBox } from '../core/secret-box.js';
 import { extendLease } from '../store/messages.js';
+import { findSenderProxy } from '../store/sender-proxy.js';
 import type { MessageRow } from '../store/messages.js';
 import { DeliveryError, SenderRestricted, type FailureCode, type PlatformSession } from '../platforms/platform.js';
 import { AUDIO_CODES, outcomeOf, type Outcome } from './outcome.js';
@@ -173,6 +174,22 @@ function recordOf(deps: AttemptDeps, job: Job, attempt: AttemptRecord): RecordWr
   }
 }
 
+/**
+ * The proxy a live note's connections go through (docs/proxies.md): its sender's own, read now so that a
+ * change applies from the next attempt, else OUTBOUND_PROXY, else none. The sandbox connects to nothing.
+ */
+async function proxyOf(deps: AttemptDeps, message: MessageRow): Promise<string | null> {
+  if (message.env !== 'live') return null;
+  const ref = senderOf(message);
+  const sealed = ref ? await findSenderProxy(deps.options.db.kysely, ref) : null;
+  if (sealed === null) return deps.options.outboundProxy ?? null;
+  try {
+    return deps.options.secretBox.open(sealed);
+  } catch {
+    throw new DeliveryError('proxy_unreachable', "the sender's stored proxy cannot be decrypted (was SECRET_KEY changed since it was set?); set it again with PATCH /senders/{id}", false);
+  }
+}
+
 async function attempt(deps: AttemptDeps, job: Job): Promise<void> {
   const { secretBox, audio, adapterFor, db, leaseMs } = deps.options;
   const { message, controller } = job;
@@ -215,6 +232,7 @@ async function attempt(deps: AttemptDeps, job: Job): Promise<void> {
       job.leaseUntil = job.dbClaimedAt + (before - job.claimedAt) + leaseMs;
       signal.throwIfAborted();
     }
+    const proxy = await proxyOf(deps, message);
     job.reachedPlatform = true;
     const adapter = adapterFor(message.env === 'live' ? 'live' : 'test', message.platform);
     const deliveryJob = {
@@ -228,6 +246,7 @@ async function attempt(deps: AttemptDeps, job: Job): Promise<void> {
       audio: voice,
       attempt: message.attempts,
       signal,
+      proxy,
       onSenderLabel: (label: string) => {
         job.senderLabel = label;
       },

@@ -24,7 +24,9 @@ export type FailureCode =
   | 'audio_unsupported'
   | 'platform_rate_limited'
   | 'platform_refused'
-  | 'platform_error';
+  | 'platform_error'
+  /** The sender's proxy did not carry the connection (docs/proxies.md); never sent directly instead. */
+  | 'proxy_unreachable';
 
 /**
  * A failed delivery attempt. `transient` ones are tried again later (after `retryAfterMs` when the
@@ -116,6 +118,11 @@ export interface DeliveryJob {
   signal: AbortSignal;
   /** The "recording…" indicator was shown before this delivery: end it once the note is sent, where the platform needs that. */
   recordingIndicator?: boolean;
+  /**
+   * The sender's proxy URL, credentials included (its own, else OUTBOUND_PROXY), or null: every connection
+   * of this delivery goes through it (platforms/proxy/). Never logged nor shown.
+   */
+  proxy?: string | null;
   /** Tells what a person recognises the sender by, when the platform's answer names it (a bot's @username); never a credential. */
   onSenderLabel?(label: string): void;
 }
