@@ -5,6 +5,7 @@ import { closeAll } from './fixtures/close-all.js';
 import { captureLogs } from './fixtures/log-capture.js';
 import { assertErrorEnvelope, closeSharedAudio, defaultSendBody, STORAGE_LABEL, startTestApp, type TestAccount, type TestApp } from './fixtures/app-harness.js';
 import { closedPort, startHttpConnectProxy, startSocks5Proxy, type TestProxy } from './fixtures/proxies.js';
+import { startLinkedinVoyagerFake, type LinkedinVoyagerFake } from './fakes/linkedin-voyager.js';
 import { startTelegramApi, type TelegramCall, type TelegramFake } from './fakes/telegram-api.js';
 import { startWebhookReceiver, type WebhookReceiver } from './fakes/webhook-receiver.js';
 
@@ -218,6 +219,52 @@ describe(`a proxy per Telegram bot (${STORAGE_LABEL})`, () => {
     } finally {
       await downProxy.close();
     }
+  });
+});
+
+describe(`a proxy per LinkedIn cookie (${STORAGE_LABEL})`, () => {
+  let fake: LinkedinVoyagerFake;
+  let socksProxy: TestProxy;
+  let t: TestApp;
+  const jane = { publicId: 'jane-smith-a1b2c3', urn: 'urn:li:fsd_profile:ACoAABjaneSmith01' };
+  const proxied = { liAt: 'AQEDAQproxiedCookieValue0123456789', csrfToken: 'ajax:1111111111111111111', profileUrn: 'urn:li:fsd_profile:ACoAABproxied01' };
+  const direct = { liAt: 'AQEDAQdirectCookieValue01234567890', csrfToken: 'ajax:2222222222222222222', profileUrn: 'urn:li:fsd_profile:ACoAABdirect001' };
+
+  before(async () => {
+    fake = await startLinkedinVoyagerFake({ profiles: [jane] });
+    fake.addAccount(proxied);
+    fake.addAccount(direct);
+    socksProxy = await startSocks5Proxy({ credentials });
+    t = await startTestApp({ env: { LINKEDIN_API_ROOT: fake.apiRoot }, linkedinPace: { minMs: 50, maxMs: 60, timeoutMs: 4_000 } });
+  });
+  after(() => closeAll(t, fake, socksProxy));
+
+  it("every Voyager call of a cookie with a proxy, the upload included, comes through it; another cookie's go direct", async () => {
+    const account = await t.createAccount({ plan: 'growth' });
+    const send = (session: typeof proxied, proxy?: string) =>
+      t.send(account.liveKey, {
+        ...defaultSendBody('linkedin', t.mp3Url),
+        recipient: jane.publicId,
+        session: { li_at: session.liAt, csrf_token: session.csrfToken, ...(proxy ? { proxy } : {}) },
+      });
+    const viaProxy = await send(proxied, socksProxy.url);
+    assert.equal(viaProxy.statusCode, 202, viaProxy.body);
+    const plain = await send(direct);
+    assert.equal(plain.statusCode, 202, plain.body);
+    for (const res of [viaProxy, plain]) {
+      const status = await t.waitForStatus(account.liveKey, res.json().id, ['delivered', 'failed'], 30_000);
+      assert.equal(status.status, 'delivered', JSON.stringify(status));
+    }
+    const ports = socksProxy.upstreamPorts();
+    const mine = fake.calls.filter((c) => c.liAt === proxied.liAt || (c.step === 'upload' && ports.has(c.remotePort!)));
+    assert.deepEqual(mine.map((c) => c.step), ['me', 'profile', 'uploadMetadata', 'upload', 'createMessage']);
+    for (const c of mine) assert.ok(ports.has(c.remotePort!), `${c.step} came from port ${c.remotePort}, not through the proxy`);
+    const theirs = fake.calls.filter((c) => c.liAt === direct.liAt);
+    assert.ok(theirs.length > 0);
+    for (const c of theirs) assert.ok(!ports.has(c.remotePort!), `${c.step} of the other cookie went through the proxy`);
+    const senders = await t.request({ method: 'GET', url: `${API}/senders`, key: account.liveKey });
+    assert.deepEqual(senders.json().data.map((s: any) => String(s.proxy)).sort(), ['null', `socks5://127.0.0.1:${socksProxy.port}`]);
+    assert.ok(!senders.body.includes(PASSWORD));
   });
 });
 
