@@ -290,6 +290,7 @@ export function startWorker(services: Services, tuning: WorkerTuning = {}): Runn
     logger,
     apiRoot: config.telegramApiRoot,
     onHeard: services.onHeard,
+    ...(config.outboundProxy !== undefined ? { outboundProxy: config.outboundProxy } : {}),
     ...(listenTuning.listenScanMs !== undefined ? { scanMs: listenTuning.listenScanMs } : {}),
     ...(listenTuning.listenPollSeconds !== undefined ? { pollSeconds: listenTuning.listenPollSeconds } : {}),
   });

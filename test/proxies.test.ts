@@ -63,7 +63,7 @@ describe(`a proxy per Telegram bot (${STORAGE_LABEL})`, () => {
     httpProxy = await startHttpConnectProxy({ credentials });
     socksProxy = await startSocks5Proxy({ credentials });
     receiver = await startWebhookReceiver();
-    t = await startTestApp({ env: { TELEGRAM_API_ROOT: fake.apiRoot }, logger: logs.logger, platformTuning: { telegram: { chatActionEveryMs: 1_000 } } });
+    t = await startTestApp({ env: { TELEGRAM_API_ROOT: fake.apiRoot }, logger: logs.logger, platformTuning: { telegram: { chatActionEveryMs: 1_000, listenScanMs: 100, listenPollSeconds: 1 } } });
     account = await t.createAccount();
     const hook = await t.request({ method: 'POST', url: `${API}/webhook_endpoints`, key: account.liveKey, body: { url: receiver.url(), events: ['sender.updated', 'voice_note.failed'] } });
     assert.equal(hook.statusCode, 201, hook.body);
@@ -125,6 +125,21 @@ describe(`a proxy per Telegram bot (${STORAGE_LABEL})`, () => {
     const one = list.find((s) => s.proxy === `http://127.0.0.1:${httpProxy.port}`);
     const alone = await call({ method: 'GET', url: `${API}/senders/${one.id}`, key: account.liveKey });
     assert.equal(alone.json().proxy, `http://127.0.0.1:${httpProxy.port}`);
+  });
+
+  it("a bot's recipient check and its listener (getUpdates) go through its proxy too", async () => {
+    const checked = await call({ method: 'POST', url: `${API}/recipients/check`, key: account.liveKey, body: { platform: 'telegram', recipient: '41000001', session: { bot_token: BOT_HTTP } } });
+    assert.equal(checked.statusCode, 200, checked.body);
+    assert.equal(checked.json().exists, true);
+    const getChat = callsOf(fake, BOT_HTTP).filter((c) => c.method.toLowerCase() === 'getchat');
+    assert.equal(getChat.length, 1);
+    assertThrough(fake, BOT_HTTP, httpProxy);
+
+    const listened = await send(BOT_SOCKS, '41000002', { listen: true });
+    assert.equal(listened.statusCode, 202, listened.body);
+    await delivered(listened.json().id);
+    await fake.waitForCalls(1, (c) => c.token === BOT_SOCKS && c.method.toLowerCase() === 'getupdates', 20_000);
+    assertThrough(fake, BOT_SOCKS, socksProxy);
   });
 
   it('PATCH /senders/{id} sets a proxy from the next send and null clears it', async () => {

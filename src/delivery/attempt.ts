@@ -2,8 +2,8 @@ import type { Logger } from 'pino';
 import { localSampleFor } from '../audio/samples.js';
 import type { SecretBox } from '../core/secret-box.js';
 import { extendLease } from '../store/messages.js';
-import { findSenderProxy } from '../store/sender-proxy.js';
 import type { MessageRow } from '../store/messages.js';
+import { senderProxyUrl, UnreadableProxy } from '../platforms/proxy/sender-proxy-url.js';
 import { DeliveryError, SenderRestricted, type FailureCode, type PlatformSession } from '../platforms/platform.js';
 import { AUDIO_CODES, outcomeOf, type Outcome } from './outcome.js';
 import { Deferral, type ClaimedRhythms } from './rhythm-gate.js';
@@ -179,14 +179,13 @@ function recordOf(deps: AttemptDeps, job: Job, attempt: AttemptRecord): RecordWr
  * change applies from the next attempt, else OUTBOUND_PROXY, else none. The sandbox connects to nothing.
  */
 async function proxyOf(deps: AttemptDeps, message: MessageRow): Promise<string | null> {
-  if (message.env !== 'live') return null;
   const ref = senderOf(message);
-  const sealed = ref ? await findSenderProxy(deps.options.db.kysely, ref) : null;
-  if (sealed === null) return deps.options.outboundProxy ?? null;
+  if (message.env !== 'live' || !ref) return message.env === 'live' ? (deps.options.outboundProxy ?? null) : null;
   try {
-    return deps.options.secretBox.open(sealed);
-  } catch {
-    throw new DeliveryError('proxy_unreachable', "the sender's stored proxy cannot be decrypted (was SECRET_KEY changed since it was set?); set it again with PATCH /senders/{id}", false);
+    return await senderProxyUrl({ db: deps.options.db.kysely, secretBox: deps.options.secretBox, outboundProxy: deps.options.outboundProxy }, ref);
+  } catch (error) {
+    if (error instanceof UnreadableProxy) throw new DeliveryError('proxy_unreachable', error.message, false);
+    throw error;
   }
 }
 

@@ -220,7 +220,7 @@ export interface PlatformDefinition {
    * Live keys: asks the platform whether `recipient` exists for this sender (POST /recipients/check).
    * Absent: the platform is not asked (`exists` null).
    */
-  recipientExists?(input: { session: PlatformSession; recipient: string; owner: Owner }, services: PlatformServices): Promise<RecipientCheck>;
+  recipientExists?(input: { session: PlatformSession; recipient: string; owner: Owner; /** The sender's proxy URL (docs/proxies.md), or null: direct. */ proxy?: string | null }, services: PlatformServices): Promise<RecipientCheck>;
   /**
    * The built-in daily rhythm of this kind of sender when it differs from the platform's (a Telegram
    * account beside bots); an account's own rhythm for the platform still wins. Absent or undefined: the platform's.

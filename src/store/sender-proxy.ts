@@ -56,3 +56,21 @@ export async function findSenderProxy(db: Kysely<Database>, ref: SenderRef): Pro
 export async function findSenderRecord(db: Kysely<Database>, owner: Owner, id: string): Promise<SenderRecordsTable | undefined> {
   return db.selectFrom('sender_records').selectAll().where('id', '=', id).where('account_id', '=', owner.accountId).where('env', '=', owner.env).executeTakeFirst();
 }
+
+/**
+ * The sealed proxy of a live sender known only by its platform key (a listener serves a bot or a
+ * li_at for whichever account asked): the most recently set one among its accounts' records.
+ */
+export async function findLiveProxyByKey(db: Kysely<Database>, platform: string, senderKey: string): Promise<string | null> {
+  const row = await db
+    .selectFrom('sender_records')
+    .select('proxy_sealed')
+    .where('sender_key', '=', senderKey)
+    .where('platform', '=', platform)
+    .where('env', '=', 'live')
+    .where('proxy_sealed', 'is not', null)
+    .orderBy('updated_at', 'desc')
+    .limit(1)
+    .executeTakeFirst();
+  return row?.proxy_sealed ?? null;
+}

@@ -75,7 +75,7 @@ export const linkedinAccountKey = (liAt: string): string => createHash('sha256')
 
 /** The adapter, and the recipient check that resolves a recipient as its sends do. */
 export interface LinkedinAdapter extends PlatformAdapter {
-  recipientExists(session: LinkedinSession, recipient: string, signal: AbortSignal): Promise<RecipientCheck>;
+  recipientExists(session: LinkedinSession, recipient: string, signal: AbortSignal, proxy?: string | null): Promise<RecipientCheck>;
 }
 
 /** Delivers voice notes through the Voyager API of linkedin.com with the user's own session cookie. */
@@ -278,14 +278,14 @@ export function createLinkedinAdapter(options: LinkedinAdapterOptions): Linkedin
      * taken as named, as a send takes it. Checks of one li_at are spaced as its sends are (3–5 s); null
      * while it rests after a 999, or when LinkedIn did not say.
      */
-    async recipientExists(session: LinkedinSession, recipient: string, signal: AbortSignal): Promise<RecipientCheck> {
+    async recipientExists(session: LinkedinSession, recipient: string, signal: AbortSignal, proxy?: string | null): Promise<RecipientCheck> {
       const account = linkedinAccountKey(session.li_at);
       if ((await rest.remainingMs(account)) > 0) return { exists: null, reason: 'this li_at rests after LinkedIn refused it as automated (999); ask again later' };
       const named = linkedinRecipient(recipient);
       try {
         for (;;) {
           try {
-            await pacer.run(account, async () => resolveTarget(await openDelivery(session, account, named, signal), named));
+            await pacer.run(account, async () => resolveTarget(await openDelivery(session, account, named, signal, proxy), named));
             return { exists: true, reason: null };
           } catch (error) {
             // Another check of this li_at is running or was moments ago: wait for its turn (until the signal ends).
