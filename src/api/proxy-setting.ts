@@ -12,6 +12,10 @@ import { ApiError, invalidParameter } from './errors.js';
  * one connection through it to the platform's host. A sandbox sender keeps it after the syntax check.
  */
 
+// The kinds of sender whose every connection goes through their proxy. A WhatsApp session's socket and a
+// Telegram account's MTProto connection do not yet (docs/proxies.md, "Not yet").
+const PROXIED_KINDS: readonly string[] = ['telegram_bot', 'linkedin_cookie'];
+
 // How long the check waits for the proxy to carry its connection.
 const PROBE_TIMEOUT_MS = 10_000;
 
@@ -52,5 +56,9 @@ export function checkedProxySyntax(value: unknown, sender: { kind: string; field
   if ('problem' in proxy) throw invalidParameter(sender.field, proxy.problem);
   const problem = kindProblem(proxy, sender.kind);
   if (problem) throw invalidParameter(sender.field, problem);
+  if (!PROXIED_KINDS.includes(sender.kind)) {
+    // Refused rather than kept unused: a sender whose owner believes it leaves through a proxy must never go direct.
+    throw invalidParameter(sender.field, `a ${sender.kind} does not connect through a proxy yet: only telegram_bot and linkedin_cookie senders take one`);
+  }
   return proxy;
 }

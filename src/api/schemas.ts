@@ -115,12 +115,6 @@ export const CreateWhatsappSessionBody = Type.Object(
     phone_number: Type.Optional(
       Type.String({ description: 'Link by pairing code instead of a QR code: the phone number of the WhatsApp account, digits with country code, no "+"' }),
     ),
-    proxy: Type.Optional(
-      Type.String({
-        description: "The session's own proxy: http://, https:// (HTTP CONNECT), socks5:// or socks5h://, with optional user:password@. Checked before the session is made (one connection to WhatsApp through it)",
-        examples: ['http://user:secret@proxy.example:3128'],
-      }),
-    ),
   },
   { description: 'Optional: without a body (or without phone_number) the session is linked by QR code' },
 );
