@@ -290,6 +290,7 @@ export function startWorker(services: Services, tuning: WorkerTuning = {}): Runn
     logger,
     apiRoot: config.telegramApiRoot,
     onHeard: services.onHeard,
+    ...(config.outboundProxy !== undefined ? { outboundProxy: config.outboundProxy } : {}),
     ...(listenTuning.listenScanMs !== undefined ? { scanMs: listenTuning.listenScanMs } : {}),
     ...(listenTuning.listenPollSeconds !== undefined ? { pollSeconds: listenTuning.listenPollSeconds } : {}),
   });
@@ -382,6 +383,7 @@ export function createWorker(services: Services, audio: AudioSource, tuning: Wor
     conversionSlots: conversionSlotsFor(workerTuning.concurrency ?? config.workerConcurrency, config.maxConcurrentConversions),
     accountSharePercent: config.workerAccountShare,
     senderKind: (platform, senderKey) => services.platforms.get(platform)?.senderKind?.(senderKey) ?? platform,
+    ...(services.config.outboundProxy !== undefined ? { outboundProxy: services.config.outboundProxy } : {}),
     gate: createRhythmGate({ db: db.kysely, platforms: services.platforms, logger: services.logger, ...(services.rhythmDefaults ? { defaults: services.rhythmDefaults } : {}) }),
     ...workerTuning,
   });

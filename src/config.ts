@@ -3,6 +3,7 @@ import net from 'node:net';
 import { availableParallelism } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { parseProxyUrl, proxyUrlOf } from './core/proxy-url.js';
 
 /**
  * An account's default hard cap, in percent of a process's slots: a lone bulk sender keeps most of the
@@ -32,6 +33,8 @@ export interface Config {
   telegramApiId: number | undefined;
   telegramApiHash: string | undefined;
   linkedinApiRoot: string;
+  /** OUTBOUND_PROXY: the proxy of every sender without one of its own (docs/proxies.md); credentials included, never logged. */
+  outboundProxy: string | undefined;
   audioAllowPrivateUrls: boolean;
   ffmpegPath: string | undefined;
   logLevel: string;
@@ -143,6 +146,16 @@ function httpRoot(env: Env, name: string, fallback: string): string {
   return raw.replace(/\/+$/, '');
 }
 
+// Its syntax only (the address of the operator's own choice is not checked against private ranges);
+// the message never repeats the value, which may hold a password.
+function outboundProxy(env: Env): string | undefined {
+  const raw = text(env, 'OUTBOUND_PROXY');
+  if (raw === undefined) return undefined;
+  const proxy = parseProxyUrl(raw);
+  if ('problem' in proxy) throw new ConfigError('OUTBOUND_PROXY', proxy.problem);
+  return proxyUrlOf(proxy);
+}
+
 // A transcoder that is not there would fail every delivery for an hour of retries: refuse it at start.
 function executable(env: Env, name: string): string | undefined {
   const raw = text(env, name);
@@ -246,6 +259,7 @@ export function loadConfig(env: Env = process.env): Config {
     telegramApiId: text(env, 'TELEGRAM_API_ID') !== undefined ? integer(env, 'TELEGRAM_API_ID', 0, 1, 2_147_483_647) : undefined,
     telegramApiHash: text(env, 'TELEGRAM_API_HASH'),
     linkedinApiRoot: httpRoot(env, 'LINKEDIN_API_ROOT', 'https://www.linkedin.com'),
+    outboundProxy: outboundProxy(env),
     // ALLOW_PRIVATE_URLS governs audio and webhook URLs alike; its old name is still read when it is unset.
     audioAllowPrivateUrls: text(env, 'ALLOW_PRIVATE_URLS') !== undefined ? boolean(env, 'ALLOW_PRIVATE_URLS', false) : boolean(env, 'AUDIO_ALLOW_PRIVATE_URLS', false),
     ffmpegPath: executable(env, 'FFMPEG_PATH'),

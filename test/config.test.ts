@@ -42,6 +42,7 @@ describe('loadConfig: the documented defaults', () => {
       trustProxy: false,
       metricsPort: undefined,
       metricsToken: undefined,
+      outboundProxy: undefined,
       maxEventLoopDelayMs: 1000,
       http: { headersTimeoutMs: 10_000, requestTimeoutMs: 30_000, keepAliveTimeoutMs: 360_000, maxRequestsPerSocket: 0, maxConnections: undefined, maxConnectionsPerAddress: undefined },
       ownerEmail: undefined,
@@ -148,6 +149,10 @@ describe('loadConfig: values are read and typed', () => {
     assert.deepEqual(loadConfig({ TRUST_PROXY: '127.0.0.1, 10.0.0.0/8,::1,loopback' }).trustProxy, ['127.0.0.1', '10.0.0.0/8', '::1', 'loopback']);
   });
 
+  test('OUTBOUND_PROXY is read as a proxy URL, its port filled in', () => {
+    assert.equal(loadConfig({ OUTBOUND_PROXY: 'socks5h://u:p@proxy.example' }).outboundProxy, 'socks5h://u:p@proxy.example:1080');
+  });
+
   test('AUDIO_ALLOW_PRIVATE_URLS=false is false', () => {
     assert.equal(loadConfig({ AUDIO_ALLOW_PRIVATE_URLS: 'false' }).audioAllowPrivateUrls, false);
   });
@@ -195,6 +200,8 @@ const BAD_VALUES: Array<{ env: Record<string, string>; variable: string }> = [
   { env: { TRUST_PROXY: 'maybe' }, variable: 'TRUST_PROXY' },
   { env: { TRUST_PROXY: '10.0.0.0/33' }, variable: 'TRUST_PROXY' },
   { env: { TRUST_PROXY: '99' }, variable: 'TRUST_PROXY' },
+  { env: { OUTBOUND_PROXY: 'ftp://proxy.example:21' }, variable: 'OUTBOUND_PROXY' },
+  { env: { OUTBOUND_PROXY: 'proxy.example:3128' }, variable: 'OUTBOUND_PROXY' },
 ];
 
 describe('loadConfig: a bad value is one line naming the variable', () => {

@@ -85,7 +85,7 @@ describe(`senders (${STORAGE_LABEL})`, () => {
       assert.equal(list.has_more, false);
       assert.equal(list.data.length, 2, JSON.stringify(list));
       const [newer, older] = list.data;
-      assert.deepEqual(Object.keys(older).sort(), ['daily_cap', 'id', 'kind', 'label', 'last_sent_at', 'new_chat_cap', 'platform', 'reason', 'recipient_checks', 'sent_today', 'status', 'until'].sort());
+      assert.deepEqual(Object.keys(older).sort(), ['daily_cap', 'id', 'kind', 'label', 'last_sent_at', 'new_chat_cap', 'platform', 'proxy', 'reason', 'recipient_checks', 'sent_today', 'status', 'until'].sort());
       assert.match(older.id, /^snd_[0-9A-Za-z]{24}$/);
       assert.deepEqual(
         { platform: older.platform, kind: older.kind, status: older.status, reason: older.reason, until: older.until, sent_today: older.sent_today, daily_cap: older.daily_cap, new_chat_cap: older.new_chat_cap, recipient_checks: older.recipient_checks },

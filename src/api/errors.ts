@@ -16,6 +16,8 @@ export type ErrorCode =
   | 'unsupported_media_type'
   | 'invalid_parameter'
   | 'session_not_connected'
+  | 'proxy_unreachable'
+  | 'proxy_auth_failed'
   | 'headers_too_large'
   | 'rate_limited'
   | 'internal_error'
@@ -37,6 +39,9 @@ const STATUS_OF: Record<ErrorCode, number> = {
   unsupported_media_type: 415,
   invalid_parameter: 422,
   session_not_connected: 422,
+  // A proxy being set did not carry a connection to the platform's host, or refused its credentials.
+  proxy_unreachable: 422,
+  proxy_auth_failed: 422,
   rate_limited: 429,
   headers_too_large: 431,
   internal_error: 500,

@@ -7,6 +7,7 @@ import type { RecipientCheck } from '../platforms/platform.js';
 import type { Services } from '../services.js';
 import { RECIPIENT_CHECK_DAILY_BUDGET, takeRecipientCheck } from '../store/recipient-check-budget.js';
 import { findRecipientCheck, saveRecipientCheck, type RecipientCheckRow } from '../store/recipient-checks.js';
+import { senderProxyUrl } from '../platforms/proxy/sender-proxy-url.js';
 import { findSenderByRef } from '../store/senders.js';
 import { ApiError, invalidParameter, invalidRequest } from './errors.js';
 import { withErrors } from './schemas.js';
@@ -96,7 +97,13 @@ export function registerRecipientCheckRoute(app: FastifyInstance, services: Serv
         return answer({ exists: null, reason: `the sender is resting${until !== null ? ` until ${new Date(until).toISOString()}` : ''}` });
       }
       if (!platform.recipientExists) return answer({ exists: null, reason: `${platform.name} is not asked ahead: the send itself resolves the recipient` });
-      if (!senderKey) return answer(await platform.recipientExists({ session, recipient: body.recipient, owner }, services));
+      // Asked through the sender's proxy, as its sends are (docs/proxies.md).
+      const proxy = await senderProxyUrl(
+        { db: services.db.kysely, secretBox: services.secretBox, outboundProxy: services.config.outboundProxy },
+        senderKey ? { ...owner, platform: platform.name, senderKey } : { platform: platform.name, senderKey: '' },
+      ).catch(() => undefined);
+      if (proxy === undefined) return answer({ exists: null, reason: "the sender's proxy cannot be read (was SECRET_KEY changed since it was set?); set it again with PATCH /senders/{id}" });
+      if (!senderKey) return answer(await platform.recipientExists({ session, recipient: body.recipient, owner, proxy }, services));
       // Every live check asks the platform as the sender, and bulk lookups get senders banned: a fresh
       // kept answer is given again, and the others count under the sender's daily budget.
       const db = services.db.kysely;
@@ -104,7 +111,7 @@ export function registerRecipientCheckRoute(app: FastifyInstance, services: Serv
       if (kept && isFresh(kept)) return answer(keptAnswer(body.recipient, kept));
       const taken = await takeRecipientCheck(db, { ...owner, platform: platform.name, senderKey, kind: platform.senderKind?.(senderKey) ?? platform.name });
       if (!taken.ok) throw overBudget(taken.resetsAt);
-      const check = await platform.recipientExists({ session, recipient: body.recipient, owner }, services);
+      const check = await platform.recipientExists({ session, recipient: body.recipient, owner, proxy }, services);
       // Kept for the next check (a platform that keeps its own answer, with its address, has written it already).
       if (check.exists !== null && !(await findRecipientCheck(db, senderKey, body.recipient))) {
         await saveRecipientCheck(db, senderKey, body.recipient, { exists: check.exists, address: null });

@@ -20,7 +20,18 @@ export const SendBody = Type.Object({
   platform: Type.String({ description: PLATFORM_NAMES.join(', ') }),
   recipient: Type.String({ description: 'Platform-specific recipient identifier' }),
   audio_url: Type.String({ description: 'Public http(s) URL of the audio file' }),
-  session: Type.Object({}, { additionalProperties: true, description: 'Platform credentials: li_at + csrf_token, bot_token, or session_id' }),
+  session: Type.Object(
+    {
+      proxy: Type.Optional(
+        Type.Union([Type.String(), Type.Null()], {
+          description:
+            "Telegram bots and LinkedIn cookies: this sender's own proxy, http://, https:// (HTTP CONNECT), socks5:// or socks5h://, with optional user:password@. Checked (one connection to the platform's host through it) and kept for the sender's later sends; null or omitted keeps the one it has",
+          examples: ['socks5://user:secret@proxy.example:1080'],
+        }),
+      ),
+    },
+    { additionalProperties: true, description: 'Platform credentials: li_at + csrf_token, bot_token, or session_id; and proxy (Telegram bots and LinkedIn cookies)' },
+  ),
   // null means "not given": many clients serialise an unset optional field that way.
   duration: Type.Optional(Type.Union([Type.Number(), Type.Null()], { description: 'Seconds; detected when omitted or null' })),
   caption: Type.Optional(Type.Union([Type.String(), Type.Null()], { description: 'Telegram only; null is the same as omitted' })),

@@ -4,15 +4,18 @@ import { checkAudioUrl } from '../audio/index.js';
 import { isOwnSampleUrl, sampleUrlAdvice } from '../audio/samples.js';
 import { newMessageId } from '../core/ids.js';
 import { SealedMemo } from '../core/sealed-memo.js';
+import type { PlatformDefinition } from '../platforms/platform.js';
 import { checkCaption, checkDuration, isViolation, type Violation } from '../platforms/rules.js';
 import type { MessageRow } from '../store/messages.js';
 import { listenToTelegramBot } from '../store/listeners.js';
 import { listenToLinkedin } from '../store/linkedin-listeners.js';
 import { addListeningAccount } from '../store/listening-accounts.js';
+import { setSenderProxy } from '../store/sender-proxy.js';
 import type { Services } from '../services.js';
 import { setUsageHeaders } from './auth.js';
 import { usageScope } from './caller.js';
 import { ApiError, invalidParameter, invalidRequest } from './errors.js';
+import { proxyToKeep } from './proxy-setting.js';
 import { findReplay, idempotencyScope, idempotentAnswer, replayStored, sendOutcome } from './idempotency.js';
 import { SendBody, SentMessage, withErrors } from './schemas.js';
 import { checkSendAt, parseSendAtValue } from './send-at.js';
@@ -62,7 +65,7 @@ export function registerSendRoute(app: FastifyInstance, services: Services): voi
       if (recipientProblem) throw fail(recipientProblem);
       const session = platform.checkSession(body.session as Record<string, unknown>);
       if (isViolation(session)) throw fail(session);
-      if (platform.sessionFields) rejectUnknownFields(body.session, platform.sessionFields, 'session.');
+      if (platform.sessionFields) rejectUnknownFields(body.session, [...platform.sessionFields, 'proxy'], 'session.');
       const allowPrivate = services.config.audioAllowPrivateUrls;
       let urlProblem = checkAudioUrl(body.audio_url, { allowPrivate });
       // A sandbox send may name the service's own sample on the address it reached, private or not.
@@ -98,6 +101,10 @@ export function registerSendRoute(app: FastifyInstance, services: Services): voi
         if (problem) throw new ApiError(problem.code, problem.message, problem.details);
       }
 
+      const senderKey = platform.senderKey?.(session) ?? null;
+      const proxy = (body.session as { proxy?: unknown }).proxy;
+      if (proxy !== undefined && proxy !== null) await keepSendProxy(services, platform, caller, senderKey, proxy);
+
       const now = Date.now();
       // Checked at acceptance: a replay of an accepted scheduled send is answered above whatever the time now.
       const sendAt = checkSendAt(body.send_at, now);
@@ -114,7 +121,7 @@ export function registerSendRoute(app: FastifyInstance, services: Services): voi
         recording_indicator: body.recording_indicator === true ? 1 : 0,
         credentials: credentials.sealJson(session, now),
         affinity: platform.affinityKey?.(session) ?? null,
-        sender_key: platform.senderKey?.(session) ?? null,
+        sender_key: senderKey,
         request_id: request.id,
         status: 'queued',
         error_code: null,
@@ -154,6 +161,21 @@ export function registerSendRoute(app: FastifyInstance, services: Services): voi
       return reply.code(202).send(answer);
     },
   );
+}
+
+/**
+ * `session.proxy` of a send (docs/proxies.md): checked, then kept on the sender's record for this and its
+ * later sends, before the note is accepted (a proxy that fails its check refuses the send). Only senders
+ * whose credentials come with each send take it: a WhatsApp session's or a Telegram account's proxy is
+ * set when it is made or with PATCH /senders/{id}.
+ */
+async function keepSendProxy(services: Services, platform: PlatformDefinition, caller: { accountId: string; env: string }, senderKey: string | null, proxy: unknown): Promise<void> {
+  const kind = senderKey === null ? undefined : (platform.senderKind?.(senderKey) ?? platform.name);
+  if (senderKey === null || kind === undefined || (kind !== 'telegram_bot' && platform.name !== 'linkedin')) {
+    throw invalidParameter('session.proxy', `${kind === 'telegram_account' ? 'a Telegram account' : `a ${platform.name} session`} takes its proxy when it is created or with PATCH /senders/{id}, not with each send`);
+  }
+  const kept = await proxyToKeep(services, proxy, { platform: platform.name, kind, env: caller.env, field: 'session.proxy' });
+  await setSenderProxy(services.db.kysely, { accountId: caller.accountId, env: caller.env, platform: platform.name, senderKey }, kind, kept);
 }
 
 /** The platform named, or a 400: a platform we do not know is a mistyped field, not a bad value for a known field. */

@@ -4,7 +4,10 @@ import { Type } from '@sinclair/typebox';
 import type { Services } from '../services.js';
 import { NEW_CHAT_CAP_STATUSES } from '../store/new-chat-cap.js';
 import { findSender, listSenders, SENDER_STATUSES, type SenderPage } from '../store/senders.js';
+import { findSenderRecord, setSenderProxy } from '../store/sender-proxy.js';
 import { invalidParameter, notFound } from './errors.js';
+import { proxyToKeep } from './proxy-setting.js';
+import { rejectUnknownFields } from './unknown-fields.js';
 import { withErrors } from './schemas.js';
 
 const DEFAULT_PAGE_SIZE = 20;
@@ -44,7 +47,21 @@ export const Sender = Type.Object({
     },
     { description: 'POST /recipients/check as this sender' },
   ),
+  proxy: Type.Union([Type.String(), Type.Null()], {
+    description: "The sender's own proxy as scheme://host:port, never its user name or password; null: none (the operator's OUTBOUND_PROXY, if set, or a direct connection)",
+    examples: ['socks5://proxy.example:1080'],
+  }),
 });
+const SenderChangeBody = Type.Object(
+  {
+    proxy: Type.Union([Type.String(), Type.Null()], {
+      description:
+        "The sender's own proxy: http://, https:// (HTTP CONNECT), socks5:// or socks5h://, with optional user:password@ (a Telegram account takes socks5 only); null clears it. Checked first (one connection through it to the platform's host); applies from the sender's next connection",
+      examples: ['socks5://user:secret@proxy.example:1080'],
+    }),
+  },
+  { additionalProperties: false },
+);
 const SenderList = Type.Object({ data: Type.Array(Sender), has_more: Type.Boolean({ description: 'More senders past this page, in the direction paged' }) });
 const str = (description: string) => Type.Optional(Type.String({ description }));
 const ListQuery = Type.Object({
@@ -74,7 +91,7 @@ function pageOf(query: { limit?: string; starting_after?: string; ending_before?
   return page;
 }
 
-/** GET /senders and GET /senders/{id} (docs/senders.md, "Senders"): read bucket, scoped to the key's account and environment. */
+/** GET /senders, GET /senders/{id} (docs/senders.md, "Senders"): read bucket; PATCH /senders/{id} (docs/proxies.md): send bucket; all scoped to the key's account and environment. */
 export function registerSenderRoutes(app: FastifyInstance, services: Services): void {
   const routes = app.withTypeProvider<TypeBoxTypeProvider>();
 
@@ -105,6 +122,33 @@ export function registerSenderRoutes(app: FastifyInstance, services: Services): 
       const sender = await findSender(services.db.kysely, { accountId: caller.accountId, env: caller.env }, request.params.sender_id, services.rhythmDefaults);
       if (!sender) throw notFound(`sender ${request.params.sender_id}`);
       return sender;
+    },
+  );
+
+  routes.patch(
+    '/senders/:sender_id',
+    {
+      config: { bucket: 'send' },
+      schema: {
+        summary: "Set or clear a sender's proxy",
+        description:
+          'Sets (or with null clears) the proxy every connection of this sender goes through, from its next connection (docs/proxies.md). A live sender\'s proxy is checked first: one connection through it to the platform\'s host. A sandbox sender\'s is only checked for its syntax.',
+        tags: ['senders'],
+        params: SenderIdParams,
+        body: SenderChangeBody,
+        response: { 200: Sender, ...withErrors(400, 404, 422) },
+      },
+      preValidation: async (request) => rejectUnknownFields(request.body, ['proxy']),
+    },
+    async (request) => {
+      const caller = request.caller!;
+      const owner = { accountId: caller.accountId, env: caller.env };
+      const record = await findSenderRecord(services.db.kysely, owner, request.params.sender_id);
+      if (!record) throw notFound(`sender ${request.params.sender_id}`);
+      const ref = { accountId: record.account_id, env: record.env, platform: record.platform, senderKey: record.sender_key };
+      const kept = request.body.proxy === null ? null : await proxyToKeep(services, request.body.proxy, { platform: record.platform, kind: record.kind, env: record.env, field: 'proxy' });
+      await setSenderProxy(services.db.kysely, ref, record.kind, kept);
+      return (await findSender(services.db.kysely, owner, record.id, services.rhythmDefaults))!;
     },
   );
 }

@@ -3,6 +3,7 @@ import { localSampleFor } from '../audio/samples.js';
 import type { SecretBox } from '../core/secret-box.js';
 import { extendLease } from '../store/messages.js';
 import type { MessageRow } from '../store/messages.js';
+import { senderProxyUrl, UnreadableProxy } from '../platforms/proxy/sender-proxy-url.js';
 import { DeliveryError, SenderRestricted, type FailureCode, type PlatformSession } from '../platforms/platform.js';
 import { AUDIO_CODES, outcomeOf, type Outcome } from './outcome.js';
 import { Deferral, type ClaimedRhythms } from './rhythm-gate.js';
@@ -173,6 +174,21 @@ function recordOf(deps: AttemptDeps, job: Job, attempt: AttemptRecord): RecordWr
   }
 }
 
+/**
+ * The proxy a live note's connections go through (docs/proxies.md): its sender's own, read now so that a
+ * change applies from the next attempt, else OUTBOUND_PROXY, else none. The sandbox connects to nothing.
+ */
+async function proxyOf(deps: AttemptDeps, message: MessageRow): Promise<string | null> {
+  const ref = senderOf(message);
+  if (message.env !== 'live' || !ref) return message.env === 'live' ? (deps.options.outboundProxy ?? null) : null;
+  try {
+    return await senderProxyUrl({ db: deps.options.db.kysely, secretBox: deps.options.secretBox, outboundProxy: deps.options.outboundProxy }, ref);
+  } catch (error) {
+    if (error instanceof UnreadableProxy) throw new DeliveryError('proxy_unreachable', error.message, false);
+    throw error;
+  }
+}
+
 async function attempt(deps: AttemptDeps, job: Job): Promise<void> {
   const { secretBox, audio, adapterFor, db, leaseMs } = deps.options;
   const { message, controller } = job;
@@ -215,6 +231,7 @@ async function attempt(deps: AttemptDeps, job: Job): Promise<void> {
       job.leaseUntil = job.dbClaimedAt + (before - job.claimedAt) + leaseMs;
       signal.throwIfAborted();
     }
+    const proxy = await proxyOf(deps, message);
     job.reachedPlatform = true;
     const adapter = adapterFor(message.env === 'live' ? 'live' : 'test', message.platform);
     const deliveryJob = {
@@ -228,6 +245,7 @@ async function attempt(deps: AttemptDeps, job: Job): Promise<void> {
       audio: voice,
       attempt: message.attempts,
       signal,
+      proxy,
       onSenderLabel: (label: string) => {
         job.senderLabel = label;
       },

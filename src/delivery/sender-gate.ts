@@ -71,6 +71,9 @@ export function senderChangeOf(message: MessageRow, error: DeliveryError, reache
     case 'session_not_connected':
       // Not a handover to the process that holds the session (not attempted): not connected at all.
       return error.notAttempted ? undefined : { status: 'disconnected', reason: error.message, until: null };
+    case 'proxy_unreachable':
+      // The proxy did not carry the connection: the sender is cut off until it does (its next delivered note makes it ok).
+      return { status: 'disconnected', reason: 'proxy_unreachable', until: null };
     case 'platform_rate_limited':
       // A rest the platform imposed (`waits`: Telegram's FLOOD_WAIT, PEER_FLOOD) is the sender's, though no attempt is counted.
       if ((error.notAttempted && !error.waits) || !error.retryAfterMs) return undefined;

@@ -81,6 +81,8 @@ export interface WorkerOptions {
   clock?: () => number;
   /** Sending like a person: each sender's daily cap and the "recording…" indicator, around the platform call. */
   gate?: DeliveryGate;
+  /** OUTBOUND_PROXY: the proxy of live senders without one of their own (docs/proxies.md). */
+  outboundProxy?: string;
   /** The kind of a sender (`whatsapp_session`, `telegram_bot`, …) by its platform and key, for its record (docs/senders.md, "Senders"). */
   senderKind?(platform: string, senderKey: string): string;
   /** Told of each message this worker settled as delivered, once its outcome is written (the sandbox's answering recipients). */

@@ -24,7 +24,9 @@ export type FailureCode =
   | 'audio_unsupported'
   | 'platform_rate_limited'
   | 'platform_refused'
-  | 'platform_error';
+  | 'platform_error'
+  /** The sender's proxy did not carry the connection (docs/proxies.md); never sent directly instead. */
+  | 'proxy_unreachable';
 
 /**
  * A failed delivery attempt. `transient` ones are tried again later (after `retryAfterMs` when the
@@ -116,6 +118,11 @@ export interface DeliveryJob {
   signal: AbortSignal;
   /** The "recording…" indicator was shown before this delivery: end it once the note is sent, where the platform needs that. */
   recordingIndicator?: boolean;
+  /**
+   * The sender's proxy URL, credentials included (its own, else OUTBOUND_PROXY), or null: every connection
+   * of this delivery goes through it (platforms/proxy/). Never logged nor shown.
+   */
+  proxy?: string | null;
   /** Tells what a person recognises the sender by, when the platform's answer names it (a bot's @username); never a credential. */
   onSenderLabel?(label: string): void;
 }
@@ -213,7 +220,7 @@ export interface PlatformDefinition {
    * Live keys: asks the platform whether `recipient` exists for this sender (POST /recipients/check).
    * Absent: the platform is not asked (`exists` null).
    */
-  recipientExists?(input: { session: PlatformSession; recipient: string; owner: Owner }, services: PlatformServices): Promise<RecipientCheck>;
+  recipientExists?(input: { session: PlatformSession; recipient: string; owner: Owner; /** The sender's proxy URL (docs/proxies.md), or null: direct. */ proxy?: string | null }, services: PlatformServices): Promise<RecipientCheck>;
   /**
    * The built-in daily rhythm of this kind of sender when it differs from the platform's (a Telegram
    * account beside bots); an account's own rhythm for the platform still wins. Absent or undefined: the platform's.

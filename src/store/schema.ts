@@ -142,6 +142,10 @@ export interface SenderRecordsTable {
   /** Live recipient checks asked on the UTC day `checks_day` (store/recipient-check-budget.ts). */
   checks_day?: number | null;
   checks_today?: number;
+  /** The sender's own proxy URL, credentials included, sealed (docs/proxies.md); null: none. */
+  proxy_sealed?: string | null;
+  /** What may be shown of that proxy: scheme://host:port, never its user name or password. */
+  proxy_shown?: string | null;
   created_at: number;
   updated_at: number;
 }

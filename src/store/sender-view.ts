@@ -21,6 +21,8 @@ export interface SenderView {
   new_chat_cap: { status: string; used: number | null; total: number | null; cycle_ends_at: string | null } | null;
   /** Live recipient checks asked today (UTC) against the sender's daily budget. */
   recipient_checks: { today: number; daily_budget: number };
+  /** The sender's own proxy as scheme://host:port (never its credentials); null: none (OUTBOUND_PROXY or direct). */
+  proxy: string | null;
 }
 
 const isoOrNull = (ms: number | null): string | null => (ms === null ? null : new Date(Number(ms)).toISOString());
@@ -81,6 +83,7 @@ export async function senderViews(
       daily_cap: rhythm ? allowanceOn(rhythm, firstDays.get(scoped(r)) ?? today, today) : null,
       new_chat_cap: newChatCapView(r.new_chat_cap),
       recipient_checks: { today: checksToday(r, now), daily_budget: RECIPIENT_CHECK_DAILY_BUDGET },
+      proxy: r.proxy_shown ?? null,
     };
   });
 }

@@ -84,6 +84,8 @@ export interface VoyagerCall {
   headers: IncomingHttpHeaders;
   /** Parsed JSON body, when there was one. */
   body: unknown;
+  /** The client's port as this server saw it: tells a proxy's connection (test/fixtures/proxies.ts) from a direct one. */
+  remotePort?: number;
 }
 
 export interface VoyagerUpload {
@@ -692,6 +694,7 @@ export async function startLinkedinVoyagerFake(
       liAt: undefined,
       headers: req.headers,
       body: undefined,
+      ...(req.socket.remotePort !== undefined ? { remotePort: req.socket.remotePort } : {}),
     };
     calls.push(call);
     handle(req, res, call)

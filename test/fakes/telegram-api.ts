@@ -58,6 +58,8 @@ export interface TelegramCall {
   at: number;
   /** When the request arrived (epoch ms, its headers in): how far apart the retries came. */
   receivedAt: number;
+  /** The client's port as this server saw it: tells a proxy's connection (test/fixtures/proxies.ts) from a direct one. */
+  remotePort?: number;
 }
 
 interface FailureRule {
@@ -487,6 +489,7 @@ export async function startTelegramApi(options: TelegramFakeOptions = {}): Promi
         reply: 'stall' in reply ? { status: 0, body: '' } : { status: reply.status, body: reply.body },
         at: Date.now(),
         receivedAt,
+        ...(req.socket.remotePort !== undefined ? { remotePort: req.socket.remotePort } : {}),
       };
       calls.push(call);
       if ('stall' in reply) {

@@ -3,6 +3,7 @@ import { readFile } from 'node:fs/promises';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Dispatcher } from 'undici';
 import { Agent, request } from '../../core/http-client.js';
+import { proxyDeliveryError, ProxyDispatchers } from '../proxy/dispatchers.js';
 import { PacingBusy, KeyedPacer } from '../pacing.js';
 import { DeliveryError, type DeliveryJob, type PlatformAdapter, type RecipientCheck } from '../platform.js';
 import { browserIdentity, type BrowserIdentity } from './browser.js';
@@ -65,6 +66,8 @@ interface Delivery {
   browser: BrowserIdentity;
   cookies: DeliveryCookies;
   signal: AbortSignal;
+  /** Direct, or through the sender's proxy (docs/proxies.md). */
+  dispatcher: Dispatcher;
 }
 
 /** A hash of the li_at: names the account in memory and in Redis without holding the secret. */
@@ -72,7 +75,7 @@ export const linkedinAccountKey = (liAt: string): string => createHash('sha256')
 
 /** The adapter, and the recipient check that resolves a recipient as its sends do. */
 export interface LinkedinAdapter extends PlatformAdapter {
-  recipientExists(session: LinkedinSession, recipient: string, signal: AbortSignal): Promise<RecipientCheck>;
+  recipientExists(session: LinkedinSession, recipient: string, signal: AbortSignal, proxy?: string | null): Promise<RecipientCheck>;
 }
 
 /** Delivers voice notes through the Voyager API of linkedin.com with the user's own session cookie. */
@@ -83,7 +86,11 @@ export function createLinkedinAdapter(options: LinkedinAdapterOptions): Linkedin
   const pace = options.pace ?? DEFAULT_LINKEDIN_PACE;
   const random = options.random ?? Math.random;
   const rest = options.rest ?? createMemoryRest();
-  const dispatcher = options.dispatcher ?? new Agent({ connectTimeout: timeoutMs, keepAliveTimeout: 4_000 });
+  // Each sender's proxy its own dispatcher (docs/proxies.md); senders without one go direct.
+  const dispatchers = new ProxyDispatchers(options.dispatcher ?? new Agent({ connectTimeout: timeoutMs, keepAliveTimeout: 4_000 }), {
+    connectTimeoutMs: timeoutMs,
+    keepAliveTimeout: 4_000,
+  });
   // A delivery that finds its account busy or in its gap goes back to the queue until its turn (PacingBusy).
   const pacer = new KeyedPacer(() => pace.minMs + Math.max(pace.maxMs - pace.minMs, 0) * random(), Math.max(pace.minMs, pace.maxMs));
 
@@ -121,7 +128,7 @@ export function createLinkedinAdapter(options: LinkedinAdapterOptions): Linkedin
     let res: Dispatcher.ResponseData;
     try {
       res = await request(url, {
-        dispatcher,
+        dispatcher: delivery.dispatcher,
         method: req.method,
         headers,
         signal: delivery.signal,
@@ -130,7 +137,7 @@ export function createLinkedinAdapter(options: LinkedinAdapterOptions): Linkedin
         bodyTimeout: timeoutMs,
       });
     } catch (error) {
-      throw networkFailure(step, error);
+      throw proxyDeliveryError(error) ?? networkFailure(step, error);
     }
     await takeAnswer(step, delivery, url, res);
     let text: string;
@@ -159,7 +166,7 @@ export function createLinkedinAdapter(options: LinkedinAdapterOptions): Linkedin
     let res: Dispatcher.ResponseData;
     try {
       res = await request(target, {
-        dispatcher,
+        dispatcher: delivery.dispatcher,
         method: 'PUT',
         headers,
         signal: delivery.signal,
@@ -168,14 +175,14 @@ export function createLinkedinAdapter(options: LinkedinAdapterOptions): Linkedin
         bodyTimeout: timeoutMs,
       });
     } catch (error) {
-      throw networkFailure('upload', error);
+      throw proxyDeliveryError(error) ?? networkFailure('upload', error);
     }
     await takeAnswer('upload', delivery, target, res);
     await res.body.dump().catch(() => undefined);
   }
 
   /** A delivery's state for this session, speaking as the page the web app would send from. */
-  async function openDelivery(session: LinkedinSession, account: string, recipient: LinkedinRecipient, signal: AbortSignal): Promise<Delivery> {
+  async function openDelivery(session: LinkedinSession, account: string, recipient: LinkedinRecipient, signal: AbortSignal, proxy?: string | null): Promise<Delivery> {
     const cookies = await DeliveryCookies.of(apiRoot, session);
     // The page the web app would send from: the thread itself, or the messaging page for a new message.
     const referer = 'threadId' in recipient ? `${apiOrigin}/messaging/thread/${encodeURIComponent(recipient.threadId)}/` : `${apiOrigin}/messaging/`;
@@ -183,6 +190,7 @@ export function createLinkedinAdapter(options: LinkedinAdapterOptions): Linkedin
       account,
       cookies,
       signal,
+      dispatcher: dispatchers.for(proxy),
       browser: browserIdentity({
         userAgent: session.user_agent,
         langCookie: await cookies.value('lang'),
@@ -213,7 +221,7 @@ export function createLinkedinAdapter(options: LinkedinAdapterOptions): Linkedin
 
   async function deliverOnce(job: DeliveryJob, session: LinkedinSession, account: string): Promise<void> {
     const recipient = linkedinRecipient(job.recipient);
-    const delivery = await openDelivery(session, account, recipient, job.signal);
+    const delivery = await openDelivery(session, account, recipient, job.signal, job.proxy);
     const { mailboxUrn, target } = await resolveTarget(delivery, recipient);
 
     let bytes: Buffer;
@@ -270,14 +278,14 @@ export function createLinkedinAdapter(options: LinkedinAdapterOptions): Linkedin
      * taken as named, as a send takes it. Checks of one li_at are spaced as its sends are (3–5 s); null
      * while it rests after a 999, or when LinkedIn did not say.
      */
-    async recipientExists(session: LinkedinSession, recipient: string, signal: AbortSignal): Promise<RecipientCheck> {
+    async recipientExists(session: LinkedinSession, recipient: string, signal: AbortSignal, proxy?: string | null): Promise<RecipientCheck> {
       const account = linkedinAccountKey(session.li_at);
       if ((await rest.remainingMs(account)) > 0) return { exists: null, reason: 'this li_at rests after LinkedIn refused it as automated (999); ask again later' };
       const named = linkedinRecipient(recipient);
       try {
         for (;;) {
           try {
-            await pacer.run(account, async () => resolveTarget(await openDelivery(session, account, named, signal), named));
+            await pacer.run(account, async () => resolveTarget(await openDelivery(session, account, named, signal, proxy), named));
             return { exists: true, reason: null };
           } catch (error) {
             // Another check of this li_at is running or was moments ago: wait for its turn (until the signal ends).

@@ -40,8 +40,8 @@ export const linkedin: PlatformDefinition = {
   senderKey: (session) => hash('sha256', String(session.li_at), 'base64url').slice(0, 22),
   senderKind: () => 'linkedin_cookie',
   // Resolved as a send resolves it (the mailbox, then the profile), by an adapter of the process's own.
-  recipientExists: ({ session, recipient }, services) =>
-    checkerOf(services).recipientExists(session as unknown as LinkedinSession, recipient, AbortSignal.timeout(CHECK_TIMEOUT_MS)),
+  recipientExists: ({ session, recipient, proxy }, services) =>
+    checkerOf(services).recipientExists(session as unknown as LinkedinSession, recipient, AbortSignal.timeout(CHECK_TIMEOUT_MS), proxy),
   createLiveAdapter: ({ services, tuning }) => {
     const own = isTuning(tuning.linkedin) ? tuning.linkedin : undefined;
     return createLinkedinAdapter({

@@ -5,6 +5,7 @@ import type { Dispatcher } from 'undici';
 import { networkErrorCode } from '../../core/error-code.js';
 import { Agent, request } from '../../core/http-client.js';
 import { deadline } from '../deadline.js';
+import { proxyDeliveryError, ProxyDispatchers } from '../proxy/dispatchers.js';
 import { createMemorySlotPacer, waitForSlot, type SlotPacer } from '../pacing.js';
 import { DeliveryError, type DeliveryJob, type PlatformAdapter } from '../platform.js';
 import { VoiceBytes } from '../voice-bytes.js';
@@ -190,20 +191,23 @@ export function createTelegramAdapter(options: TelegramAdapterOptions): Platform
   const timeouts: TelegramTimeouts = { ...DEFAULT_TIMEOUTS, ...options.timeouts };
   const pacer = options.pacer ?? createMemorySlotPacer();
   const maxPaceWaitMs = options.maxPaceWaitMs ?? DEFAULT_MAX_PACE_WAIT_MS;
-  const dispatcher =
+  // Each sender's proxy its own dispatcher (docs/proxies.md); senders without one go direct.
+  const dispatchers = new ProxyDispatchers(
     options.dispatcher ??
-    new Agent({
-      connect: { timeout: timeouts.connectMs },
-      headersTimeout: timeouts.headersMs,
-      bodyTimeout: timeouts.bodyMs,
-    });
+      new Agent({
+        connect: { timeout: timeouts.connectMs },
+        headersTimeout: timeouts.headersMs,
+        bodyTimeout: timeouts.bodyMs,
+      }),
+    { connectTimeoutMs: timeouts.connectMs, headersTimeout: timeouts.headersMs, bodyTimeout: timeouts.bodyMs },
+  );
   const voiceBytes = new VoiceBytes();
   const chatActionEveryMs = options.chatActionEveryMs ?? DEFAULT_CHAT_ACTION_EVERY_MS;
   /** The indicators this process keeps up, by message id: a light timer each, ended by the note or its time. */
   const indicators = new Map<string, NodeJS.Timeout>();
 
   /** One sendChatAction `record_voice` in its pacing slot; false when the slot is too far off (that repetition is skipped). */
-  async function chatAction(token: string, chatId: string, signal: AbortSignal | undefined, scrub: (text: string) => string): Promise<boolean> {
+  async function chatAction(token: string, chatId: string, proxy: string | null | undefined, signal: AbortSignal | undefined, scrub: (text: string) => string): Promise<boolean> {
     const wait = await pacer.reserve(telegramPaceRules(token, chatId), maxPaceWaitMs);
     if (wait < 0 || !(await waitForSlot(wait, signal))) return false;
     const limit = deadline(signal, timeouts.connectMs + timeouts.headersMs);
@@ -214,7 +218,7 @@ export function createTelegramAdapter(options: TelegramAdapterOptions): Platform
         method: 'POST',
         headers: { 'content-type': 'application/json' },
         body: JSON.stringify({ chat_id: chatId, action: 'record_voice' }),
-        dispatcher,
+        dispatcher: dispatchers.for(proxy),
         signal: limit.signal,
         headersTimeout: timeouts.headersMs,
         bodyTimeout: timeouts.bodyMs,
@@ -222,7 +226,7 @@ export function createTelegramAdapter(options: TelegramAdapterOptions): Platform
       status = response.statusCode;
       text = await readCapped(response.body);
     } catch (error) {
-      throw new DeliveryError('platform_error', scrub(`could not reach Telegram (${networkErrorCode(error)})`), true);
+      throw proxyDeliveryError(error) ?? new DeliveryError('platform_error', scrub(`could not reach Telegram (${networkErrorCode(error)})`), true);
     } finally {
       limit.clear();
     }
@@ -244,7 +248,7 @@ export function createTelegramAdapter(options: TelegramAdapterOptions): Platform
         method: 'POST',
         headers: { 'content-type': body.contentType, 'content-length': String(body.length) },
         body: body.payload,
-        dispatcher,
+        dispatcher: dispatchers.for(job.proxy),
         signal: limit.signal,
         headersTimeout: timeouts.headersMs,
         bodyTimeout: timeouts.bodyMs,
@@ -252,6 +256,8 @@ export function createTelegramAdapter(options: TelegramAdapterOptions): Platform
       return { status: response.statusCode, text: await readCapped(response.body) };
     } catch (error) {
       // The code only, never the error's text: it names the address of TELEGRAM_API_ROOT (error-code.ts).
+      const proxyFailure = job.signal.aborted ? undefined : proxyDeliveryError(error);
+      if (proxyFailure) throw proxyFailure;
       const what = job.signal.aborted ? ': the attempt was aborted' : limit.timedOut ? `: no reply within ${timeouts.totalMs(size)} ms` : ` (${networkErrorCode(error)})`;
       throw new DeliveryError('platform_error', scrub(`could not reach Telegram${what}`), true);
     } finally {
@@ -273,7 +279,7 @@ export function createTelegramAdapter(options: TelegramAdapterOptions): Platform
       const scrub = scrubber(token);
       stopIndicator(job.messageId);
       const until = Date.now() + ms;
-      await chatAction(token, job.recipient, job.signal, scrub);
+      await chatAction(token, job.recipient, job.proxy, job.signal, scrub);
       // Telegram shows the action for up to 5 s: again every few seconds until the note's time is up.
       // A timer, not a wait: the worker's slot is free meanwhile (and a failed repetition is just skipped).
       const timer = setInterval(() => {
@@ -281,7 +287,7 @@ export function createTelegramAdapter(options: TelegramAdapterOptions): Platform
           stopIndicator(job.messageId);
           return;
         }
-        chatAction(token, job.recipient, undefined, scrub).catch(() => stopIndicator(job.messageId));
+        chatAction(token, job.recipient, job.proxy, undefined, scrub).catch(() => stopIndicator(job.messageId));
       }, chatActionEveryMs);
       timer.unref();
       indicators.set(job.messageId, timer);

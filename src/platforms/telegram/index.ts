@@ -54,10 +54,10 @@ export const telegram: PlatformDefinition = {
   // The bot, by a hash of its token (never the token); a linked account by its session id (not a secret).
   senderKey: (session) => accountSenderKey(session) ?? botKey(String(session.bot_token)),
   senderKind: (senderKey) => (senderKey.startsWith('ts_') ? 'telegram_account' : 'telegram_bot'),
-  recipientExists: async ({ session, recipient }, services) =>
+  recipientExists: async ({ session, recipient, proxy }, services) =>
     session.session_id !== undefined
       ? { exists: null, reason: 'a linked Telegram account is not asked before a send; its send says whether the recipient exists' }
-      : askTelegramAboutChat(services.config.telegramApiRoot, String(session.bot_token), recipient, checkPacerOf(services)),
+      : askTelegramAboutChat(services.config.telegramApiRoot, String(session.bot_token), recipient, checkPacerOf(services), proxy),
   // A linked account must exist and be connected; only the process holding its connection sends through it.
   checkAtAccept: checkAccountAtAccept,
   // Bots have no cap (the Bot API's flood limits pace them); a person's account has WhatsApp-like caution.

@@ -7,6 +7,9 @@ import type { OnHeard } from '../../inbound/recorder.js';
 import { claimAffinity, releaseAffinity } from '../../store/affinity.js';
 import { endExpiredListening, findListener, forgetListener, listeningBots, refuseListening, saveUpdateOffset, setChatBlocked } from '../../store/listeners.js';
 import type { Database } from '../../store/schema.js';
+import { Agent, request } from '../../core/http-client.js';
+import { ProxyDispatchers } from '../proxy/dispatchers.js';
+import { senderProxyUrl } from '../proxy/sender-proxy-url.js';
 import { readUpdate, type TelegramUpdate } from './updates.js';
 
 /**
@@ -37,6 +40,8 @@ export interface TelegramListenerOptions {
   pollSeconds?: number;
   /** The lease of a bot's poller (default 60 s; renewed at each poll, which lasts at most pollSeconds). */
   leaseMs?: number;
+  /** OUTBOUND_PROXY: the proxy of bots without one of their own (docs/proxies.md). */
+  outboundProxy?: string;
 }
 
 export interface TelegramListener {
@@ -59,6 +64,11 @@ export function startTelegramListener(options: TelegramListenerOptions): Telegra
   const stopping = new AbortController();
   const pollers = new Map<string, Promise<void>>();
   const log = logger.child({ component: 'telegram-listener' });
+  // A bot's long poll goes through its own proxy, as its sends do (docs/proxies.md); never direct instead.
+  const dispatchers = new ProxyDispatchers(new Agent({ bodyTimeout: (pollSeconds + 15) * 1000, headersTimeout: (pollSeconds + 15) * 1000 }), {
+    headersTimeout: (pollSeconds + 15) * 1000,
+    bodyTimeout: (pollSeconds + 15) * 1000,
+  });
 
   async function scan(): Promise<void> {
     const now = Date.now();
@@ -95,14 +105,16 @@ export function startTelegramListener(options: TelegramListenerOptions): Telegra
       let status: number;
       let answer: { ok?: boolean; result?: TelegramUpdate[]; description?: string; parameters?: { retry_after?: unknown } };
       try {
-        const response = await fetch(`${options.apiRoot}/bot${token}/getUpdates`, {
+        const proxy = await senderProxyUrl({ db, secretBox: options.secretBox, outboundProxy: options.outboundProxy }, { platform: 'telegram', senderKey });
+        const response = await request(`${options.apiRoot}/bot${token}/getUpdates`, {
           method: 'POST',
           headers: { 'content-type': 'application/json' },
           body: JSON.stringify(body),
+          dispatcher: dispatchers.for(proxy),
           signal: AbortSignal.any([stopping.signal, AbortSignal.timeout((pollSeconds + 15) * 1000)]),
         });
-        status = response.status;
-        answer = (await response.json().catch(() => ({}))) as typeof answer;
+        status = response.statusCode;
+        answer = (await response.body.json().catch(() => ({}))) as typeof answer;
       } catch {
         if (stopping.signal.aborted) return;
         await backOff();

@@ -1,5 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { request } from '../../core/http-client.js';
+import { Agent, request } from '../../core/http-client.js';
+import { ProxyDispatchers } from '../proxy/dispatchers.js';
+import { proxyFailureOf } from '../proxy/tunnel.js';
 import type { SlotPacer } from '../pacing.js';
 import type { RecipientCheck } from '../platform.js';
 import { scrubToken } from './token-scrub.js';
@@ -25,12 +27,15 @@ async function botTurn(pacer: SlotPacer, token: string, chatId: string): Promise
   }
 }
 
+// The checks' connections through bots' proxies, one Agent per proxy (the direct ones use undici's global dispatcher).
+const checkDispatchers = new ProxyDispatchers(new Agent(), { connectTimeoutMs: CHECK_TIMEOUT_MS });
+
 /**
  * Does a bot reach this chat? The Bot API's `getChat`: a bot knows a user only once the user has
  * started it (or a group or channel it was added to), so "chat not found" means this bot cannot write
  * there. The token goes in the path only, never in an answer. With a `pacer`, asked in the bot's turn.
  */
-export async function askTelegramAboutChat(apiRoot: string, token: string, chatId: string, pacer?: SlotPacer): Promise<RecipientCheck> {
+export async function askTelegramAboutChat(apiRoot: string, token: string, chatId: string, pacer?: SlotPacer, proxy?: string | null): Promise<RecipientCheck> {
   // Paced as the bot's sends are (its flood limit): many checks at once come one slot apart.
   if (pacer && !(await botTurn(pacer, token, chatId))) return { exists: null, reason: "Telegram was not asked: the bot's turn did not come within 10 s" };
   let status: number;
@@ -40,6 +45,8 @@ export async function askTelegramAboutChat(apiRoot: string, token: string, chatI
       method: 'POST',
       headers: { 'content-type': 'application/json' },
       body: JSON.stringify({ chat_id: chatId }),
+      // Through the bot's proxy, as its sends (docs/proxies.md); a proxy that fails is never skipped.
+      ...(proxy ? { dispatcher: checkDispatchers.for(proxy) } : {}),
       signal: AbortSignal.timeout(CHECK_TIMEOUT_MS),
     });
     status = response.statusCode;
@@ -49,8 +56,9 @@ export async function askTelegramAboutChat(apiRoot: string, token: string, chatI
     } catch {
       reply = undefined;
     }
-  } catch {
-    return { exists: null, reason: 'Telegram could not be reached' };
+  } catch (error) {
+    const failure = proxyFailureOf(error);
+    return { exists: null, reason: failure ? `Telegram could not be reached: ${failure.message}` : 'Telegram could not be reached' };
   }
   if (status === 200 && reply?.ok === true) return { exists: true, reason: null };
   const description = typeof reply?.description === 'string' ? reply.description : `HTTP ${status}`;

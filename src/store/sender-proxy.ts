@@ -1,0 +1,76 @@
+import type { Kysely } from 'kysely';
+import { newSenderId } from '../core/ids.js';
+import type { Database, SenderRecordsTable } from './schema.js';
+import { findSenderByRef, type Owner, type SenderRef } from './senders.js';
+
+/**
+ * A sender's own proxy (docs/proxies.md), kept on its record: the URL sealed by the caller (this module
+ * never sees it in clear) and its shown form. Read by the worker before each delivery, so a change
+ * applies from the sender's next connection.
+ */
+
+export interface KeptProxy {
+  /** The URL with its credentials, sealed. */
+  sealed: string;
+  /** scheme://host:port. */
+  shown: string;
+}
+
+/** Sets (or with null clears) the proxy of a sender, making its record when it has none yet. */
+export async function setSenderProxy(db: Kysely<Database>, ref: SenderRef, kind: string, proxy: KeptProxy | null, now = Date.now()): Promise<void> {
+  await db
+    .insertInto('sender_records')
+    .values({
+      id: newSenderId(now),
+      account_id: ref.accountId,
+      env: ref.env,
+      platform: ref.platform,
+      sender_key: ref.senderKey,
+      kind,
+      label: null,
+      status: 'ok',
+      reason: null,
+      until: null,
+      failure_code: null,
+      last_sent_at: null,
+      sent_day: null,
+      sent_today: 0,
+      proxy_sealed: proxy?.sealed ?? null,
+      proxy_shown: proxy?.shown ?? null,
+      created_at: now,
+      updated_at: now,
+    })
+    .onConflict((oc) =>
+      oc.columns(['sender_key', 'platform', 'account_id', 'env']).doUpdateSet({ proxy_sealed: proxy?.sealed ?? null, proxy_shown: proxy?.shown ?? null, updated_at: now }),
+    )
+    .execute();
+}
+
+/** The sealed proxy URL of a sender, or null when it has none (or no record yet). */
+export async function findSenderProxy(db: Kysely<Database>, ref: SenderRef): Promise<string | null> {
+  const row = await findSenderByRef(db, ref);
+  return row?.proxy_sealed ?? null;
+}
+
+/** One sender's record by its id, within its owner's account and environment. */
+export async function findSenderRecord(db: Kysely<Database>, owner: Owner, id: string): Promise<SenderRecordsTable | undefined> {
+  return db.selectFrom('sender_records').selectAll().where('id', '=', id).where('account_id', '=', owner.accountId).where('env', '=', owner.env).executeTakeFirst();
+}
+
+/**
+ * The sealed proxy of a live sender known only by its platform key (a listener serves a bot or a
+ * li_at for whichever account asked): the most recently set one among its accounts' records.
+ */
+export async function findLiveProxyByKey(db: Kysely<Database>, platform: string, senderKey: string): Promise<string | null> {
+  const row = await db
+    .selectFrom('sender_records')
+    .select('proxy_sealed')
+    .where('sender_key', '=', senderKey)
+    .where('platform', '=', platform)
+    .where('env', '=', 'live')
+    .where('proxy_sealed', 'is not', null)
+    .orderBy('updated_at', 'desc')
+    .limit(1)
+    .executeTakeFirst();
+  return row?.proxy_sealed ?? null;
+}
