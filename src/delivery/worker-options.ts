@@ -79,6 +79,8 @@ export interface WorkerOptions {
    * compared is the database's.
    */
   clock?: () => number;
+  /** The clock send windows are weighed on (tests set it; default Date.now): only what the window says of its instant is used. */
+  windowClock?: () => number;
   /** Sending like a person: each sender's daily cap and the "recording…" indicator, around the platform call. */
   gate?: DeliveryGate;
   /** The kind of a sender (`whatsapp_session`, `telegram_bot`, …) by its platform and key, for its record (docs/senders.md, "Senders"). */
