@@ -23,9 +23,9 @@ const Warmup = Type.Object(
 const SendWindowSchema = Type.Object(
   {
     days: Type.Array(Type.String({ enum: [...WEEKDAYS] }), { description: 'The weekdays notes may go on, in the window\'s time zone' }),
-    start: Type.String({ description: 'HH:MM, local time in time_zone', examples: ['09:00'] }),
-    end: Type.String({ description: 'HH:MM (up to 24:00), later than start, local time in time_zone', examples: ['18:00'] }),
-    time_zone: Type.String({ description: 'An IANA time zone; its daylight-saving changes are followed (local hours stay local)', examples: ['Europe/Berlin'] }),
+    start: Type.String({ description: 'HH:MM, local time in time_zone'}),
+    end: Type.String({ description: 'HH:MM (up to 24:00), later than start, local time in time_zone'}),
+    time_zone: Type.String({ description: 'An IANA time zone; its daylight-saving changes are followed (local hours stay local)'}),
   },
   { description: 'The days and hours notes on this platform may go; null: at any hour (the default)' },
 );

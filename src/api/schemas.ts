@@ -50,7 +50,6 @@ export const SendBody = Type.Object({
     Type.Union([Type.String(), Type.Null()], {
       description:
         "The recipient's IANA time zone (e.g. America/New_York): the account's send window on this platform then applies in this zone as well as its own, and the note goes only while both are open. A window never open in both at once: 422. Without a send window it changes nothing; null is the same as omitted",
-      examples: ['America/New_York'],
     }),
   ),
 });
