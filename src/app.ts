@@ -58,7 +58,7 @@ export interface AppOptions {
   workerLeaseMs?: number;
   /** Tests: skews this process's clock for the worker (nodes whose clocks disagree). */
   workerClockOffsetMs?: number;
-  /** Tests: the clock that times WhatsApp sandbox sessions (auto-scan, QR expiry). */
+  /** Tests: the clock that times WhatsApp sandbox sessions (auto-scan, QR expiry) and that send windows are weighed on. */
   now?: () => number;
   /** Tests: where live WhatsApp sockets come from (default: Baileys, loaded on first use). */
   whatsappSocketFactory?: WhatsappSocketFactory;
@@ -219,6 +219,7 @@ export async function openServices(config: Config, options: Omit<AppOptions, 'wo
     onHeard,
     wakeWorker: () => worker?.wake(),
     ...(options.rhythmDefaults ? { rhythmDefaults: options.rhythmDefaults } : {}),
+    ...(options.now ? { now: options.now } : {}),
   };
   const housekeeping = setInterval(() => {
     purgeExpiredIdempotency(db.kysely).catch((err: unknown) => logger.warn({ err }, 'idempotency purge failed'));
@@ -385,6 +386,7 @@ export function createWorker(services: Services, audio: AudioSource, tuning: Wor
     senderKind: (platform, senderKey) => services.platforms.get(platform)?.senderKind?.(senderKey) ?? platform,
     ...(services.config.outboundProxy !== undefined ? { outboundProxy: services.config.outboundProxy } : {}),
     gate: createRhythmGate({ db: db.kysely, platforms: services.platforms, logger: services.logger, ...(services.rhythmDefaults ? { defaults: services.rhythmDefaults } : {}) }),
+    ...(services.now ? { windowClock: services.now } : {}),
     ...workerTuning,
   });
 }

@@ -24,6 +24,7 @@ import { registerTelegramSessionRoutes } from './api/telegram-sessions.js';
 import { registerDashboard } from './dashboard/index.js';
 import { registerMessageLogRoutes } from './api/messages.js';
 import { registerSenderRoutes } from './api/senders.js';
+import { registerRhythmRoutes } from './api/rhythm.js';
 import { registerRecipientCheckRoute } from './api/recipients.js';
 import { registerCancelRoute } from './api/cancel.js';
 import { registerListeningRoutes } from './api/listening.js';
@@ -174,6 +175,7 @@ export async function buildServer(services: Services, options: ServerOptions = {
       registerTelegramSessionRoutes(api, services);
       registerMessageLogRoutes(api, services);
       registerSenderRoutes(api, services);
+      registerRhythmRoutes(api, services);
       registerRecipientCheckRoute(api, services);
       registerCancelRoute(api, services);
       registerListeningRoutes(api, services);

@@ -43,4 +43,6 @@ export interface Services {
   wakeWorker(): void;
   /** Tests only: the platforms' default daily rhythms instead of the built-in ones (src/core/rhythm.ts). */
   rhythmDefaults?: Readonly<Record<string, Rhythm>>;
+  /** Tests only: the clock send windows are weighed on, at acceptance and delivery (default Date.now). */
+  now?: () => number;
 }

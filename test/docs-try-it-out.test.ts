@@ -71,7 +71,7 @@ describe(`the interactive docs (${STORAGE_LABEL})`, () => {
     };
     for (const [method, path] of withBody) example(method, path);
     const call = async (method: string, path: string, url: string, status: number): Promise<Json> => {
-      const res = await app.request({ method: method as 'POST', url, key: testKey, headers, body: example(method, path) });
+      const res = await app.request({ method: method as 'POST' | 'PATCH', url, key: testKey, headers, body: example(method, path) });
       assert.equal(res.statusCode, status, `${method} ${url}: ${res.body}`);
       return res.json<Json>();
     };
@@ -97,6 +97,8 @@ describe(`the interactive docs (${STORAGE_LABEL})`, () => {
     const tgPassword = '/api/v1/telegram/sessions/{session_id}/password';
     assert.equal((await call('POST', tgSimulate, `/api/v1/telegram/sessions/${tg.session_id}/simulate`, 200)).status, 'password_needed');
     assert.equal((await call('POST', tgPassword, `/api/v1/telegram/sessions/${tg.session_id}/password`, 200)).status, 'connected');
+    const rhythmPath = '/api/v1/rhythm/{platform}';
+    assert.equal((await call('PATCH', rhythmPath, '/api/v1/rhythm/telegram', 200)).send_window.time_zone, 'Europe/Berlin');
     const covered = [
       '/api/v1/send',
       '/api/v1/whatsapp/sessions',
@@ -108,6 +110,7 @@ describe(`the interactive docs (${STORAGE_LABEL})`, () => {
       '/api/v1/telegram/sessions',
       tgSimulate,
       tgPassword,
+      rhythmPath,
     ];
     const uncovered = withBody.filter(([, path, op]) => !covered.includes(path) && op.requestBody.content['application/json'].example !== undefined);
     assert.deepEqual(uncovered.map(([m, p]) => `${m} ${p}`), [], 'every example is tried here');

@@ -64,6 +64,7 @@ describe(`voicenote rhythm show / set (${STORAGE_LABEL})`, () => {
           source: 'default',
           daily_cap: 15,
           warmup: { start: 5, days: 7 },
+          send_window: null,
           applies_to: [{ kind: 'whatsapp_session', daily_cap: 15, warmup: { start: 5, days: 7 } }],
           senders: [],
         });
@@ -91,6 +92,24 @@ describe(`voicenote rhythm show / set (${STORAGE_LABEL})`, () => {
 
         const back = jsonOf(await runCli(['rhythm', 'set', '--account', account.accountId, '--platform', 'whatsapp', '--defaults', '--json'], env), 'rhythm set --defaults');
         assert.deepEqual([back.source, back.daily_cap], ['default', 15]);
+
+        // A send window alone leaves the cap as it was (the default stays the default).
+        const windowed = jsonOf(
+          await runCli(['rhythm', 'set', '--account', account.accountId, '--platform', 'whatsapp', '--window', 'mon-fri 09:00-18:00 Europe/Berlin', '--json'], env),
+          'rhythm set --window',
+        );
+        assert.deepEqual(windowed.send_window, { days: ['mon', 'tue', 'wed', 'thu', 'fri'], start: '09:00', end: '18:00', time_zone: 'Europe/Berlin' });
+        assert.deepEqual([windowed.source, windowed.daily_cap], ['default', 15]);
+        const overHttp = await t.request({ method: 'GET', url: '/api/v1/rhythm', key: account.testKey });
+        assert.deepEqual(overHttp.json().data.find((r: any) => r.platform === 'whatsapp').send_window, windowed.send_window);
+        const windowText = await runCli(['rhythm', 'show', '--account', account.accountId, '--platform', 'whatsapp'], env);
+        assert.match(windowText.stdout, /\n         send window: mon-fri 09:00-18:00 Europe\/Berlin\n$/);
+        const noWindow = jsonOf(await runCli(['rhythm', 'set', '--account', account.accountId, '--platform', 'whatsapp', '--no-window', '--json'], env), 'rhythm set --no-window');
+        assert.equal(noWindow.send_window, null);
+        assert.match(
+          oneErrorLine(await runCli(['rhythm', 'set', '--account', account.accountId, '--platform', 'whatsapp', '--window', 'mon-fri 09:00-18:00 Mars/Olympus'], env)),
+          /IANA time zone/,
+        );
 
         assert.match(oneErrorLine(await runCli(['rhythm', 'set', '--account', account.accountId, '--platform', 'telegram', '--daily-cap', '3', '--no-cap'], env)), /--daily-cap or --no-cap/);
         assert.match(oneErrorLine(await runCli(['rhythm', 'set', '--account', account.accountId, '--platform', 'telegram', '--warmup', '5:3'], env)), /warm-up rises to the daily cap/);
@@ -126,6 +145,17 @@ describe(`the dashboard's sending rhythm (${STORAGE_LABEL})`, () => {
       assert.equal((await findRhythm(t.app.services.db.kysely, account.accountId, 'telegram')).dailyCap, 1);
       const bad = await client.post('/dashboard/rhythm', { _csrf: csrfIn(page.body), platform: 'telegram', daily_cap: 'lots' });
       assert.equal(bad.statusCode, 422);
+
+      // A send window for WhatsApp, typed as the CLI takes it; a bad one is refused and changes nothing.
+      const badWindow = await client.post('/dashboard/rhythm/window', { _csrf: csrfIn(page.body), platform: 'whatsapp', window: 'weekdays 9-5 Berlin' });
+      assert.equal(badWindow.statusCode, 422);
+      assert.match(badWindow.body, /Send window: must read DAYS HH:MM-HH:MM TIME_ZONE/);
+      const windowSaved = await client.post('/dashboard/rhythm/window', { _csrf: csrfIn(page.body), platform: 'whatsapp', window: 'sat,sun 10:00-14:00 UTC' });
+      assert.equal(windowSaved.statusCode, 303);
+      const withWindow = await client.get('/dashboard/rhythm');
+      assert.match(withWindow.body, /data-platform="whatsapp"[\s\S]*Send window: sat,sun 10:00-14:00 UTC\./);
+      const overHttp = await t.request({ method: 'GET', url: '/api/v1/rhythm', key: account.testKey });
+      assert.deepEqual(overHttp.json().data.find((r: any) => r.platform === 'whatsapp').send_window, { days: ['sat', 'sun'], start: '10:00', end: '14:00', time_zone: 'UTC' });
 
       const first = await t.send(account.liveKey, { ...defaultSendBody('telegram', t.voiceUrl), recipient: '330000001' });
       assert.equal((await t.waitForStatus(account.liveKey, first.json().id, ['delivered', 'failed'])).status, 'delivered');

@@ -33,6 +33,8 @@ function examples(origin: string): Record<string, Record<string, unknown>> {
     // The sandbox's two-step account: scanned with a password, then given the one password it accepts.
     'POST /api/v1/telegram/sessions/{session_id}/simulate': { event: 'scan_with_password' },
     'POST /api/v1/telegram/sessions/{session_id}/password': { password: SANDBOX_TELEGRAM_PASSWORD },
+    // Office hours in Berlin for the account's Telegram notes (sandbox and live alike).
+    'PATCH /api/v1/rhythm/{platform}': { send_window: { days: ['mon', 'tue', 'wed', 'thu', 'fri'], start: '09:00', end: '18:00', time_zone: 'Europe/Berlin' } },
   };
 }
 

@@ -1,5 +1,6 @@
 import { Type, type Static } from '@sinclair/typebox';
 import { PLATFORM_NAMES } from '../platforms/registry.js';
+import { WAIT_REASONS } from '../message-log/views.js';
 
 /** Response and request shapes: validation, serialisation (no extra fields leak) and OpenAPI from one place. */
 const Timestamp = Type.String({ format: 'date-time', description: 'ISO 8601 UTC timestamp' });
@@ -56,6 +57,12 @@ export const SendBody = Type.Object({
       description: 'With send_at only: a reply from the recipient to this sender before the note is sent cancels it (status canceled); default false',
     }),
   ),
+  recipient_time_zone: Type.Optional(
+    Type.Union([Type.String(), Type.Null()], {
+      description:
+        "The recipient's IANA time zone (e.g. America/New_York): the account's send window on this platform then applies in this zone as well as its own, and the note goes only while both are open. A window never open in both at once: 422. Without a send window it changes nothing; null is the same as omitted",
+    }),
+  ),
 });
 export type SendBody = Static<typeof SendBody>;
 
@@ -75,6 +82,16 @@ export const MessageStatus = Type.Object({
   created_at: Timestamp,
   delivered_at: Type.Union([Timestamp, Type.Null()]),
   error: Type.Union([Type.Object({ code: Type.String(), message: Type.String() }), Type.Null()]),
+  next_attempt_at: Type.Optional(
+    Type.String({ format: 'date-time', description: "Only while a queued note waits (see waiting_for): when it is due, e.g. its send window's opening" }),
+  ),
+  waiting_for: Type.Optional(
+    Type.String({
+      enum: [...WAIT_REASONS],
+      description:
+        'Only while a queued note waits for something other than a retry: send_window (the account\'s send window on the platform is closed: docs/sending.md, "Send windows"), daily_cap, recording_indicator, sender_rest or sender_restricted',
+    }),
+  ),
 });
 
 export const Usage = Type.Object({

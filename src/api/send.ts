@@ -19,13 +19,14 @@ import { proxyToKeep } from './proxy-setting.js';
 import { findReplay, idempotencyScope, idempotentAnswer, replayStored, sendOutcome } from './idempotency.js';
 import { SendBody, SentMessage, withErrors } from './schemas.js';
 import { checkSendAt, parseSendAtValue } from './send-at.js';
+import { checkRecipientTimeZone, sendWindowWait } from './send-window.js';
 import { rejectUnknownFields } from './unknown-fields.js';
 import { iso, sentMessageView } from './views.js';
 
 const fail = (violation: Violation): ApiError => invalidParameter(violation.field, violation.message);
 
 /** The top-level fields POST /send takes; any other is refused (400 invalid_request naming it). */
-export const SEND_FIELDS = ['platform', 'recipient', 'audio_url', 'session', 'duration', 'caption', 'send_at', 'recording_indicator', 'cancel_on_reply', 'listen'] as const;
+export const SEND_FIELDS = ['platform', 'recipient', 'audio_url', 'session', 'duration', 'caption', 'send_at', 'recording_indicator', 'cancel_on_reply', 'listen', 'recipient_time_zone'] as const;
 
 export function registerSendRoute(app: FastifyInstance, services: Services): void {
   const credentials = new SealedMemo(services.secretBox);
@@ -52,6 +53,8 @@ export function registerSendRoute(app: FastifyInstance, services: Services): voi
         if (typeof body?.platform === 'string') knownPlatform(services, body.platform);
         const sendAt = body?.send_at;
         if (sendAt !== undefined && sendAt !== null) parseSendAtValue(sendAt);
+        // Likewise a zone that is no string at all is a bad value (422 naming it), not the schema's 400.
+        checkRecipientTimeZone(body?.recipient_time_zone);
       },
     },
     async (request, reply) => {
@@ -108,6 +111,9 @@ export function registerSendRoute(app: FastifyInstance, services: Services): voi
       const now = Date.now();
       // Checked at acceptance: a replay of an accepted scheduled send is answered above whatever the time now.
       const sendAt = checkSendAt(body.send_at, now);
+      const recipientTimeZone = checkRecipientTimeZone(body.recipient_time_zone);
+      // Outside the account's send window on this platform the note is accepted, due at the opening.
+      const windowWait = await sendWindowWait(services, { accountId: caller.accountId, platform: platform.name, recipientTimeZone, notBefore: sendAt ?? now, now });
       const scope = usageScope(caller, now);
       const row: MessageRow = {
         id: newMessageId(now),
@@ -136,6 +142,8 @@ export function registerSendRoute(app: FastifyInstance, services: Services): voi
         delivered_at: null,
         send_at: sendAt,
         cancel_on_reply: body.cancel_on_reply === true ? 1 : 0,
+        recipient_time_zone: recipientTimeZone,
+        ...(windowWait !== undefined ? { wait_reason: 'send_window', waited_until: windowWait } : {}),
       };
       const answer = sentMessageView(row);
       const idempotency = idempotencyScope(request, caller);

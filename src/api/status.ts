@@ -3,6 +3,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { Services } from '../services.js';
 import { notFound } from './errors.js';
 import { MessageIdParams, MessageStatus, withErrors } from './schemas.js';
+import { waitView } from '../message-log/views.js';
 import { messageStatusView } from './views.js';
 
 export function registerStatusRoute(app: FastifyInstance, services: Services): void {
@@ -20,7 +21,7 @@ export function registerStatusRoute(app: FastifyInstance, services: Services): v
       const caller = request.caller!;
       const row = await services.db.hotPath.findMessageStatus({ accountId: caller.accountId, env: caller.env }, request.params.message_id);
       if (!row) throw notFound(`message ${request.params.message_id}`);
-      return messageStatusView(row);
+      return { ...messageStatusView(row), ...waitView(row) };
     },
   );
 }

@@ -9,6 +9,7 @@ import { AUDIO_CODES, outcomeOf, type Outcome } from './outcome.js';
 import { Deferral, type ClaimedRhythms } from './rhythm-gate.js';
 import { checkSender, senderChangeOf, senderOf, type ClaimedSenders } from './sender-gate.js';
 import type { StorageWatch } from './storage-watch.js';
+import { checkSendWindow, readSendWindows, type ClaimedWindows } from './window-gate.js';
 import type { AttemptRecord, RecordWrite, WorkerOptions } from './worker-options.js';
 
 /**
@@ -52,6 +53,8 @@ export interface Job {
   rhythms?: ClaimedRhythms | undefined;
   /** The senders not `ok` among the claim's messages, read ahead (sender-gate.ts). */
   senders?: ClaimedSenders | undefined;
+  /** The send windows of the claim's accounts, read ahead (window-gate.ts). */
+  windows?: ClaimedWindows | undefined;
   /** What the platform named the sender by in this attempt's answer (a bot's @username), kept on its record. */
   senderLabel?: string;
   /** Told once the audio is ready or has failed (a conversion slot, if it held one, is free). */
@@ -199,6 +202,8 @@ async function attempt(deps: AttemptDeps, job: Job): Promise<void> {
   const session = openCredentials(secretBox, message.credentials);
   // The sender's status first: an expired one's notes fail, a resting one's wait, without fetching the audio.
   await checkSender({ db: db.kysely, logger: deps.options.logger }, message, job.senders, dbNow(job, deps.options.clock));
+  // Outside its send window the note waits for the opening, before its audio is fetched.
+  checkSendWindow(message, job.windows ?? (await readSendWindows(db.kysely, [message])), (deps.options.windowClock ?? Date.now)());
   // A sandbox send of the service's own sample on a private address reads the shipped copy.
   const sample = message.env === 'live' ? null : localSampleFor(message.audio_url);
   const voice = await audio

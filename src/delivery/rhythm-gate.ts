@@ -8,7 +8,7 @@ import type { MessageRow } from '../store/messages.js';
 import type { Database } from '../store/schema.js';
 
 /** What a message waits for, besides a retry (docs/sending.md, "Sending like a person"). */
-export type WaitReason = 'daily_cap' | 'recording_indicator' | 'sender_rest' | 'sender_restricted';
+export type WaitReason = 'daily_cap' | 'recording_indicator' | 'sender_rest' | 'sender_restricted' | 'send_window';
 
 /**
  * Not a failure: the message goes back to the queue to come back exactly `retryAfterMs` from now (no

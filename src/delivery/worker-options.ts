@@ -79,6 +79,8 @@ export interface WorkerOptions {
    * compared is the database's.
    */
   clock?: () => number;
+  /** The clock send windows are weighed on (tests set it; default Date.now): only what the window says of its instant is used. */
+  windowClock?: () => number;
   /** Sending like a person: each sender's daily cap and the "recording…" indicator, around the platform call. */
   gate?: DeliveryGate;
   /** OUTBOUND_PROXY: the proxy of live senders without one of their own (docs/proxies.md). */

@@ -10,6 +10,7 @@ import { OutcomeWriter, poisoned } from './outcome.js';
 import type { ClaimedRhythms } from './rhythm-gate.js';
 import { readSenderHolds, type ClaimedSenders } from './sender-gate.js';
 import { StorageWatch } from './storage-watch.js';
+import { readSendWindows, type ClaimedWindows } from './window-gate.js';
 import type { WorkerOptions } from './worker-options.js';
 
 export type { AttemptRecord, AttemptRecorder, AudioSource, PreparedVoice, RecordWrite, WorkerOptions } from './worker-options.js';
@@ -143,10 +144,10 @@ export class DeliveryWorker {
         return { next: 'pause', ms: pollMs };
       }
       // Side by side: on PostgreSQL each is a round trip, and the next claim waits for this turn.
-      const [rhythms, senders] = await Promise.all([this.#readAhead(claimed), this.#readSenders(claimed)]);
+      const [rhythms, senders, windows] = await Promise.all([this.#readAhead(claimed), this.#readSenders(claimed), this.#readWindows(claimed)]);
       for (const message of claimed) {
         const dbClaimedAt = Number(message.updated_at);
-        const job: Job = { message, controller: new AbortController(), dbClaimedAt, claimedAt, leaseUntil: dbClaimedAt + leaseMs, reachedPlatform: false, rhythms, senders };
+        const job: Job = { message, controller: new AbortController(), dbClaimedAt, claimedAt, leaseUntil: dbClaimedAt + leaseMs, reachedPlatform: false, rhythms, senders, windows };
         // A conversion slot freed: a note left queued for the lack of one may be claimed now.
         // A download still running after a moment leaves its conversion slot for one of its account's.
         const slowDownload = this.#claims.holdsConversionSlot(message.id)
@@ -203,6 +204,17 @@ export class DeliveryWorker {
       return await readSenderHolds(this.#options.db.kysely, claimed);
     } catch (err) {
       this.#options.logger.debug({ err }, "could not read the senders' statuses ahead");
+      return undefined;
+    }
+  }
+
+  /** The send windows of the claim's accounts, in one read; none when it fails (each message then reads its own). */
+  async #readWindows(claimed: readonly MessageRow[]): Promise<ClaimedWindows | undefined> {
+    if (claimed.length === 0) return undefined;
+    try {
+      return await readSendWindows(this.#options.db.kysely, claimed);
+    } catch (err) {
+      this.#options.logger.debug({ err }, 'could not read the send windows ahead');
       return undefined;
     }
   }

@@ -92,8 +92,11 @@ async function audioView(dataDir: string, platform: string, audio: MessageAudioR
  * it was shown and for how long), and what a queued message waits for besides a retry (`daily_cap`: its
  * sender's cap for the day is reached; `recording_indicator`: the indicator shows until next_attempt_at).
  */
-/** What a queued message may wait for (`sender_rest`, `sender_restricted`: its sender's rest or restriction, docs/senders.md, "Senders"). */
-export const WAIT_REASONS = ['daily_cap', 'recording_indicator', 'sender_rest', 'sender_restricted'] as const;
+/**
+ * What a queued message may wait for (`sender_rest`, `sender_restricted`: its sender's rest or
+ * restriction, docs/senders.md, "Senders"; `send_window`: its account's send window to open, docs/sending.md, "Send windows").
+ */
+export const WAIT_REASONS = ['daily_cap', 'recording_indicator', 'sender_rest', 'sender_restricted', 'send_window'] as const;
 
 export function rhythmView(row: MessageRow) {
   const asked = Number(row.recording_indicator ?? 0) === 1;
@@ -104,6 +107,17 @@ export function rhythmView(row: MessageRow) {
       : null,
     waiting_for: waiting as (typeof WAIT_REASONS)[number] | null,
   };
+}
+
+/**
+ * GET /status's fields while a queued note waits for something other than a retry (its send window, its
+ * sender's daily cap, …): `waiting_for`, and `next_attempt_at` when it goes. Absent otherwise, so the
+ * lookup of every other note keeps its exact fields.
+ */
+export function waitView(row: Pick<MessageRow, 'status' | 'next_attempt_at' | 'wait_reason'>): { next_attempt_at: string; waiting_for: (typeof WAIT_REASONS)[number] } | Record<string, never> {
+  const reason = row.wait_reason ?? null;
+  if (row.status !== 'queued' || reason === null || !(WAIT_REASONS as readonly string[]).includes(reason)) return {};
+  return { next_attempt_at: new Date(Number(row.next_attempt_at)).toISOString(), waiting_for: reason as (typeof WAIT_REASONS)[number] };
 }
 
 export const CANCEL_REASONS = ['requested', 'replied'] as const;

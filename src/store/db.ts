@@ -40,6 +40,7 @@ import * as replies from './migrations/017_replies.js';
 import * as telegramSessions from './migrations/018_telegram_sessions.js';
 import * as telegramAccountState from './migrations/027_telegram_account_state.js';
 import * as senderProxy from './migrations/028_sender_proxy.js';
+import * as sendWindows from './migrations/030_send_windows.js';
 
 // The dialect and the database's clock live in dialect.ts (queries import it without importing this).
 export { dbNow, type Dialect } from './dialect.js';
@@ -215,6 +216,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '026_listening_accounts': listeningAccounts,
   '027_telegram_account_state': telegramAccountState,
   '028_sender_proxy': senderProxy,
+  '030_send_windows': sendWindows,
   '016_sender_records': senderRecords,
   '016b_recipient_checks': recipientChecks,
   '017_replies': replies,

@@ -40,6 +40,9 @@ const MESSAGE_COLUMN_TYPES: Record<(typeof MESSAGE_INSERT_COLUMNS)[number], stri
   send_at: 'bigint',
   sender_key: 'text',
   cancel_on_reply: 'integer',
+  wait_reason: 'text',
+  waited_until: 'bigint',
+  recipient_time_zone: 'text',
 };
 
 // $1–$3 name the usage row (account, env, period), $4 is how many sends, $5 the quota; then one array
@@ -64,8 +67,8 @@ const ACCEPT_SENDS = `with reserved as (
 ), message as (
   insert into messages (${MESSAGE_INSERT_COLUMNS.join(', ')}, next_attempt_at)
   select ${MESSAGE_INSERT_COLUMNS.map((column) => `input.${column}`).join(', ')},
-    -- Due at once on the database's clock, or at send_at when later (a scheduled send).
-    greatest((extract(epoch from clock_timestamp()) * 1000)::bigint, coalesce(input.send_at, 0)) from input, reserved
+    -- Due at once on the database's clock, or at send_at when later (a scheduled send), or at the send window's opening when later still (hot-path.ts notBefore).
+    greatest((extract(epoch from clock_timestamp()) * 1000)::bigint, coalesce(input.send_at, 0), coalesce(input.waited_until, 0)) from input, reserved
 ), by_platform as (
   insert into usage_by_platform as p (account_id, env, period_start, platform, sent)
   select $1, $2, $3, input.platform, count(*) from input, reserved group by input.platform

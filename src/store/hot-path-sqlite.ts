@@ -31,7 +31,7 @@ const SQL = {
     returning sent`,
   countPlatform: `insert into usage_by_platform (account_id, env, period_start, platform, sent) values (?, ?, ?, ?, ?)
     on conflict (account_id, env, period_start, platform) do update set sent = usage_by_platform.sent + excluded.sent`,
-  // Due at once on the database's clock, like every due time; a scheduled send at its send_at (the last parameter).
+  // Due at once on the database's clock, like every due time; a scheduled send or one waiting for its send window later (the last parameter: hot-path.ts notBefore).
   insertMessage: `insert into messages (${MESSAGE_INSERT_COLUMNS.join(', ')}, next_attempt_at)
     values (${placeholders(MESSAGE_INSERT_COLUMNS.length)}, max(cast(unixepoch('subsec') * 1000 as integer), ?))`,
   findAnswer: `select ${IDEMPOTENCY_COLUMNS.join(', ')} from idempotency_keys where account_id = ? and env = ? and key = ? and created_at > ?`,

@@ -19,7 +19,10 @@ export interface HotPath {
   close(): Promise<void>;
 }
 
-export type MessageStatusRow = Pick<MessageRow, 'id' | 'status' | 'platform' | 'recipient' | 'created_at' | 'delivered_at' | 'error_code' | 'error_message'>;
+export type MessageStatusRow = Pick<
+  MessageRow,
+  'id' | 'status' | 'platform' | 'recipient' | 'created_at' | 'delivered_at' | 'error_code' | 'error_message' | 'next_attempt_at' | 'wait_reason'
+>;
 
 /** One message to look up, within its owner's messages. */
 export interface StatusLookup {
@@ -67,12 +70,18 @@ export const MESSAGE_INSERT_COLUMNS = [
   'send_at',
   'sender_key',
   'cancel_on_reply',
+  'wait_reason',
+  'waited_until',
+  'recipient_time_zone',
 ] as const satisfies ReadonlyArray<keyof MessageRow>;
 
 export const messageInsertValues = (row: MessageRow): unknown[] => MESSAGE_INSERT_COLUMNS.map((column) => row[column] ?? null);
 
-/** A new message is due at once on the database's clock, or at its `send_at` when that is later (a scheduled send). */
-export const notBefore = (row: MessageRow): number => Number(row.send_at ?? 0);
+/**
+ * A new message is due at once on the database's clock, or at its `send_at` when that is later (a
+ * scheduled send), or at its send window's opening (`waited_until`) when that is later still.
+ */
+export const notBefore = (row: MessageRow): number => Math.max(Number(row.send_at ?? 0), Number(row.waited_until ?? 0));
 
 export const IDEMPOTENCY_COLUMNS = ['account_id', 'env', 'key', 'endpoint', 'request_hash', 'status_code', 'response_body', 'created_at'] as const satisfies ReadonlyArray<
   keyof IdempotencyRow
@@ -80,6 +89,6 @@ export const IDEMPOTENCY_COLUMNS = ['account_id', 'env', 'key', 'endpoint', 'req
 
 export const idempotencyValues = (row: IdempotencyRow): unknown[] => IDEMPOTENCY_COLUMNS.map((column) => row[column]);
 
-export const MESSAGE_STATUS_COLUMNS = ['id', 'status', 'platform', 'recipient', 'created_at', 'delivered_at', 'error_code', 'error_message'] as const satisfies ReadonlyArray<
+export const MESSAGE_STATUS_COLUMNS = ['id', 'status', 'platform', 'recipient', 'created_at', 'delivered_at', 'error_code', 'error_message', 'next_attempt_at', 'wait_reason'] as const satisfies ReadonlyArray<
   keyof MessageStatusRow
 >;

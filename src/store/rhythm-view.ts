@@ -1,6 +1,8 @@
 import type { Kysely } from 'kysely';
 import { allowanceOn, KIND_DEFAULT_RHYTHMS, MAX_DAILY_CAP, SENDER_KINDS, utcDay, type Rhythm } from '../core/rhythm.js';
+import type { SendWindow } from '../core/send-window.js';
 import { findRhythm, senderCountsToday } from './rhythm.js';
+import { findSendWindow } from './send-windows.js';
 import type { Database } from './schema.js';
 
 /** One account's rhythm on one platform as the CLI (`--json`) and the dashboard show it. */
@@ -10,6 +12,8 @@ export interface RhythmView {
   source: 'account' | 'default';
   daily_cap: number | null;
   warmup: { start: number; days: number } | null;
+  /** The days and hours notes on this platform may go (live and sandbox); null: any time. */
+  send_window: SendWindow | null;
   /**
    * The rhythm in force for each kind of sender on the platform: the account's setting applies to every
    * kind; the defaults differ by kind (a Telegram bot has no cap, a linked Telegram account 20 a day).
@@ -26,8 +30,11 @@ export async function rhythmView(
   options: { now?: number; defaults?: Readonly<Record<string, Rhythm>>; /** The platform's senderKind: a sender's kind from its key. */ kindOf?: (senderKey: string) => string } = {},
 ): Promise<RhythmView> {
   const now = options.now ?? Date.now();
-  const rhythm = await findRhythm(db, accountId, platform, options.defaults);
-  const counts = await senderCountsToday(db, `${accountId}:live:${platform}:`);
+  const [rhythm, sendWindow, counts] = await Promise.all([
+    findRhythm(db, accountId, platform, options.defaults),
+    findSendWindow(db, accountId, platform),
+    senderCountsToday(db, `${accountId}:live:${platform}:`),
+  ]);
   // As the delivery's rhythm gate decides: a kind's own default only while the account sets none (and the defaults are the built-in ones).
   const rhythmOf = (kind: string | null): Rhythm => (rhythm.custom || options.defaults !== undefined || kind === null ? rhythm : (KIND_DEFAULT_RHYTHMS[kind] ?? rhythm));
   return {
@@ -35,6 +42,7 @@ export async function rhythmView(
     source: rhythm.custom ? 'account' : 'default',
     daily_cap: rhythm.dailyCap,
     warmup: rhythm.warmup,
+    send_window: sendWindow,
     applies_to: (SENDER_KINDS[platform] ?? []).map((kind) => ({ kind, daily_cap: rhythmOf(kind).dailyCap, warmup: rhythmOf(kind).warmup })),
     senders: counts.map((c) => {
       // Past the account, environment and platform: a session id, or a hash of the credential (never the credential).

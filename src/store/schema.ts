@@ -96,6 +96,8 @@ export interface MessagesTable {
   first_replied_at?: number | null;
   /** 1: a reply from its recipient to its sender, before a worker takes it, cancels it (`cancel_on_reply`); 0 or null: not. */
   cancel_on_reply?: number | null;
+  /** The note's `recipient_time_zone` (an IANA zone): its send window applies in this zone too; null when not given. */
+  recipient_time_zone?: string | null;
 }
 
 /** An account's sending rhythm on one platform (no row: the platform's defaults; daily_cap null: no cap). */
@@ -105,6 +107,18 @@ export interface RhythmSettingsTable {
   daily_cap: number | null;
   warmup_start: number | null;
   warmup_days: number | null;
+  updated_at: number;
+}
+
+/** An account's send window on one platform (migration 030; no row: no window). */
+export interface SendWindowsTable {
+  account_id: string;
+  platform: string;
+  /** Weekdays as "mon,tue,…". */
+  days: string;
+  start_time: string;
+  end_time: string;
+  time_zone: string;
   updated_at: number;
 }
 
@@ -424,6 +438,7 @@ export interface Database {
   dashboard_sessions: DashboardSessionsTable;
   instance_settings: InstanceSettingsTable;
   rhythm_settings: RhythmSettingsTable;
+  send_windows: SendWindowsTable;
   sender_days: SenderDaysTable;
   senders: SendersTable;
   sender_records: SenderRecordsTable;

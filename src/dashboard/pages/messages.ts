@@ -88,6 +88,7 @@ const CANCEL_TEXT: Record<string, string> = {
 const WAITING_TEXT: Record<string, string> = {
   daily_cap: "waits: sender's daily cap",
   recording_indicator: 'showing “recording…”',
+  send_window: 'waits: send window',
 };
 
 /** An indicator asked for and not shown: "yet" only while the note can still go (never a state that will not change). */
@@ -108,6 +109,7 @@ function rhythmFacts(row: MessageRow): Html {
 ${view.waiting_for === 'daily_cap' ? html`<dt>Waiting</dt><dd data-field="waiting_for">for the next day: the sender's daily cap is reached; next try ${timeCell(row.next_attempt_at)}</dd>` : ''}
 ${view.waiting_for === 'recording_indicator' ? html`<dt>Waiting</dt><dd data-field="waiting_for">showing “recording…” until ${timeCell(row.next_attempt_at)}</dd>` : ''}
 ${view.waiting_for === 'sender_rest' ? html`<dt>Waiting</dt><dd data-field="waiting_for">for the sender's rest to end; next try ${timeCell(row.next_attempt_at)}</dd>` : ''}
+${view.waiting_for === 'send_window' ? html`<dt>Waiting</dt><dd data-field="waiting_for">for the account's send window to open; next try ${timeCell(row.next_attempt_at)}</dd>` : ''}
 ${view.waiting_for === 'sender_restricted' ? html`<dt>Waiting</dt><dd data-field="waiting_for">for the sender's restriction on new chats to end; next try ${timeCell(row.next_attempt_at)}</dd>` : ''}`;
 }
 

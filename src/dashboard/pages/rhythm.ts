@@ -1,7 +1,9 @@
 import type { FastifyInstance } from 'fastify';
 import { MAX_DAILY_CAP, MAX_WARMUP_DAYS } from '../../core/rhythm.js';
 import { PLATFORM_NAMES } from '../../platforms/registry.js';
+import { parseWindowText, windowText } from '../../core/send-window.js';
 import { findRhythm, saveRhythm } from '../../store/rhythm.js';
+import { saveSendWindow } from '../../store/send-windows.js';
 import { applyRhythmChange, rhythmView, type RhythmChange, type RhythmView } from '../../store/rhythm-view.js';
 import type { DashboardContext } from '../context.js';
 import { ctxOf, field, redirectTo, type DashboardDeps } from '../deps.js';
@@ -11,6 +13,7 @@ import { page, sendPage, type Notice } from '../layout.js';
 
 const NOTICES: Record<string, Notice> = {
   saved: { kind: 'ok', text: 'Saved. It applies to the next live notes.' },
+  window_saved: { kind: 'ok', text: 'Saved. Notes waiting for the old window are weighed against the new one now.' },
 };
 
 /** One rhythm in words: "At most 15 notes per sender and UTC day, a new sender starting at 5 a day, …". */
@@ -46,6 +49,14 @@ ${
 <button type="submit">Save</button>
 <button type="submit" name="defaults" value="1">Back to the defaults</button>
 </form>
+<p data-field="send_window">${view.send_window ? `Send window: ${windowText(view.send_window)}. Notes outside it wait for its opening.` : 'No send window: notes go at any hour.'}</p>
+<form method="post" action="/dashboard/rhythm/window" class="stack">
+<input type="hidden" name="_csrf" value="${ctx.csrf}">
+<input type="hidden" name="platform" value="${p}">
+<label for="window-${p}">Send window: days, hours and time zone (empty: none), e.g. mon-fri 09:00-18:00 Europe/Berlin</label>
+<input id="window-${p}" name="window" type="text" value="${view.send_window ? windowText(view.send_window) : ''}">
+<button type="submit">Save the window</button>
+</form>
 </section>`;
 }
 
@@ -58,7 +69,7 @@ async function rhythmPage(deps: DashboardDeps, ctx: DashboardContext, notice?: N
   return page(
     ctx,
     { sections: deps.sections, section: 'account', title: 'Sending rhythm', path: '/dashboard/rhythm', notice },
-    html`<p>Each sender (a WhatsApp session, a LinkedIn cookie, a Telegram bot or linked account) sends at most its daily cap of live notes per UTC day; a note over it waits for the next day, it does not fail. A warm-up lets a new sender start low. Sandbox notes are not capped.</p>
+    html`<p>Each sender (a WhatsApp session, a LinkedIn cookie, a Telegram bot or linked account) sends at most its daily cap of live notes per UTC day; a note over it waits for the next day, it does not fail. A warm-up lets a new sender start low. Sandbox notes are not capped. A send window (live and sandbox notes alike) holds notes to the days and hours you choose, in your time zone and, when a send names it, the recipient's.</p>
 <div class="cards">${views.map((view) => platformSection(ctx, view))}</div>`,
   );
 }
@@ -99,5 +110,17 @@ export function registerRhythmPages(app: FastifyInstance, deps: DashboardDeps): 
     if ('problem' in applied) return refuse(`${applied.problem.charAt(0).toUpperCase()}${applied.problem.slice(1)}.`);
     await saveRhythm(db, ctx.account.id, platform, applied.rhythm);
     return redirectTo(reply, '/dashboard/rhythm?notice=saved');
+  });
+
+  app.post('/rhythm/window', async (request, reply) => {
+    const ctx = ctxOf(request);
+    const refuse = async (text: string) => sendPage(reply, await rhythmPage(deps, ctx, { kind: 'error', text }), 422);
+    const platform = field(request.body, 'platform');
+    if (!PLATFORM_NAMES.includes(platform)) return refuse('Choose a platform.');
+    const text = field(request.body, 'window').trim();
+    const window = text === '' ? null : parseWindowText(text);
+    if (typeof window === 'string') return refuse(`Send window: ${window}.`);
+    await saveSendWindow(db, ctx.account.id, platform, window);
+    return redirectTo(reply, '/dashboard/rhythm?notice=window_saved');
   });
 }
