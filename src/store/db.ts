@@ -39,6 +39,7 @@ import * as recipientChecks from './migrations/016b_recipient_checks.js';
 import * as replies from './migrations/017_replies.js';
 import * as telegramSessions from './migrations/018_telegram_sessions.js';
 import * as telegramAccountState from './migrations/027_telegram_account_state.js';
+import * as keyScopes from './migrations/031_key_scopes.js';
 
 // The dialect and the database's clock live in dialect.ts (queries import it without importing this).
 export { dbNow, type Dialect } from './dialect.js';
@@ -213,6 +214,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '025_sender_watch': senderWatch,
   '026_listening_accounts': listeningAccounts,
   '027_telegram_account_state': telegramAccountState,
+  '031_key_scopes': keyScopes,
   '016_sender_records': senderRecords,
   '016b_recipient_checks': recipientChecks,
   '017_replies': replies,
