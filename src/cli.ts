@@ -12,6 +12,7 @@ import { packageVersion } from './package-info.js';
 import { registerAccountCommands } from './cli/account-commands.js';
 import { registerBackupCommand } from './cli/backup-command.js';
 import { registerKeyCommands } from './cli/key-commands.js';
+import { registerMcpCommand } from './cli/mcp-command.js';
 import { registerProcessCommands } from './cli/process-commands.js';
 import { registerSendCommand } from './cli/send-command.js';
 import { registerSenderCommands } from './cli/senders.js';
@@ -40,6 +41,7 @@ export function buildProgram(): Command {
   registerTelegramSessionCommands(program);
   registerRhythmCommands(program, { withDb: (work) => withDb(config(), work), out, json, fail: (message) => new CliError(message) });
   registerBackupCommand(program);
+  registerMcpCommand(program);
 
   return program;
 }

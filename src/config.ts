@@ -65,6 +65,8 @@ export interface Config {
   metricsToken: string | undefined;
   /** Mean event-loop delay (ms) over which requests are shed with 503; 0 turns shedding off. */
   maxEventLoopDelayMs: number;
+  /** POST /mcp, the MCP server over Streamable HTTP (MCP_ENABLED): off unless an operator turns it on. */
+  mcpEnabled: boolean;
   /** The owner account's dashboard email, used once: when the first start creates the owner. */
   ownerEmail: string | undefined;
   /** Sockets and their timeouts (src/api/http-limits.ts): what one slow or idle client may hold. */
@@ -277,6 +279,7 @@ export function loadConfig(env: Env = process.env): Config {
     metricsPort: text(env, 'METRICS_PORT') === undefined ? undefined : integer(env, 'METRICS_PORT', 0, 1, 65535),
     metricsToken: metricsToken(env),
     maxEventLoopDelayMs: integer(env, 'MAX_EVENT_LOOP_DELAY_MS', 1000, 0, 60_000),
+    mcpEnabled: boolean(env, 'MCP_ENABLED', false),
     ownerEmail: ownerEmail(env),
     http: httpLimits(env),
   };

@@ -29,6 +29,7 @@ import { registerRecipientCheckRoute } from './api/recipients.js';
 import { registerCancelRoute } from './api/cancel.js';
 import { registerListeningRoutes } from './api/listening.js';
 import { registerWebhookEndpointRoutes } from './api/webhook-endpoints.js';
+import { registerMcpRoute } from './api/mcp/route.js';
 import type { Services } from './services.js';
 
 export const API_PREFIX = '/api/v1';
@@ -185,6 +186,8 @@ export async function buildServer(services: Services, options: ServerOptions = {
     { prefix: API_PREFIX },
   );
   await registerDashboard(app, services);
+  // Off unless an operator opens it (MCP_ENABLED=true): until then POST /mcp is 404 like any unknown route.
+  if (services.config.mcpEnabled) registerMcpRoute(app, services, API_PREFIX);
 
   return {
     app,

@@ -165,9 +165,11 @@ describe(`voicenote accounts / keys / migrate (${STORAGE_LABEL})`, () => {
     assert.match(stdout, /sk_live_[0-9A-Za-z]{32}/);
   });
 
-  test('keys create --json prints exactly {id, env, secret} for either environment', async () => {
+  test('keys create --json prints exactly {id, env, secret, scope, senders} for either environment', async () => {
     const created = await okJson(['keys', 'create', '--account', accountId, '--env', 'test', '--json'], env);
-    assert.deepEqual(Object.keys(created).sort(), ['env', 'id', 'secret']);
+    assert.deepEqual(Object.keys(created).sort(), ['env', 'id', 'scope', 'secret', 'senders']);
+    assert.equal(created.scope, 'full', 'a key made without --scope may do everything');
+    assert.equal(created.senders, null, 'and send from any sender');
     assert.match(created.id, KEY_ID);
     assert.equal(created.env, 'test');
     assert.match(created.secret, SECRET);
@@ -181,7 +183,7 @@ describe(`voicenote accounts / keys / migrate (${STORAGE_LABEL})`, () => {
     revokedKey = { id: live.id, secret: live.secret };
   });
 
-  test('keys list --json prints {keys: [...]} with exactly the seven fields and no secrets', async () => {
+  test('keys list --json prints {keys: [...]} with exactly the nine fields and no secrets', async () => {
     const stdout = await ok(['keys', 'list', '--account', accountId, '--json'], env);
     const listed = JSON.parse(stdout);
     assert.deepEqual(Object.keys(listed), ['keys']);
@@ -190,7 +192,7 @@ describe(`voicenote accounts / keys / migrate (${STORAGE_LABEL})`, () => {
     assert.deepEqual(ids, [testKey.id, liveKey.id, extraKey.id, revokedKey.id].sort(), 'the four keys of this account, none of another');
     const bySecret = new Map([testKey, liveKey, extraKey, revokedKey].map((k) => [k.id, k.secret]));
     for (const key of listed.keys) {
-      assert.deepEqual(Object.keys(key).sort(), ['created_at', 'env', 'expires_at', 'id', 'last_used_at', 'prefix', 'revoked_at']);
+      assert.deepEqual(Object.keys(key).sort(), ['created_at', 'env', 'expires_at', 'id', 'last_used_at', 'prefix', 'revoked_at', 'scope', 'senders']);
       assert.ok(key.env === 'test' || key.env === 'live');
       const secret = bySecret.get(key.id)!;
       assert.ok(secret.startsWith(`sk_${key.env}_`), 'env matches the secret');
@@ -328,6 +330,23 @@ describe(`voicenote accounts / keys / migrate (${STORAGE_LABEL})`, () => {
     assert.equal(listed.keys.length, 6, 'four keys plus the two roll successors');
     const extra = listed.keys.find((k: any) => k.id === extraKey.id);
     assert.equal(extra.expires_at, null, 'the failed roll did not touch the key');
+  });
+
+  test('keys create --scope read --sender …: the key shows its scope and senders, and a roll keeps them', async () => {
+    const sender = `snd_${'A'.repeat(24)}`;
+    const session = `ws_${'b'.repeat(24)}`;
+    const created = await okJson(['keys', 'create', '--account', accountId, '--env', 'test', '--scope', 'read', '--sender', sender, '--sender', session, '--json'], env);
+    assert.equal(created.scope, 'read');
+    assert.deepEqual(created.senders, [sender, session]);
+    const rolledScoped = await okJson(['keys', 'roll', created.id, '--json'], env);
+    const listed = await okJson(['keys', 'list', '--account', accountId, '--json'], env);
+    const successor = listed.keys.find((k: any) => k.id === rolledScoped.id);
+    assert.equal(successor.scope, 'read', 'the successor may do what the old key did');
+    assert.deepEqual(successor.senders, [sender, session]);
+    const human = await ok(['keys', 'list', '--account', accountId], env);
+    assert.match(human, new RegExp(`${created.id} .* read .*senders ${sender} ${session}`));
+    assert.match(await fails(['keys', 'create', '--account', accountId, '--env', 'test', '--scope', 'admin'], env), /admin/);
+    assert.match(await fails(['keys', 'create', '--account', accountId, '--env', 'test', '--sender', 'jane'], env), /jane.*not a sender id/);
   });
 
   test('set-plan without --rate-limit or --quota puts the account back on the plan\'s own limits', async () => {

@@ -1,5 +1,6 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { UNAUTHENTICATED_REQUESTS_PER_MINUTE, READ_REQUESTS_PER_MINUTE } from '../core/plans.js';
+import { scopeAllows, type KeyScope } from '../core/key-scopes.js';
 import { touchKey } from '../store/keys.js';
 import type { Services } from '../services.js';
 import type { Caller, UsageSnapshot } from './caller.js';
@@ -13,6 +14,8 @@ declare module 'fastify' {
   interface FastifyContextConfig {
     /** The rate-limit bucket a route draws from; `read` when unset. */
     bucket?: Bucket;
+    /** The key scope a route needs (core/key-scopes.ts); when unset, `read` for GET and `full` for the rest. */
+    scope?: KeyScope;
   }
 }
 
@@ -39,6 +42,27 @@ function rateLimited(decision: RateDecision): ApiError {
     `rate limit of ${decision.limit} requests per minute exceeded; retry after ${decision.retryAfter} s`,
     { limit: decision.limit, window: '1m', retry_after: decision.retryAfter },
     { 'Retry-After': String(decision.retryAfter) },
+  );
+}
+
+/** The scope a route asks for: its own, else `read` for GET and HEAD and `full` for anything that changes something. */
+function neededScope(request: FastifyRequest): KeyScope {
+  const declared = request.routeOptions.config.scope;
+  if (declared !== undefined) return declared;
+  return request.method === 'GET' || request.method === 'HEAD' ? 'read' : 'full';
+}
+
+const SCOPE_WORDS: Record<KeyScope, string> = {
+  read: 'it may only read (GET requests)',
+  send: 'it may send, cancel and read',
+  full: 'it may do everything',
+};
+
+function insufficientScope(scope: KeyScope, needed: KeyScope, request: FastifyRequest): ApiError {
+  return new ApiError(
+    'insufficient_scope',
+    `this key's scope is ${scope}: ${SCOPE_WORDS[scope]}; ${request.method} ${request.url.split('?')[0]} needs a key of scope ${needed}`,
+    { scope, required_scope: needed },
   );
 }
 
@@ -91,7 +115,10 @@ export function authenticate(services: Services) {
       lastTouched.set(caller.keyId, now);
       touchKey(services.db.kysely, caller.keyId, now).catch((err: unknown) => request.log.warn({ err }, 'could not record key use'));
     }
-    return decision.allowed ? undefined : sendError(reply, rateLimited(decision));
+    if (!decision.allowed) return sendError(reply, rateLimited(decision));
+    // After the rate limit: a key that keeps asking beyond its scope still spends its requests.
+    const needed = neededScope(request);
+    return scopeAllows(caller.scope, needed) ? undefined : sendError(reply, insufficientScope(caller.scope, needed, request));
   }
 
   /** No valid key: the caller IP's bucket, then 401. */

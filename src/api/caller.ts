@@ -1,4 +1,5 @@
 import type { KeyEnv } from '../core/ids.js';
+import { scopeOf, sendersOf, type KeyScope } from '../core/key-scopes.js';
 import { billingPeriod, isPlanName, limitsFor, type PlanLimits, type PlanName } from '../core/plans.js';
 import type { AccountRow } from '../store/accounts.js';
 import { onAuthChange, readAuthChangeToken, type AuthChange } from '../store/auth-changes.js';
@@ -14,6 +15,10 @@ export interface Caller {
   plan: PlanName;
   limits: PlanLimits;
   accountCreatedAt: number;
+  /** What the key may do (core/key-scopes.ts). */
+  scope: KeyScope;
+  /** The senders the key may send from; null: any of its account's. */
+  senders: readonly string[] | null;
 }
 
 export function callerOf(key: KeyRow, account: AccountRow): Caller {
@@ -25,6 +30,8 @@ export function callerOf(key: KeyRow, account: AccountRow): Caller {
     plan,
     limits: limitsFor(plan, { rateLimit: account.rate_limit, quota: account.quota }),
     accountCreatedAt: Number(account.created_at),
+    scope: scopeOf(key.scope),
+    senders: sendersOf(key.senders),
   };
 }
 

@@ -23,6 +23,7 @@ export function registerCancelRoute(app: FastifyInstance, services: Services): v
   app.withTypeProvider<TypeBoxTypeProvider>().post(
     '/messages/:message_id/cancel',
     {
+      config: { scope: 'send' },
       schema: {
         summary: 'Cancel a queued or scheduled voice note',
         description:

@@ -5,6 +5,8 @@ import { isDiskFull, noteDiskFull } from '../store/disk-full.js';
 export type ErrorCode =
   | 'invalid_request'
   | 'unauthorized'
+  | 'insufficient_scope'
+  | 'sender_not_allowed'
   | 'quota_exceeded'
   | 'not_found'
   | 'method_not_allowed'
@@ -28,6 +30,8 @@ export type ErrorCode =
 const STATUS_OF: Record<ErrorCode, number> = {
   invalid_request: 400,
   unauthorized: 401,
+  insufficient_scope: 403,
+  sender_not_allowed: 403,
   quota_exceeded: 402,
   not_found: 404,
   method_not_allowed: 405,

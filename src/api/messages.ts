@@ -100,7 +100,7 @@ const Detail = Type.Object({
 });
 
 const str = (description: string) => Type.Optional(Type.String({ description }));
-const ListQuery = Type.Object({
+export const MessageListQuery = Type.Object({
   limit: str(`1–${MAX_PAGE_SIZE}, default 20`),
   starting_after: str('A message id: the page of older messages after it'),
   ending_before: str('A message id: the page of newer messages before it'),
@@ -122,7 +122,7 @@ export function registerMessageLogRoutes(app: FastifyInstance, services: Service
         summary: 'The message log, newest first',
         description: 'Cursor paging with starting_after / ending_before (message ids); filters combine.',
         tags: ['messages'],
-        querystring: ListQuery,
+        querystring: MessageListQuery,
         response: { 200: MessageList, ...withErrors(400, 422) },
       },
     },

@@ -8,20 +8,15 @@ import type { Services } from '../services.js';
 import { RECIPIENT_CHECK_DAILY_BUDGET, takeRecipientCheck } from '../store/recipient-check-budget.js';
 import { findRecipientCheck, saveRecipientCheck, type RecipientCheckRow } from '../store/recipient-checks.js';
 import { senderProxyUrl } from '../platforms/proxy/sender-proxy-url.js';
+import { isFresh, keptAnswer } from './kept-recipient-checks.js';
 import { findSenderByRef } from '../store/senders.js';
 import { ApiError, invalidParameter, invalidRequest } from './errors.js';
+import { checkKeySender } from './key-senders.js';
 import { withErrors } from './schemas.js';
 import { rejectUnknownFields } from './unknown-fields.js';
 import { knownPlatform } from './send.js';
 
 const fail = (violation: Violation): ApiError => invalidParameter(violation.field, violation.message);
-
-/** How long a kept answer is given again: a recipient found, 30 days (as kept); one not found may join or start the bot, so a day. */
-const NOT_FOUND_FRESH_MS = 24 * 60 * 60_000;
-const isFresh = (kept: RecipientCheckRow, now = Date.now()): boolean => kept.exists || now - kept.checkedAt < NOT_FOUND_FRESH_MS;
-
-const keptAnswer = (recipient: string, kept: RecipientCheckRow): RecipientCheck =>
-  kept.exists ? { exists: true, reason: null } : { exists: false, reason: `${recipient} was not found when the platform was asked at ${new Date(kept.checkedAt).toISOString()}` };
 
 /** 429 in the error envelope, with when the sender's budget is whole again. */
 function overBudget(resetsAt: number): ApiError {
@@ -36,7 +31,7 @@ function overBudget(resetsAt: number): ApiError {
 
 const CHECK_FIELDS = ['platform', 'recipient', 'session'];
 
-const CheckBody = Type.Object({
+export const CheckBody = Type.Object({
   platform: Type.String({ description: 'linkedin, telegram or whatsapp' }),
   recipient: Type.String({ description: 'As POST /send takes it' }),
   session: Type.Object({}, { additionalProperties: true, description: 'As POST /send takes it: li_at + csrf_token, bot_token, or session_id' }),
@@ -56,6 +51,7 @@ export function registerRecipientCheckRoute(app: FastifyInstance, services: Serv
   app.withTypeProvider<TypeBoxTypeProvider>().post(
     '/recipients/check',
     {
+      config: { scope: 'send' },
       schema: {
         summary: 'Ask the platform whether a recipient exists for a sender',
         description: 'WhatsApp asks the session (onWhatsApp); a Telegram bot asks getChat (a bot reaches only users who started it). exists null: the platform did not say.',
@@ -79,6 +75,7 @@ export function registerRecipientCheckRoute(app: FastifyInstance, services: Serv
       const session = platform.checkSession(body.session as Record<string, unknown>);
       if (isViolation(session)) throw fail(session);
       if (platform.sessionFields) rejectUnknownFields(body.session, platform.sessionFields, 'session.');
+      await checkKeySender(services, caller, platform, session);
       const owner = { accountId: caller.accountId, env: caller.env };
       if (platform.checkAtAccept) {
         const problem = await platform.checkAtAccept(session, owner, services);

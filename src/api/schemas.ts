@@ -63,6 +63,12 @@ export const SendBody = Type.Object({
         "The recipient's IANA time zone (e.g. America/New_York): the account's send window on this platform then applies in this zone as well as its own, and the note goes only while both are open. A window never open in both at once: 422. Without a send window it changes nothing; null is the same as omitted",
     }),
   ),
+  dry_run: Type.Optional(
+    Type.Union([Type.Boolean(), Type.Null()], {
+      description:
+        'true: check everything (body, sender and its health, quota, daily rhythm, recipient where cheap, the audio fetched and probed) and answer 200 with each check, storing, sending and counting nothing; default false',
+    }),
+  ),
 });
 export type SendBody = Static<typeof SendBody>;
 
@@ -73,6 +79,39 @@ export const SentMessage = Type.Object({
   recipient: Type.String(),
   created_at: Timestamp,
 });
+
+const DryRunCheckResult = Type.Object({
+  id: Type.String({ description: 'validation, sender, quota, daily_rhythm, recipient, audio (docs/sending.md, "Dry runs")' }),
+  result: Type.String({ enum: ['pass', 'wait', 'fail', 'skip'], description: 'wait: the note would be accepted but wait (a daily cap, a resting sender)' }),
+  detail: Type.Optional(Type.String()),
+  error: Type.Optional(Type.Object({ code: Type.String(), message: Type.String() }, { description: 'On fail: the error the real send would meet' })),
+  facts: Type.Optional(Type.Object({}, { additionalProperties: true, description: 'What the check measured' })),
+});
+
+/** POST /send with dry_run: true (200). */
+export const DryRunResult = Type.Object(
+  {
+    dry_run: Type.Boolean(),
+    would_send: Type.Boolean({ description: 'No check failed' }),
+    message: Type.Object(
+      {
+        platform: PlatformName,
+        recipient: Type.String(),
+        audio_url: Type.String(),
+        sender_id: Type.Union([Type.String(), Type.Null()], { description: 'snd_… when the account has sent from this sender before' }),
+        env: Type.String({ enum: ['test', 'live'] }),
+        duration: Type.Union([Type.Number(), Type.Null()]),
+        caption: Type.Union([Type.String(), Type.Null()]),
+        send_at: Type.Union([Timestamp, Type.Null()]),
+        cancel_on_reply: Type.Boolean(),
+        recording_indicator: Type.Boolean(),
+      },
+      { description: 'What would be sent' },
+    ),
+    checks: Type.Array(DryRunCheckResult),
+  },
+  { description: 'A dry run: nothing stored, sent or counted against the quota' },
+);
 
 export const MessageStatus = Type.Object({
   id: Type.String(),

@@ -32,6 +32,11 @@ const cancelOnReply: Schema = {
   description: 'With send_at only: a reply from the recipient to this sender before the note is sent cancels it (status canceled, cancel_reason "replied")',
 };
 
+const dryRunField: Schema = {
+  type: 'boolean',
+  description: 'Check everything and answer 200 with each check (docs/sending.md, "Dry runs"): nothing is stored, sent or counted against the quota',
+};
+
 function sendShape(platform: string, fields: { recipient: Schema; session: string; extra?: Record<string, Schema> }): Schema {
   return {
     type: 'object',
@@ -45,6 +50,7 @@ function sendShape(platform: string, fields: { recipient: Schema; session: strin
       duration,
       send_at: sendAt,
       cancel_on_reply: cancelOnReply,
+      dry_run: dryRunField,
       ...fields.extra,
     },
   };

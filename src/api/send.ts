@@ -17,30 +17,34 @@ import { usageScope } from './caller.js';
 import { ApiError, invalidParameter, invalidRequest } from './errors.js';
 import { proxyToKeep } from './proxy-setting.js';
 import { findReplay, idempotencyScope, idempotentAnswer, replayStored, sendOutcome } from './idempotency.js';
-import { SendBody, SentMessage, withErrors } from './schemas.js';
+import { DryRunResult, SendBody, SentMessage, withErrors } from './schemas.js';
 import { checkSendAt, parseSendAtValue } from './send-at.js';
 import { checkRecipientTimeZone, sendWindowWait } from './send-window.js';
 import { rejectUnknownFields } from './unknown-fields.js';
-import { iso, sentMessageView } from './views.js';
+import { sentMessageView } from './views.js';
+import { quotaExceeded } from './quota.js';
+import { dryRun } from './dry-run.js';
+import { checkKeySender } from './key-senders.js';
 
 const fail = (violation: Violation): ApiError => invalidParameter(violation.field, violation.message);
 
 /** The top-level fields POST /send takes; any other is refused (400 invalid_request naming it). */
-export const SEND_FIELDS = ['platform', 'recipient', 'audio_url', 'session', 'duration', 'caption', 'send_at', 'recording_indicator', 'cancel_on_reply', 'listen', 'recipient_time_zone'] as const;
+export const SEND_FIELDS = ['platform', 'recipient', 'audio_url', 'session', 'duration', 'caption', 'send_at', 'recording_indicator', 'cancel_on_reply', 'listen', 'recipient_time_zone', 'dry_run'] as const;
 
 export function registerSendRoute(app: FastifyInstance, services: Services): void {
   const credentials = new SealedMemo(services.secretBox);
   app.withTypeProvider<TypeBoxTypeProvider>().post(
     '/send',
     {
-      config: { bucket: 'send' },
+      config: { bucket: 'send', scope: 'send' },
       schema: {
         summary: 'Send a voice note',
-        description: 'Accepts the voice note and queues it; the outcome is read with GET /status/{message_id}.',
+        description:
+          'Accepts the voice note and queues it (202); the outcome is read with GET /status/{message_id}. With dry_run: true, answers 200 with what would be sent and each check, and stores, sends and counts nothing.',
         tags: ['messages'],
         headers: { type: 'object', properties: { 'idempotency-key': { type: 'string' } } },
         body: SendBody,
-        response: { 202: SentMessage, ...withErrors(400, 402, 409, 413, 415, 422) },
+        response: { 200: DryRunResult, 202: SentMessage, ...withErrors(400, 402, 403, 409, 413, 415, 422) },
       },
       // Before the schema, the questions a caller should hear first: a field this route does not know
       // (`audioUrl` is named as such, not answered with "audio_url is required"), then a platform we do
@@ -60,7 +64,9 @@ export function registerSendRoute(app: FastifyInstance, services: Services): voi
     async (request, reply) => {
       const caller = request.caller!;
       const body = request.body;
-      const replayed = await findReplay(services, request, reply, caller);
+      const dry = body.dry_run === true;
+      // A dry run stores nothing, so it neither answers from nor keeps an Idempotency-Key.
+      const replayed = dry ? undefined : await findReplay(services, request, reply, caller);
       if (replayed) return sendOutcome(reply, replayed);
 
       const platform = knownPlatform(services, body.platform);
@@ -69,6 +75,7 @@ export function registerSendRoute(app: FastifyInstance, services: Services): voi
       const session = platform.checkSession(body.session as Record<string, unknown>);
       if (isViolation(session)) throw fail(session);
       if (platform.sessionFields) rejectUnknownFields(body.session, [...platform.sessionFields, 'proxy'], 'session.');
+      await checkKeySender(services, caller, platform, session);
       const allowPrivate = services.config.audioAllowPrivateUrls;
       let urlProblem = checkAudioUrl(body.audio_url, { allowPrivate });
       // A sandbox send may name the service's own sample on the address it reached, private or not.
@@ -105,8 +112,6 @@ export function registerSendRoute(app: FastifyInstance, services: Services): voi
       }
 
       const senderKey = platform.senderKey?.(session) ?? null;
-      const proxy = (body.session as { proxy?: unknown }).proxy;
-      if (proxy !== undefined && proxy !== null) await keepSendProxy(services, platform, caller, senderKey, proxy);
 
       const now = Date.now();
       // Checked at acceptance: a replay of an accepted scheduled send is answered above whatever the time now.
@@ -114,6 +119,14 @@ export function registerSendRoute(app: FastifyInstance, services: Services): voi
       const recipientTimeZone = checkRecipientTimeZone(body.recipient_time_zone);
       // Outside the account's send window on this platform the note is accepted, due at the opening.
       const windowWait = await sendWindowWait(services, { accountId: caller.accountId, platform: platform.name, recipientTimeZone, notBefore: sendAt ?? now, now });
+      if (dry) {
+        const answer = await dryRun({ services, caller, platform, session, body, now }, sendAt);
+        request.log.info({ dry_run: true, would_send: answer.would_send, checks: answer.checks.map((c) => `${c.id}:${c.result}`) }, 'dry run of a send');
+        return reply.code(200).send(answer);
+      }
+      // Kept only for a real send: a dry run stores nothing.
+      const proxy = (body.session as { proxy?: unknown }).proxy;
+      if (proxy !== undefined && proxy !== null) await keepSendProxy(services, platform, caller, senderKey, proxy);
       const scope = usageScope(caller, now);
       const row: MessageRow = {
         id: newMessageId(now),
@@ -155,11 +168,7 @@ export function registerSendRoute(app: FastifyInstance, services: Services): voi
       // A concurrent request with the same key was accepted first: answer as it was (nothing spent here).
       if (accepted.kind === 'replay') return sendOutcome(reply, replayStored(reply, accepted.stored, idempotency!.requestHash));
       if (accepted.kind === 'quota_exceeded') {
-        throw new ApiError(
-          'quota_exceeded',
-          `the monthly quota of ${caller.limits.monthlyQuota} voice notes is used up; it renews at ${iso(scope.periodEnd)}`,
-          { monthly_quota: caller.limits.monthlyQuota, period_end: iso(scope.periodEnd) },
-        );
+        throw quotaExceeded(caller.limits.monthlyQuota, scope.periodEnd);
       }
       services.callers.noteSent(scope, accepted.sent, now);
       setUsageHeaders(reply, { limit: caller.limits.monthlyQuota, remaining: Math.max(0, caller.limits.monthlyQuota - accepted.sent) });

@@ -64,7 +64,7 @@ const SenderChangeBody = Type.Object(
 );
 const SenderList = Type.Object({ data: Type.Array(Sender), has_more: Type.Boolean({ description: 'More senders past this page, in the direction paged' }) });
 const str = (description: string) => Type.Optional(Type.String({ description }));
-const ListQuery = Type.Object({
+export const SenderListQuery = Type.Object({
   limit: str(`1–${MAX_PAGE_SIZE}, default ${DEFAULT_PAGE_SIZE}`),
   starting_after: str('A sender id: the page of older senders after it'),
   ending_before: str('A sender id: the page of newer senders before it'),
@@ -102,7 +102,7 @@ export function registerSenderRoutes(app: FastifyInstance, services: Services): 
         summary: "The account's senders and their health, newest first",
         description: 'Every WhatsApp session, Telegram bot and LinkedIn cookie the account has sent with in this environment. Cursor paging with starting_after / ending_before.',
         tags: ['senders'],
-        querystring: ListQuery,
+        querystring: SenderListQuery,
         response: { 200: SenderList, ...withErrors(422) },
       },
     },

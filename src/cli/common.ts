@@ -1,4 +1,5 @@
 /** What the command modules share: output, errors, storage, argument parsers. */
+import { scopeOf, sendersOf } from '../core/key-scopes.js';
 import { InvalidArgumentError } from 'commander';
 import { type CreatedAccount } from '../admin/accounts.js';
 import { loadConfig, type Config } from '../config.js';
@@ -97,6 +98,8 @@ export const keyView = (key: KeyRow) => ({
   expires_at: key.expires_at === null ? null : iso(key.expires_at),
   revoked_at: key.revoked_at === null ? null : iso(key.revoked_at),
   last_used_at: key.last_used_at === null ? null : iso(key.last_used_at),
+  scope: scopeOf(key.scope),
+  senders: sendersOf(key.senders),
 });
 
 /** An account as `accounts list` and `accounts show` print it: the limits in force, not the raw overrides. */

@@ -101,8 +101,8 @@ export class ApiClient {
   }
 
   /** Any other call of the API (path under the base address). */
-  request<T>(method: 'GET' | 'POST' | 'DELETE', path: string, body?: unknown): Promise<ApiAnswer<T>> {
-    return this.call<T>(method, path, body);
+  request<T>(method: 'GET' | 'POST' | 'DELETE', path: string, body?: unknown, headers: Record<string, string> = {}): Promise<ApiAnswer<T>> {
+    return this.call<T>(method, path, body, headers);
   }
 
   send(body: SendBody, idempotencyKey?: string): Promise<ApiAnswer<SentMessage>> {

@@ -1,4 +1,5 @@
-import { Command, Option } from 'commander';
+import { Command, InvalidArgumentError, Option } from 'commander';
+import { KEY_SCOPES, KEY_SENDER_PATTERN, type KeyScope } from '../core/key-scopes.js';
 import { findAccount } from '../store/accounts.js';
 import { createKey, findKey, listKeys, revokeKey, rollKey } from '../store/keys.js';
 import { LimitReachedError } from '../store/limits.js';
@@ -15,14 +16,17 @@ export function registerKeyCommands(program: Command): void {
     .addOption(
       new Option('--env <env>', 'test (sandbox) or live').choices(['test', 'live']).makeOptionMandatory(),
     )
+    .addOption(new Option('--scope <scope>', 'read (GET only), send (send, cancel and read) or full').choices([...KEY_SCOPES]).default('full'))
+    .option('--sender <id>', 'a sender the key may send from (snd_…, ws_… or ts_…); repeat for more; default: any', collectSender, [])
     .option('--json', 'print one JSON object')
-    .action(async (options: { account: string; env: 'test' | 'live'; json?: boolean }) => {
+    .action(async (options: { account: string; env: 'test' | 'live'; scope: KeyScope; sender: string[]; json?: boolean }) => {
       const issued = await withDb(config(), async (db) => {
         if (!(await findAccount(db.kysely, options.account))) throw new CliError(`no account ${options.account}`);
-        return withinCap(() => createKey(db.kysely, options.account, options.env));
+        return withinCap(() => createKey(db.kysely, options.account, options.env, Date.now(), { scope: options.scope, senders: options.sender }));
       });
-      if (options.json) json({ id: issued.row.id, env: issued.row.env, secret: issued.secret });
-      else out(`${issued.row.id}  ${issued.secret}  (shown once)`);
+      const view = keyView(issued.row);
+      if (options.json) json({ id: issued.row.id, env: issued.row.env, secret: issued.secret, scope: view.scope, senders: view.senders });
+      else out(`${issued.row.id}  ${issued.secret}  (shown once)  scope ${view.scope}${view.senders ? `, senders ${view.senders.join(' ')}` : ''}`);
     });
   keys
     .command('list')
@@ -40,7 +44,8 @@ export function registerKeyCommands(program: Command): void {
       }
       for (const key of rows.map(keyView)) {
         const state = key.revoked_at ? `revoked ${key.revoked_at}` : key.expires_at ? `expires ${key.expires_at}` : 'active';
-        out(`${key.id}  ${key.env.padEnd(4)}  ${key.prefix}…  created ${key.created_at}  ${state}`);
+        const senders = key.senders ? `  senders ${key.senders.join(' ')}` : '';
+        out(`${key.id}  ${key.env.padEnd(4)}  ${key.prefix}…  ${key.scope.padEnd(4)}  created ${key.created_at}  ${state}${senders}`);
       }
     });
   keys
@@ -80,6 +85,12 @@ export function registerKeyCommands(program: Command): void {
       if (options.json) json({ id: keyId, revoked: true });
       else out(`revoked ${keyId}`);
     });
+}
+
+/** `--sender` given once per sender; a value that is no sender id is refused before anything is written. */
+function collectSender(value: string, previous: string[]): string[] {
+  if (!KEY_SENDER_PATTERN.test(value)) throw new InvalidArgumentError('not a sender id (snd_…, ws_… or ts_…)');
+  return [...previous, value];
 }
 
 /** Over the cap on active keys: the CLI's one line on stderr (and a non-zero exit), not a stack trace. */

@@ -41,6 +41,7 @@ import * as telegramSessions from './migrations/018_telegram_sessions.js';
 import * as telegramAccountState from './migrations/027_telegram_account_state.js';
 import * as senderProxy from './migrations/028_sender_proxy.js';
 import * as sendWindows from './migrations/030_send_windows.js';
+import * as keyScopes from './migrations/031_key_scopes.js';
 
 // The dialect and the database's clock live in dialect.ts (queries import it without importing this).
 export { dbNow, type Dialect } from './dialect.js';
@@ -217,6 +218,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '027_telegram_account_state': telegramAccountState,
   '028_sender_proxy': senderProxy,
   '030_send_windows': sendWindows,
+  '031_key_scopes': keyScopes,
   '016_sender_records': senderRecords,
   '016b_recipient_checks': recipientChecks,
   '017_replies': replies,

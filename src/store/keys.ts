@@ -1,6 +1,7 @@
 import { hash } from 'node:crypto';
 import type { Kysely } from 'kysely';
 import { newKeyId, newKeySecret, type KeyEnv } from '../core/ids.js';
+import { scopeOf, sendersOf, type KeyScope } from '../core/key-scopes.js';
 import { announceAuthChange, markAuthChanged } from './auth-changes.js';
 import { checkKeyRoom, withinLimit } from './limits.js';
 import type { AccountsTable, ApiKeysTable, Database } from './schema.js';
@@ -19,11 +20,17 @@ export interface IssuedKey {
   secret: string;
 }
 
+/** What a new key may do: its scope (default full) and the senders it may send from (default any). */
+export interface KeyGrant {
+  scope?: KeyScope;
+  senders?: readonly string[] | null;
+}
+
 export async function issueKey(
   db: Kysely<Database>,
   accountId: string,
   env: KeyEnv,
-  options: { replaces?: string; now?: number } = {},
+  options: { replaces?: string; now?: number } & KeyGrant = {},
 ): Promise<IssuedKey> {
   const secret = newKeySecret(env);
   const row: KeyRow = {
@@ -37,6 +44,8 @@ export async function issueKey(
     expires_at: null,
     revoked_at: null,
     last_used_at: null,
+    scope: options.scope ?? 'full',
+    senders: options.senders && options.senders.length > 0 ? JSON.stringify([...new Set(options.senders)]) : null,
   };
   await db.insertInto('api_keys').values(row).execute();
   return { row, secret };
@@ -46,12 +55,12 @@ export async function issueKey(
  * A new key for the CLI and the dashboard, within the cap on active keys (core/plans.ts): throws
  * LimitReachedError when the account and environment already have as many as allowed.
  */
-export async function createKey(db: Kysely<Database>, accountId: string, env: KeyEnv, now = Date.now()): Promise<IssuedKey> {
+export async function createKey(db: Kysely<Database>, accountId: string, env: KeyEnv, now = Date.now(), grant: KeyGrant = {}): Promise<IssuedKey> {
   return withinLimit(
     db,
     accountId,
     (trx) => checkKeyRoom(trx, accountId, env, now),
-    (trx) => issueKey(trx, accountId, env, { now }),
+    (trx) => issueKey(trx, accountId, env, { now, ...grant }),
   );
 }
 
@@ -71,7 +80,8 @@ export async function listKeys(db: Kysely<Database>, accountId: string): Promise
 export async function rollKey(db: Kysely<Database>, old: KeyRow, graceMs: number, now = Date.now()): Promise<IssuedKey & { oldExpiresAt: number }> {
   const rolled = await db.transaction().execute(async (trx) => {
     await checkKeyRoom(trx, old.account_id, old.env, now);
-    const issued = await issueKey(trx, old.account_id, old.env as KeyEnv, { replaces: old.id, now });
+    // The successor may do what the old key did, no more and no less.
+    const issued = await issueKey(trx, old.account_id, old.env as KeyEnv, { replaces: old.id, now, scope: scopeOf(old.scope), senders: sendersOf(old.senders) });
     const expiresAt = now + graceMs;
     // An old key that already expires sooner keeps its earlier expiry.
     const oldExpiresAt = old.expires_at !== null && old.expires_at < expiresAt ? old.expires_at : expiresAt;

@@ -27,6 +27,10 @@ export interface ApiKeysTable {
   expires_at: number | null;
   revoked_at: number | null;
   last_used_at: number | null;
+  /** full, send or read (store/key-scopes.ts). */
+  scope: string;
+  /** JSON array of the senders the key may send from; null: any. */
+  senders: string | null;
 }
 
 export interface MessagesTable {

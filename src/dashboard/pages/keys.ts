@@ -1,5 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import type { KeyEnv } from '../../core/ids.js';
+import { isKeyScope, KEY_SENDER_PATTERN, scopeOf, sendersOf, type KeyScope } from '../../core/key-scopes.js';
 import { createKey, findKey, listKeys, revokeKey, rollKey, type KeyRow } from '../../store/keys.js';
 import { LimitReachedError } from '../../store/limits.js';
 import { ctxOf, field, redirectTo, type DashboardDeps } from '../deps.js';
@@ -42,6 +43,22 @@ ${shown.replaces ? html`<p>The key ${shown.replaces.prefix}… keeps working unt
 </section>`;
 }
 
+function sendersCell(key: KeyRow): Html {
+  const senders = sendersOf(key.senders);
+  return senders === null ? html`any` : html`${senders.map((id, i) => html`${i > 0 ? ', ' : ''}<code>${id}</code>`)}`;
+}
+
+/** The create form's scope and senders; a sender that is no id is named back to the person. */
+function grantOf(body: unknown): { scope: KeyScope; senders: string[] } | { problem: string } {
+  const scopeField = field(body, 'scope');
+  const scope = scopeField === '' ? 'full' : scopeField;
+  if (!isKeyScope(scope)) return { problem: 'the scope must be full, send or read' };
+  const senders = field(body, 'senders').split(/[\s,]+/).filter((s) => s !== '');
+  const wrong = senders.find((s) => !KEY_SENDER_PATTERN.test(s));
+  if (wrong !== undefined) return { problem: `${wrong} is not a sender id (snd_…, ws_… or ts_…)` };
+  return { scope, senders };
+}
+
 function keysPage(deps: DashboardDeps, ctx: DashboardContext, keys: KeyRow[], notice?: Notice, shown?: Shown): Html {
   const now = Date.now();
   const rows = keys.map((key) => {
@@ -50,6 +67,8 @@ function keysPage(deps: DashboardDeps, ctx: DashboardContext, keys: KeyRow[], no
     return html`<tr data-key-id="${key.id}">
 <td><code>${key.prefix}…</code></td>
 <td>${key.env}</td>
+<td>${scopeOf(key.scope)}</td>
+<td>${sendersCell(key)}</td>
 <td>${timeCell(key.created_at)}</td>
 <td>${timeCell(key.last_used_at, 'never')}</td>
 <td>${timeCell(key.expires_at, 'never')}</td>
@@ -84,6 +103,14 @@ function keysPage(deps: DashboardDeps, ctx: DashboardContext, keys: KeyRow[], no
 <option value="test"${ctx.env === 'test' ? html` selected` : ''}>test (sandbox, sk_test_)</option>
 <option value="live"${ctx.env === 'live' ? html` selected` : ''}>live (sk_live_)</option>
 </select>
+<label for="new-key-scope">Scope</label>
+<select id="new-key-scope" name="scope">
+<option value="full" selected>full (everything)</option>
+<option value="send">send (send, cancel and read)</option>
+<option value="read">read (GET only)</option>
+</select>
+<label for="new-key-senders">Senders (optional)</label>
+<input id="new-key-senders" name="senders" placeholder="snd_… ws_… ts_…, space-separated; empty: any">
 <button type="submit">Create key</button>
 </form>
 </section>
@@ -91,7 +118,7 @@ function keysPage(deps: DashboardDeps, ctx: DashboardContext, keys: KeyRow[], no
 <h2 id="list-title">Keys of this account</h2>
 <p>Rolling issues a new key and keeps the old one working until the time you choose. Revoking stops a key at once.</p>
 <div class="table-wrap" tabindex="0" role="region" aria-label="API keys"><table>
-<thead><tr><th scope="col">Prefix</th><th scope="col">Environment</th><th scope="col">Created</th><th scope="col">Last used</th><th scope="col">Expires</th><th scope="col">State</th><th scope="col">Actions</th></tr></thead>
+<thead><tr><th scope="col">Prefix</th><th scope="col">Environment</th><th scope="col">Scope</th><th scope="col">Senders</th><th scope="col">Created</th><th scope="col">Last used</th><th scope="col">Expires</th><th scope="col">State</th><th scope="col">Actions</th></tr></thead>
 <tbody>${rows}</tbody>
 </table></div>
 </section>`,
@@ -111,9 +138,13 @@ export function registerKeyPages(app: FastifyInstance, deps: DashboardDeps): voi
   app.post('/keys', async (request, reply) => {
     const ctx = ctxOf(request);
     const env: KeyEnv = field(request.body, 'env') === 'live' ? 'live' : 'test';
+    const grant = grantOf(request.body);
+    if ('problem' in grant) {
+      return sendPage(reply, keysPage(deps, ctx, await listKeys(db, ctx.account.id), { kind: 'error', text: `No new key: ${grant.problem}.` }), 422);
+    }
     let issued;
     try {
-      issued = await createKey(db, ctx.account.id, env);
+      issued = await createKey(db, ctx.account.id, env, Date.now(), grant);
     } catch (error) {
       if (!(error instanceof LimitReachedError)) throw error;
       return sendPage(reply, keysPage(deps, ctx, await listKeys(db, ctx.account.id), { kind: 'error', text: `No new key: ${error.message}.` }), 409);
