@@ -46,7 +46,8 @@ describe('password hashes', () => {
 
 describe(`rehash at sign-in (${STORAGE_LABEL})`, () => {
   test('signing in with a password stored with older parameters stores it again with the current ones; other sign-ins stay', async (t) => {
-    const app = await startTestApp({ worker: false });
+    // PASSWORD_HASH_COST unset (the harness lowers it): the production default, 2^17.
+    const app = await startTestApp({ worker: false, env: { PASSWORD_HASH_COST: '' } });
     t.after(() => app.close());
     const account = await createDashboardAccount(app);
     const db = app.app.services.db.kysely;
@@ -61,6 +62,23 @@ describe(`rehash at sign-in (${STORAGE_LABEL})`, () => {
     // The session of the sign-in that upgraded the hash stays, and the password still works.
     assert.equal((await first.get('/dashboard/account')).statusCode, 200);
     assert.equal((await new FormClient(app, '10.9.0.2').signIn(account.email, account.password)).statusCode, 303);
+  });
+});
+
+describe(`PASSWORD_HASH_COST (${STORAGE_LABEL})`, () => {
+  test('new hashes are made at the configured cost, and a sign-in brings a hash of another cost to it', async (t) => {
+    const app = await startTestApp({ worker: false, env: { PASSWORD_HASH_COST: '15' } });
+    t.after(() => app.close());
+    const account = await createDashboardAccount(app);
+    const db = app.app.services.db.kysely;
+    const stored = async () => String((await db.selectFrom('accounts').select('password_hash').where('id', '=', account.accountId).executeTakeFirstOrThrow()).password_hash);
+    assert.match(await stored(), /^scrypt\$ln=15,r=8,p=1\$/);
+
+    await db.updateTable('accounts').set({ password_hash: await hashPasswordAsync(account.password) }).where('id', '=', account.accountId).execute();
+    assert.match(await stored(), /^scrypt\$ln=17,r=8,p=1\$/);
+    assert.equal((await new FormClient(app, '10.9.1.1').signIn(account.email, account.password)).statusCode, 303);
+    assert.match(await stored(), /^scrypt\$ln=15,r=8,p=1\$/);
+    assert.equal(await verifyPasswordAsync(account.password, await stored()), true);
   });
 });
 
