@@ -69,6 +69,8 @@ export interface Config {
   mcpEnabled: boolean;
   /** The owner account's dashboard email, used once: when the first start creates the owner. */
   ownerEmail: string | undefined;
+  /** log2 of scrypt's N for new dashboard password hashes (src/store/password-hash.ts). */
+  passwordHashCost: number;
   /** Sockets and their timeouts (src/api/http-limits.ts): what one slow or idle client may hold. */
   http: HttpLimits;
 }
@@ -108,6 +110,14 @@ export const DEFAULT_WORKER_CONCURRENCY = 64;
 export function defaultConcurrentConversions(cores = availableParallelism()): number {
   return Math.max(1, cores);
 }
+
+/**
+ * PASSWORD_HASH_COST: log2 of scrypt's N for dashboard passwords. 17 is OWASP's (about a second of CPU
+ * and 128 MiB a hash); never under 14, the cost hashes were made with before, nor over 20.
+ */
+export const DEFAULT_PASSWORD_HASH_COST = 17;
+export const MIN_PASSWORD_HASH_COST = 14;
+export const MAX_PASSWORD_HASH_COST = 20;
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
 
@@ -281,6 +291,7 @@ export function loadConfig(env: Env = process.env): Config {
     maxEventLoopDelayMs: integer(env, 'MAX_EVENT_LOOP_DELAY_MS', 1000, 0, 60_000),
     mcpEnabled: boolean(env, 'MCP_ENABLED', false),
     ownerEmail: ownerEmail(env),
+    passwordHashCost: integer(env, 'PASSWORD_HASH_COST', DEFAULT_PASSWORD_HASH_COST, MIN_PASSWORD_HASH_COST, MAX_PASSWORD_HASH_COST),
     http: httpLimits(env),
   };
 }

@@ -46,6 +46,7 @@ describe('loadConfig: the documented defaults', () => {
       maxEventLoopDelayMs: 1000,
       http: { headersTimeoutMs: 10_000, requestTimeoutMs: 30_000, keepAliveTimeoutMs: 360_000, maxRequestsPerSocket: 0, maxConnections: undefined, maxConnectionsPerAddress: undefined },
       ownerEmail: undefined,
+      passwordHashCost: 17,
     });
   });
 
@@ -83,6 +84,7 @@ describe('loadConfig: values are read and typed', () => {
       HTTP_MAX_CONNECTIONS: '300',
       HTTP_MAX_CONNECTIONS_PER_ADDRESS: '0',
       OWNER_EMAIL: 'Me@Example.com',
+      PASSWORD_HASH_COST: '15',
     });
     assert.equal(config.port, 8080);
     assert.equal(config.host, '127.0.0.1');
@@ -104,12 +106,16 @@ describe('loadConfig: values are read and typed', () => {
     assert.equal(config.shutdownMarginMs, 4000);
     assert.deepEqual(config.http, { headersTimeoutMs: 2000, requestTimeoutMs: 7000, keepAliveTimeoutMs: 65_000, maxRequestsPerSocket: 50, maxConnections: 300, maxConnectionsPerAddress: 0 });
     assert.equal(config.ownerEmail, 'Me@Example.com');
+    assert.equal(config.passwordHashCost, 15);
   });
 
   test('HTTP timeouts: the headers must not be given longer than the whole request; an email must look like one', () => {
     assert.throws(() => loadConfig({ HTTP_HEADERS_TIMEOUT_MS: '20000', HTTP_REQUEST_TIMEOUT_MS: '10000' }), /^ConfigError: HTTP_HEADERS_TIMEOUT_MS: must not be longer than HTTP_REQUEST_TIMEOUT_MS/);
     assert.throws(() => loadConfig({ HTTP_MAX_CONNECTIONS: '0' }), /HTTP_MAX_CONNECTIONS: must be between 1/);
     assert.throws(() => loadConfig({ OWNER_EMAIL: 'not an email' }), /OWNER_EMAIL: /);
+    // Never cheaper than the hashes of before (2^14), nor so dear that a sign-in takes a minute.
+    assert.throws(() => loadConfig({ PASSWORD_HASH_COST: '13' }), /^ConfigError: PASSWORD_HASH_COST: must be between 14 and 20/);
+    assert.throws(() => loadConfig({ PASSWORD_HASH_COST: '21' }), /^ConfigError: PASSWORD_HASH_COST: must be between 14 and 20/);
   });
 
   test('SECRET_KEY is accepted as 64 hex characters or as base64 of 32 bytes', () => {

@@ -1,8 +1,9 @@
 import { randomBytes } from 'node:crypto';
 import type { Kysely } from 'kysely';
 import type { PlanName } from '../core/plans.js';
-import { countAccounts, insertAccount, type AccountRow } from '../store/accounts.js';
+import { countAccounts, insertAccount, type AccountRow, type NewAccount } from '../store/accounts.js';
 import { issueKey, type IssuedKey } from '../store/keys.js';
+import type { ScryptParameters } from '../store/password-hash.js';
 import type { Database } from '../store/schema.js';
 
 export interface CreatedAccount {
@@ -16,7 +17,7 @@ export interface CreatedAccount {
 /** An account with one sandbox and one live key, in one transaction. */
 export async function createAccountWithKeys(
   db: Kysely<Database>,
-  input: { name: string; email?: string | null; plan: PlanName; password?: string | null; isOwner?: boolean },
+  input: NewAccount,
 ): Promise<CreatedAccount> {
   return db.transaction().execute(async (trx) => {
     const account = await insertAccount(trx, input);
@@ -33,11 +34,15 @@ export const DEFAULT_OWNER_EMAIL = 'owner@localhost';
  * On an empty database, the owner account with generated keys and dashboard password (its email
  * `email`, OWNER_EMAIL at the first start, else owner@localhost); undefined otherwise.
  */
-export async function bootstrapOwner(db: Kysely<Database>, email: string = DEFAULT_OWNER_EMAIL): Promise<CreatedAccount | undefined> {
+export async function bootstrapOwner(
+  db: Kysely<Database>,
+  email: string = DEFAULT_OWNER_EMAIL,
+  passwordHash?: ScryptParameters,
+): Promise<CreatedAccount | undefined> {
   if ((await countAccounts(db)) > 0) return undefined;
   const password = randomBytes(12).toString('base64url');
   try {
-    const created = await createAccountWithKeys(db, { name: 'owner', email, plan: 'scale', password, isOwner: true });
+    const created = await createAccountWithKeys(db, { name: 'owner', email, plan: 'scale', password, passwordHash, isOwner: true });
     return { ...created, generatedPassword: password };
   } catch (error) {
     // Another process created the owner between our count and our insert (the one-owner index said no).

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import type { Kysely } from 'kysely';
 import { findAccount } from '../store/accounts.js';
-import { hashPasswordAsync } from '../store/password-hash.js';
+import { hashPasswordAsync, type ScryptParameters } from '../store/password-hash.js';
 import type { Database } from '../store/schema.js';
 
 /** A login needs an email: the account has none and none was given. */
@@ -23,9 +23,10 @@ export async function setLogin(
   db: Kysely<Database>,
   accountId: string,
   input: { email?: string; password?: string },
+  hashParameters?: ScryptParameters,
 ): Promise<ChangedLogin | undefined> {
   const generated = input.password === undefined ? randomBytes(12).toString('base64url') : undefined;
-  const passwordHash = await hashPasswordAsync(input.password ?? generated!);
+  const passwordHash = await hashPasswordAsync(input.password ?? generated!, hashParameters);
   return db.transaction().execute(async (trx) => {
     const account = await findAccount(trx, accountId);
     if (!account) return undefined;

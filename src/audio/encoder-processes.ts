@@ -1,6 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { getPriority, setPriority } from 'node:os';
-import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { AudioLogger } from './cache.js';
 import type { EncodeReply, EncodeRequest, KillRequest } from './encoder-process.js';
@@ -49,11 +48,15 @@ interface Pending {
   reject: (err: Error) => void;
 }
 
-/** The program and the arguments that start an encoder: the build's JavaScript, or (in development) the TypeScript source through tsx. */
+/**
+ * The program and the arguments that start an encoder: the JavaScript beside this module (the build's,
+ * or the test runner's compiled copy), or in development, where tsx resolves `./x.js` to the
+ * TypeScript source, that source through tsx.
+ */
 function encoderCommand(): string[] {
-  const here = fileURLToPath(import.meta.url);
-  if (here.endsWith('.ts')) return ['--import', import.meta.resolve('tsx'), join(dirname(here), 'encoder-process.ts')];
-  return [join(dirname(here), 'encoder-process.js')];
+  const program = fileURLToPath(import.meta.resolve('./encoder-process.js'));
+  if (program.endsWith('.ts')) return ['--import', import.meta.resolve('tsx'), program];
+  return [program];
 }
 
 /** One encoder process and the runs it owes answers for. */

@@ -4,6 +4,7 @@ import { NoEmailError, setLogin } from '../admin/set-login.js';
 import { type PlanName } from '../core/plans.js';
 import { findAccount, listAccounts, updatePlan } from '../store/accounts.js';
 import { listKeys } from '../store/keys.js';
+import { scryptParameters } from '../store/password-hash.js';
 import { CliError, out, json, withDb, parsePlan, parsePositiveInt, parseName, parseEmail, parsePassword, printCreatedAccount, keyView, accountView, config } from './common.js';
 
 /** `accounts create|list|show|set-plan|set-login`. */
@@ -18,8 +19,9 @@ export function registerAccountCommands(program: Command): void {
     .addOption(new Option('--password <password>', 'dashboard password, at least 8 characters').argParser(parsePassword))
     .option('--json', 'print one JSON object')
     .action(async (options: { name: string; email?: string; plan: PlanName; password?: string; json?: boolean }) => {
-      const created = await withDb(config(), (db) =>
-        createAccountWithKeys(db.kysely, { name: options.name, email: options.email ?? null, plan: options.plan, password: options.password ?? null }),
+      const cfg = config();
+      const created = await withDb(cfg, (db) =>
+        createAccountWithKeys(db.kysely, { name: options.name, email: options.email ?? null, plan: options.plan, password: options.password ?? null, passwordHash: scryptParameters(cfg.passwordHashCost) }),
       );
       printCreatedAccount(created, options.json === true);
     });
@@ -86,7 +88,8 @@ export function registerAccountCommands(program: Command): void {
     .addOption(new Option('--password <password>', 'new dashboard password, at least 8 characters (default: generated)').argParser(parsePassword))
     .option('--json', 'print one JSON object')
     .action(async (accountId: string, options: { email?: string; password?: string; json?: boolean }) => {
-      const changed = await withDb(config(), (db) => setLogin(db.kysely, accountId, options)).catch((error: unknown) => {
+      const cfg = config();
+      const changed = await withDb(cfg, (db) => setLogin(db.kysely, accountId, options, scryptParameters(cfg.passwordHashCost))).catch((error: unknown) => {
         throw error instanceof NoEmailError ? new CliError(error.message) : error;
       });
       if (!changed) throw new CliError(`no account ${accountId}`);

@@ -4,6 +4,7 @@ import { createLogger } from '../logger.js';
 import { firstStartBanner } from './first-start.js';
 import { migrate, openDb } from '../store/db.js';
 import { checkSecretKey } from '../store/key-check.js';
+import { scryptParameters } from '../store/password-hash.js';
 import { SecretBox } from '../core/secret-box.js';
 import { loadOrCreateSecretKey } from '../secret-key.js';
 import { CliError, out, messageOf, storageFailure, config } from './common.js';
@@ -59,7 +60,7 @@ export function registerProcessCommands(program: Command): void {
         throw new CliError(`PORT/HOST: cannot listen on ${cfg.host}:${cfg.port}: ${messageOf(error)}`);
       }
       // Only once the service is up: a start that failed leaves no owner behind whose keys were never shown.
-      const owner = await bootstrapOwner(app.services.db.kysely, cfg.ownerEmail);
+      const owner = await bootstrapOwner(app.services.db.kysely, cfg.ownerEmail, scryptParameters(cfg.passwordHashCost));
       if (owner) process.stderr.write(firstStartBanner(owner, cfg));
       logger.info({ address, worker: options.worker, storage: app.services.db.dialect }, 'voicenote is listening');
     });

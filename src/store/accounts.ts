@@ -2,7 +2,7 @@ import type { Kysely } from 'kysely';
 import { newAccountId } from '../core/ids.js';
 import type { PlanName } from '../core/plans.js';
 import { announceAuthChange, markAuthChanged } from './auth-changes.js';
-import { hashPasswordSync, verifyPasswordSync } from './password-hash.js';
+import { hashPasswordSync, verifyPasswordSync, type ScryptParameters } from './password-hash.js';
 import type { AccountsTable, Database } from './schema.js';
 
 export type AccountRow = AccountsTable;
@@ -16,6 +16,8 @@ export interface NewAccount {
   email?: string | null;
   plan: PlanName;
   password?: string | null;
+  /** What the password is hashed with (PASSWORD_HASH_COST's); default the default cost's. */
+  passwordHash?: ScryptParameters;
   isOwner?: boolean;
 }
 
@@ -27,7 +29,7 @@ export async function insertAccount(db: Kysely<Database>, input: NewAccount, now
     plan: input.plan,
     rate_limit: null,
     quota: null,
-    password_hash: input.password ? hashPassword(input.password) : null,
+    password_hash: input.password ? hashPassword(input.password, input.passwordHash) : null,
     is_owner: input.isOwner ? 1 : 0,
     created_at: now,
   };

@@ -1,4 +1,5 @@
 import { randomBytes, scrypt, scryptSync, timingSafeEqual, type ScryptOptions } from 'node:crypto';
+import { DEFAULT_PASSWORD_HASH_COST, MAX_PASSWORD_HASH_COST } from '../config.js';
 
 /**
  * Dashboard passwords, hashed with scrypt at OWASP's current parameters (Password Storage Cheat
@@ -6,6 +7,10 @@ import { randomBytes, scrypt, scryptSync, timingSafeEqual, type ScryptOptions } 
  *   scrypt$ln=17,r=8,p=1$<salt>$<hash>        (base64url, 16-byte salt, 32-byte hash)
  * Hashes from before have no parameters, `scrypt$<salt>$<hash>`, and were made with N=2^14: they are
  * still checked, and replaced at the next sign-in (needsRehash).
+ *
+ * The operator may set N's exponent, the cost, with PASSWORD_HASH_COST (docs/operations.md): 17 by
+ * default, never under 14 (the cost of those older hashes). Each hash takes 128 × 2^cost × 8 bytes
+ * and about a second of CPU at 17; the test suite, which signs in hundreds of times, sets 14.
  */
 export interface ScryptParameters {
   /** log2 of N, the CPU and memory cost. */
@@ -14,11 +19,16 @@ export interface ScryptParameters {
   p: number;
 }
 
-export const CURRENT_PARAMETERS: ScryptParameters = { ln: 17, r: 8, p: 1 };
+/** The parameters new hashes are made with at a given cost. */
+export function scryptParameters(cost: number = DEFAULT_PASSWORD_HASH_COST): ScryptParameters {
+  return { ln: cost, r: 8, p: 1 };
+}
+
+export const CURRENT_PARAMETERS: ScryptParameters = scryptParameters(DEFAULT_PASSWORD_HASH_COST);
 const LEGACY_PARAMETERS: ScryptParameters = { ln: 14, r: 8, p: 1 };
 const KEY_LENGTH = 32;
 // Bounds for parameters read back from storage: a stored hash must not make a check cost a fortune.
-const MAX_LN = 20;
+const MAX_LN = MAX_PASSWORD_HASH_COST;
 
 /** scrypt needs 128 × N × r bytes; Node refuses anything over 32 MiB unless told (N=2^17, r=8: 128 MiB). */
 function options(params: ScryptParameters): ScryptOptions {
@@ -81,16 +91,17 @@ export async function hashPasswordAsync(password: string, params: ScryptParamete
 }
 
 /** For the CLI (creating an account), where nothing else waits. */
-export function hashPasswordSync(password: string): string {
+export function hashPasswordSync(password: string, params: ScryptParameters = CURRENT_PARAMETERS): string {
   const salt = randomBytes(16);
-  return encode(CURRENT_PARAMETERS, salt, scryptSync(password, salt, KEY_LENGTH, options(CURRENT_PARAMETERS)));
+  return encode(params, salt, scryptSync(password, salt, KEY_LENGTH, options(params)));
 }
 
-export async function verifyPasswordAsync(password: string, stored: string | null): Promise<boolean> {
+/** `params`: what new hashes are made with, the work done for an unknown account (`stored` null). */
+export async function verifyPasswordAsync(password: string, stored: string | null, params: ScryptParameters = CURRENT_PARAMETERS): Promise<boolean> {
   const parsed = parse(stored);
   if (!parsed) {
     // Same work as a real check, so a wrong email takes as long as a wrong password.
-    await derive(password, Buffer.alloc(16), KEY_LENGTH, CURRENT_PARAMETERS);
+    await derive(password, Buffer.alloc(16), KEY_LENGTH, params);
     return false;
   }
   const actual = await derive(password, parsed.salt, parsed.hash.length, parsed.params);
@@ -103,10 +114,10 @@ export function verifyPasswordSync(password: string, stored: string): boolean {
   return timingSafeEqual(scryptSync(password, parsed.salt, parsed.hash.length, options(parsed.params)), parsed.hash);
 }
 
-/** A stored hash made with other parameters than today's: replace it once the password is known (at sign-in). */
-export function needsRehash(stored: string | null): boolean {
+/** A stored hash made with other parameters than `params` (today's): replace it once the password is known (at sign-in). */
+export function needsRehash(stored: string | null, params: ScryptParameters = CURRENT_PARAMETERS): boolean {
   const parsed = parse(stored);
   if (!parsed) return false;
   const { ln, r, p } = parsed.params;
-  return ln !== CURRENT_PARAMETERS.ln || r !== CURRENT_PARAMETERS.r || p !== CURRENT_PARAMETERS.p;
+  return ln !== params.ln || r !== params.r || p !== params.p;
 }

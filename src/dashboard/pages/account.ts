@@ -3,7 +3,7 @@ import { deleteOtherDashboardSessions, setDashboardSessionEnv, setPasswordHash }
 import { ctxOf, field, redirectTo, type DashboardDeps } from '../deps.js';
 import { html } from '../html.js';
 import { page, sendPage, type Notice } from '../layout.js';
-import { hashPasswordAsync, MAX_PASSWORD_LENGTH, MIN_PASSWORD_LENGTH, verifyPasswordAsync } from '../passwords.js';
+import { hashPasswordAsync, MAX_PASSWORD_LENGTH, MIN_PASSWORD_LENGTH, scryptParameters, verifyPasswordAsync } from '../passwords.js';
 import type { DashboardContext } from '../context.js';
 
 const NOTICES: Record<string, Notice> = {
@@ -56,7 +56,7 @@ export function registerAccountPages(app: FastifyInstance, deps: DashboardDeps):
       return refuse(`The new password must have ${MIN_PASSWORD_LENGTH} to ${MAX_PASSWORD_LENGTH} characters.`, 422);
     }
     if (next !== field(request.body, 'confirm_password')) return refuse('The two new passwords differ.', 422);
-    await setPasswordHash(db, ctx.account.id, await hashPasswordAsync(next));
+    await setPasswordHash(db, ctx.account.id, await hashPasswordAsync(next, scryptParameters(deps.services.config.passwordHashCost)));
     await deleteOtherDashboardSessions(db, ctx.account.id, ctx.token);
     return redirectTo(reply, '/dashboard/account?notice=password_changed');
   });

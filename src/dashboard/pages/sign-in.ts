@@ -6,7 +6,7 @@ import { loadContext, sameToken, SESSION_COOKIE, SESSION_TTL_MS, SIGN_IN_COOKIE,
 import { field, redirectTo, type DashboardDeps } from '../deps.js';
 import { html } from '../html.js';
 import { barePage, sendPage, type Notice } from '../layout.js';
-import { hashPasswordAsync, MAX_PASSWORD_LENGTH, needsRehash, verifyPasswordAsync } from '../passwords.js';
+import { hashPasswordAsync, MAX_PASSWORD_LENGTH, needsRehash, scryptParameters, verifyPasswordAsync } from '../passwords.js';
 import { SignInLimiter } from '../sign-in-limiter.js';
 
 const SIGN_IN_FORM_TTL_SECONDS = 60 * 60;
@@ -43,6 +43,7 @@ function showForm(request: FastifyRequest, reply: FastifyReply, status: number, 
 export function registerSignInPages(app: FastifyInstance, deps: DashboardDeps): void {
   const { services } = deps;
   const db = services.db.kysely;
+  const hashParameters = scryptParameters(services.config.passwordHashCost);
   const limiter = new SignInLimiter({ redis: services.redis, keyPrefix: services.redisKeyPrefix });
 
   app.get('/sign-in', async (request, reply) => {
@@ -66,7 +67,7 @@ export function registerSignInPages(app: FastifyInstance, deps: DashboardDeps): 
     try {
       if (email !== '' && password !== '' && password.length <= MAX_PASSWORD_LENGTH) {
         const candidates = await accountsByEmail(db, email);
-        if (candidates.length === 0) await verifyPasswordAsync(password, null);
+        if (candidates.length === 0) await verifyPasswordAsync(password, null, hashParameters);
         for (const candidate of candidates) {
           if (await verifyPasswordAsync(password, candidate.password_hash)) {
             account = candidate;
@@ -86,8 +87,8 @@ export function registerSignInPages(app: FastifyInstance, deps: DashboardDeps): 
     }
     await limiter.succeeded(request.ip, email);
     // A hash made with older scrypt parameters is replaced now that the password is known (sessions stay).
-    if (needsRehash(account.password_hash)) {
-      await setPasswordHash(db, account.id, await hashPasswordAsync(password));
+    if (needsRehash(account.password_hash, hashParameters)) {
+      await setPasswordHash(db, account.id, await hashPasswordAsync(password, hashParameters));
       request.log.info({ event: 'dashboard_password_rehashed', account_id: account.id }, 'password hash upgraded to the current scrypt parameters');
     }
     const token = randomBytes(32).toString('base64url');
