@@ -60,22 +60,22 @@ describe(`n8n-nodes-voicenote in a real n8n ${N8N_VERSION} (${STORAGE_LABEL})`, 
     await t?.close();
   });
 
-  test('n8n loaded the package as a community package', async () => {
-    const types = await n8n.rest('GET', '/community-packages');
-    assert.equal(types.status, 200, JSON.stringify(types.body));
-    const installed = (types.body.data as Array<{ packageName: string; installedNodes: Array<{ type: string }> }>).find((p) => p.packageName === PACKAGE);
-    assert.ok(installed, `n8n lists ${PACKAGE}: ${JSON.stringify(types.body.data)}\n${n8n.log().slice(-3000)}`);
+  test('n8n loaded the package from its community nodes folder', async () => {
+    const types = await n8n.get('/types/nodes.json');
+    assert.equal(types.status, 200, JSON.stringify(types.body).slice(0, 500));
+    const names = (types.body as Array<{ name: string }>).map((t) => t.name);
+    assert.ok(names.includes(`${PACKAGE}.voicenote`) && names.includes(`${PACKAGE}.voicenoteTrigger`), n8n.log().slice(-3000));
   });
 
   test("the credential's test calls GET /usage, and shows the service's own message for a bad key", async () => {
-    const tested = async (apiKey: string) =>
-      n8n.rest('POST', '/credentials/test', { credentials: { id: credentialId, name: 'voicenote sandbox', type: 'voicenoteApi', data: { url: voicenoteUrl, apiKey } } });
-    const good = await tested(account.testKey);
+    const good = await n8n.api('POST', `/credentials/${credentialId}/test`);
     assert.equal(good.status, 200, JSON.stringify(good.body));
-    assert.equal(good.body.data.status, 'OK', JSON.stringify(good.body));
-    const bad = await tested('sk_test_not_a_key');
-    assert.equal(bad.body.data.status, 'Error', JSON.stringify(bad.body));
-    assert.match(bad.body.data.message, /unauthorized|API key/i, 'the service says why');
+    assert.equal(good.body.status, 'OK', JSON.stringify(good.body));
+    const wrong = await n8n.api('POST', '/credentials', { name: 'wrong key', type: 'voicenoteApi', data: { url: voicenoteUrl, apiKey: 'sk_test_not_a_key' } });
+    assert.equal(wrong.status, 200, JSON.stringify(wrong.body));
+    const bad = await n8n.api('POST', `/credentials/${wrong.body.id}/test`);
+    assert.equal(bad.body.status, 'Error', JSON.stringify(bad.body));
+    assert.match(bad.body.message, /API key/i, `the service's own message: ${JSON.stringify(bad.body)}`);
   });
 
   test('(a) Manual trigger → Send → Get executes and the note is delivered', async () => {
@@ -107,7 +107,7 @@ describe(`n8n-nodes-voicenote in a real n8n ${N8N_VERSION} (${STORAGE_LABEL})`, 
     });
     assert.equal(workflow.status, 200, JSON.stringify(workflow.body));
     const workflowId = workflow.body.id as string;
-    const started = await n8n.rest('POST', `/workflows/${workflowId}/run`, { workflowData: { ...workflow.body }, triggerToStartFrom: { name: 'Manual' } });
+    const started = await n8n.rest('POST', `/workflows/${workflowId}/run`, { triggerToStartFrom: { name: 'Manual' } });
     assert.equal(started.status, 200, JSON.stringify(started.body));
 
     const execution = await waitFor('the manual execution to finish', async () => (await executionsOf(workflowId)).find((e) => e.status !== 'running' && e.status !== 'new'), 60_000);
@@ -145,7 +145,7 @@ describe(`n8n-nodes-voicenote in a real n8n ${N8N_VERSION} (${STORAGE_LABEL})`, 
     const workflowId = workflow.body.id as string;
     assert.deepEqual(await endpointsOf(account.testKey), [], 'no endpoint before publishing');
 
-    const activated = await n8n.api('POST', `/workflows/${workflowId}/activate`, {});
+    const activated = await n8n.api('POST', `/workflows/${workflowId}/publish`, {});
     assert.equal(activated.status, 200, `${JSON.stringify(activated.body)}\n${n8n.log().slice(-3000)}`);
     const [endpoint, ...more] = await endpointsOf(account.testKey);
     assert.equal(more.length, 0, 'one endpoint');
@@ -178,7 +178,7 @@ describe(`n8n-nodes-voicenote in a real n8n ${N8N_VERSION} (${STORAGE_LABEL})`, 
     assert.equal(item.reply.text, 'Thanks, got it!');
     assert.deepEqual((await executionsOf(workflowId)).map((e) => outputOf(e, 'Replied')?.[0]?.id), [messageId], 'the forged delivery started nothing');
 
-    const deactivated = await n8n.api('POST', `/workflows/${workflowId}/deactivate`);
+    const deactivated = await n8n.api('POST', `/workflows/${workflowId}/unpublish`);
     assert.equal(deactivated.status, 200, JSON.stringify(deactivated.body));
     assert.deepEqual(await endpointsOf(account.testKey), [], 'unpublishing removed the endpoint');
   });

@@ -1,7 +1,13 @@
-import type { INodeProperties } from 'n8n-workflow';
+import type { INodeProperties, INodePropertyOptions } from 'n8n-workflow';
 
 /** Where the sender comes from when it is not one of the account's listed senders. */
 export const ENTER_SESSION = '__enter';
+
+const PLATFORMS: INodePropertyOptions[] = [
+  { name: 'LinkedIn', value: 'linkedin' },
+  { name: 'Telegram', value: 'telegram' },
+  { name: 'WhatsApp', value: 'whatsapp' },
+];
 
 const show = (resource: string, operation: string[]) => ({ show: { resource: [resource], operation } });
 
@@ -19,51 +25,38 @@ export const resourceProperty: INodeProperties = {
   default: 'voiceNote',
 };
 
+/** The operations of one resource, shown when it is chosen. */
+const operationsOf = (resource: string, options: INodePropertyOptions[], defaultOperation: string): INodeProperties => ({
+  displayName: 'Operation',
+  name: 'operation',
+  type: 'options',
+  noDataExpression: true,
+  displayOptions: { show: { resource: [resource] } },
+  options,
+  default: defaultOperation,
+});
+
 const operations: INodeProperties[] = [
-  {
-    displayName: 'Operation',
-    name: 'operation',
-    type: 'options',
-    noDataExpression: true,
-    displayOptions: { show: { resource: ['voiceNote'] } },
-    options: [
+  operationsOf(
+    'voiceNote',
+    [
       { name: 'Cancel', value: 'cancel', action: 'Cancel a voice note', description: 'Take back a queued voice note' },
       { name: 'Get', value: 'get', action: 'Get a voice note', description: 'Get a voice note with its attempts, receipts and replies' },
       { name: 'Get Many', value: 'getAll', action: 'Get many voice notes', description: 'List voice notes, newest first' },
       { name: 'Send', value: 'send', action: 'Send a voice note', description: 'Send an audio file as a native voice note' },
     ],
-    default: 'send',
-  },
-  {
-    displayName: 'Operation',
-    name: 'operation',
-    type: 'options',
-    noDataExpression: true,
-    displayOptions: { show: { resource: ['sender'] } },
-    options: [
+    'send',
+  ),
+  operationsOf(
+    'sender',
+    [
       { name: 'Get', value: 'get', action: 'Get a sender', description: 'Get a sender and its health' },
       { name: 'Get Many', value: 'getAll', action: 'Get many senders', description: 'List the senders and their health' },
     ],
-    default: 'getAll',
-  },
-  {
-    displayName: 'Operation',
-    name: 'operation',
-    type: 'options',
-    noDataExpression: true,
-    displayOptions: { show: { resource: ['recipient'] } },
-    options: [{ name: 'Check', value: 'check', action: 'Check a recipient', description: 'Ask the platform whether a recipient exists' }],
-    default: 'check',
-  },
-  {
-    displayName: 'Operation',
-    name: 'operation',
-    type: 'options',
-    noDataExpression: true,
-    displayOptions: { show: { resource: ['usage'] } },
-    options: [{ name: 'Get', value: 'get', action: 'Get usage', description: "Get this billing period's usage and limits" }],
-    default: 'get',
-  },
+    'getAll',
+  ),
+  operationsOf('recipient', [{ name: 'Check', value: 'check', action: 'Check a recipient', description: 'Ask the platform whether a recipient exists' }], 'check'),
+  operationsOf('usage', [{ name: 'Get', value: 'get', action: 'Get usage', description: "Get this billing period's usage and limits" }], 'get'),
 ];
 
 /** Platform, recipient and sender: what Send and Recipient → Check both take. */
@@ -72,11 +65,7 @@ const addressing = (resource: string, operation: string): INodeProperties[] => [
     displayName: 'Platform',
     name: 'platform',
     type: 'options',
-    options: [
-      { name: 'LinkedIn', value: 'linkedin' },
-      { name: 'Telegram', value: 'telegram' },
-      { name: 'WhatsApp', value: 'whatsapp' },
-    ],
+    options: PLATFORMS,
     default: 'telegram',
     required: true,
     displayOptions: show(resource, [operation]),
@@ -263,11 +252,7 @@ const listFilters: INodeProperties = {
       displayName: 'Platform',
       name: 'platform',
       type: 'options',
-      options: [
-        { name: 'LinkedIn', value: 'linkedin' },
-        { name: 'Telegram', value: 'telegram' },
-        { name: 'WhatsApp', value: 'whatsapp' },
-      ],
+      options: PLATFORMS,
       default: 'telegram',
     },
     { displayName: 'Recipient', name: 'recipient', type: 'string', default: '' },
