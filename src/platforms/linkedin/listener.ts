@@ -6,9 +6,6 @@ import { capKey, nextDayStart, type Rhythm } from '../../core/rhythm.js';
 import type { SecretBox } from '../../core/secret-box.js';
 import { findRhythm, takeSenderPlace } from '../../store/rhythm.js';
 import type { OnHeard } from '../../inbound/recorder.js';
-import type { Heard } from '../../inbound/heard.js';
-import { recordEventually } from '../../inbound/record-eventually.js';
-import { recordReceipt } from '../../store/receipts.js';
 import { expireLiveSender } from '../../store/senders.js';
 import { claimAffinity, releaseAffinity } from '../../store/affinity.js';
 import {
@@ -20,7 +17,6 @@ import {
   forgetLinkedinListener,
   listenedConversations,
   postponeLinkedinLook,
-  streamableLinkedinListeners,
   type LinkedinListenerRow,
   type ListenedConversationRow,
 } from '../../store/linkedin-listeners.js';
@@ -28,8 +24,9 @@ import { REPLY_CLOCK_SLACK_MS } from '../../store/replies.js';
 import type { Database } from '../../store/schema.js';
 import { browserIdentity } from './browser.js';
 import { DeliveryCookies } from './cookies.js';
-import { checkAt, conversationMessagesRequest, LISTEN_DAILY_MS, LISTEN_INTERVALS_MS, mailboxOf, readConversationMessages, type ConversationMessage } from './listening.js';
-import { realClock, runRealtimeStream, type StreamClock } from './realtime-stream.js';
+import { checkAt, conversationMessagesRequest, LISTEN_DAILY_MS, LISTEN_INTERVALS_MS, mailboxOf, readConversationMessages, replyHeard } from './listening.js';
+import { realClock, type StreamClock } from './realtime-stream.js';
+import { keepLinkedinStreams } from './stream-keeper.js';
 import { SESSION_EXPIRED_MESSAGE } from './voyager-answers.js';
 import { REST_AFTER_999_MS, type AccountRest } from './rest.js';
 import { LOGIN_LOCATION, meRequest, readOwnProfileUrn, voyagerHeaders, type VoyagerRequest } from './voyager-requests.js';
@@ -41,12 +38,13 @@ import { LOGIN_LOCATION, meRequest, readOwnProfileUrn, voyagerHeaders, type Voya
  * cookies and browser. One checker per li_at across processes, under a lease (affinity_leases, key
  * `linkedin-listen:<sender key>`), as Telegram bots are polled. A 999 rests the li_at (the same rest as
  * its deliveries) and the look waits for the rest's end; a signed-out session (401, a redirect to the
- * login page, li_at deleted) ends listening and erases the kept session, as 14 days without a note do.
+ * login page, li_at deleted) ends listening and erases the kept session, as 14 days without a note do,
+ * and makes its live senders `expired` as a delivery's 401 does.
  * A `cancel_on_reply` note due soon into a listened conversation has that conversation looked at once
  * before it goes (a person opens the thread before writing), whatever the intervals say.
  *
  * Beside the looks, each listened li_at that wrote into a conversation keeps LinkedIn's realtime stream
- * open (realtime-stream.ts), in one process at a time (lease `linkedin-stream:<sender key>`): a reply
+ * open (stream-keeper.ts), in one process at a time (lease `linkedin-stream:<sender key>`): a reply
  * is recorded the moment LinkedIn pushes it, and a seen event of one of our notes is its read receipt.
  * Whenever the stream opens again after being open (a gap), or first opens after a look was already
  * made since the latest note, every listened conversation is looked at once (uncounted), so nothing
@@ -95,7 +93,6 @@ export interface LinkedinListener {
 type Answer = { kind: 'ok'; json: unknown } | { kind: 'rest' } | { kind: 'ended' } | { kind: 'failed'; why: string };
 
 const leaseKey = (senderKey: string): string => `linkedin-listen:${senderKey}`;
-const streamLeaseKey = (senderKey: string): string => `linkedin-stream:${senderKey}`;
 
 export function startLinkedinListener(options: LinkedinListenerOptions): LinkedinListener {
   const { db, logger } = options;
@@ -113,17 +110,23 @@ export function startLinkedinListener(options: LinkedinListenerOptions): Linkedi
   const stopping = new AbortController();
   const looks = new Map<string, Promise<void>>();
   const log = logger.child({ component: 'linkedin-listener' });
-  /** The realtime streams this process holds, by sender key. */
-  const streams = new Map<string, { stop: AbortController; done: Promise<void> }>();
-  /** Catch-up looks of one sender run one after the other (a second one waits for the first). */
-  const catchUps = new Map<string, Promise<void>>();
-  /** Senders whose catch-up look failed: tried again at the next scan. */
-  const catchUpDue = new Set<string>();
-  /** What a stream pushes is heard once: a failure to record it is tried again in the process. */
-  const hearPushed = recordEventually(options.onHeard, log);
-  const recordSeen = recordEventually((receipt: { messageUrn: string; at: number }) =>
-    recordReceipt(db, { platformMessageId: receipt.messageUrn, kind: 'read', at: receipt.at, source: 'linkedin' }).then(() => undefined),
-  log);
+  const streams = keepLinkedinStreams({
+    db,
+    log,
+    apiRoot,
+    holder,
+    leaseMs,
+    timeoutMs,
+    rest: options.rest,
+    onHeard: options.onHeard,
+    clock: options.streamClock ?? realClock,
+    idleMs: options.streamIdleMs ?? 90_000,
+    stopping: stopping.signal,
+    openSession: (row) => openSession(row),
+    lookAt: (senderKey, urns) => lookAt(senderKey, urns),
+    sessionEnded: (senderKey) => sessionEnded(senderKey),
+    forgetUnreadable: (senderKey) => forgetUnreadable(senderKey),
+  });
 
   async function scan(): Promise<void> {
     const ended = await endExpiredLinkedinListening(db, Date.now());
@@ -141,100 +144,7 @@ export function startLinkedinListener(options: LinkedinListenerOptions): Linkedi
       looks.set(row.sender_key, running);
     }
     await lookBeforeFollowUps();
-    await keepStreams();
-  }
-
-  /** Opens a stream for each listened li_at that wrote into a conversation; ends those no longer listened to or taken over. */
-  async function keepStreams(): Promise<void> {
-    const now = Date.now();
-    const wanted = new Map<string, LinkedinListenerRow>();
-    for (const row of await streamableLinkedinListeners(db, now)) wanted.set(row.sender_key, row);
-    for (const [senderKey, stream] of streams) {
-      const held = wanted.has(senderKey) && (await claimAffinity(db, streamLeaseKey(senderKey), holder, now, leaseMs));
-      if (!held) stream.stop.abort();
-    }
-    for (const [senderKey, row] of wanted) {
-      if (streams.has(senderKey) || stopping.signal.aborted) continue;
-      if (!(await claimAffinity(db, streamLeaseKey(senderKey), holder, now, leaseMs))) continue;
-      startStream(row);
-    }
-    for (const senderKey of catchUpDue) if (streams.has(senderKey)) catchUp(senderKey);
-  }
-
-  function startStream(row: LinkedinListenerRow): void {
-    const senderKey = row.sender_key;
-    const stop = new AbortController();
-    const done = (async () => {
-      const session = openSession(row);
-      const conversations = await listenedConversations(db, senderKey);
-      const actorUrn = conversations.map((c) => mailboxOf(c.conversation_urn)).find((m) => m !== undefined);
-      if (!session) return forgetUnreadable(senderKey);
-      if (actorUrn === undefined) return;
-      // A look was made since the latest note: what was said since that look is read when the stream opens.
-      let behind = Number(row.checks) > 0;
-      await runRealtimeStream({
-        apiRoot,
-        session,
-        actorUrn,
-        clock: options.streamClock ?? realClock,
-        logger: log.child({ sender: senderKey }),
-        signal: AbortSignal.any([stop.signal, stopping.signal]),
-        idleMs: options.streamIdleMs ?? 90_000,
-        timeoutMs,
-        handlers: {
-          connected: (again) => {
-            if (again || behind) catchUp(senderKey);
-            behind = false;
-          },
-          message: (conversationUrn, message) => heardOnStream(senderKey, conversationUrn, message),
-          seen: async (receipt) => {
-            // Our own reading of the conversation says nothing of the recipient.
-            if (receipt.seenBy === undefined || receipt.seenBy === actorUrn) return;
-            await recordSeen({ messageUrn: receipt.messageUrn, at: receipt.seenAt });
-          },
-          restRemainingMs: () => options.rest.remainingMs(senderKey),
-          refusedAsAutomated: async () => {
-            log.warn({ sender: senderKey }, 'LinkedIn refused the realtime stream as automated (999): the li_at rests, the stream waits for the rest to end');
-            await options.rest.begin(senderKey, REST_AFTER_999_MS);
-          },
-          signedOut: () => sessionEnded(senderKey),
-        },
-      });
-    })()
-      .catch((err: unknown) => log.warn({ err, sender: senderKey }, 'the LinkedIn realtime stream stopped'))
-      .finally(async () => {
-        streams.delete(senderKey);
-        await releaseAffinity(db, streamLeaseKey(senderKey), holder).catch(() => undefined);
-      });
-    streams.set(senderKey, { stop, done });
-  }
-
-  /** A message pushed on the stream: a reply when the recipient of a listened conversation wrote it after the note. */
-  async function heardOnStream(senderKey: string, conversationUrn: string, message: ConversationMessage): Promise<void> {
-    const conversation = (await listenedConversations(db, senderKey)).find((c) => c.conversation_urn === conversationUrn);
-    if (!conversation) return;
-    const mailbox = mailboxOf(conversationUrn);
-    if (message.senderProfileUrn === undefined || message.senderProfileUrn === mailbox || message.deliveredAt < Number(conversation.note_at) - REPLY_CLOCK_SLACK_MS) return;
-    await hearPushed(replyHeard(senderKey, conversation.recipient, message));
-  }
-
-  /** One look at every listened conversation of a sender, uncounted: what was said while its stream was closed. */
-  function catchUp(senderKey: string): void {
-    catchUpDue.delete(senderKey);
-    const previous = catchUps.get(senderKey) ?? Promise.resolve();
-    const next = previous
-      .then(async () => {
-        const urns = new Set((await listenedConversations(db, senderKey)).map((c) => c.conversation_urn));
-        await lookAt(senderKey, urns);
-      })
-      .catch((err: unknown) => {
-        catchUpDue.add(senderKey);
-        log.warn({ err, sender: senderKey }, 'could not read the LinkedIn conversations after the stream opened again; tried again at the next scan');
-      })
-      .finally(() => {
-        if (catchUps.get(senderKey) === next) catchUps.delete(senderKey);
-      });
-    catchUps.set(senderKey, next);
+    await streams.keep();
   }
 
   /**
@@ -244,14 +154,14 @@ export function startLinkedinListener(options: LinkedinListenerOptions): Linkedi
   async function sessionEnded(senderKey: string): Promise<void> {
     await expireLiveSender(db, 'linkedin', senderKey, SESSION_EXPIRED_MESSAGE);
     await forgetLinkedinListener(db, senderKey);
-    streams.get(senderKey)?.stop.abort();
+    streams.end(senderKey);
     log.warn({ sender: senderKey }, 'the LinkedIn session is signed out: listening ended and the kept session erased');
   }
 
   /** A kept session sealed with another key (SECRET_KEY changed) can never be read again: listening to it ends. */
   async function forgetUnreadable(senderKey: string): Promise<void> {
     await forgetLinkedinListener(db, senderKey);
-    streams.get(senderKey)?.stop.abort();
+    streams.end(senderKey);
     log.warn({ sender: senderKey }, 'the kept LinkedIn session cannot be opened (SECRET_KEY changed?): listening ended and it is erased');
   }
 
@@ -404,22 +314,7 @@ export function startLinkedinListener(options: LinkedinListenerOptions): Linkedi
       clearInterval(timer);
       stopping.abort();
       await scanning;
-      await Promise.allSettled([...looks.values(), ...[...streams.values()].map((s) => s.done), ...catchUps.values()]);
-      hearPushed.stop();
-      recordSeen.stop();
+      await Promise.allSettled([...looks.values(), streams.stopped()]);
     },
-  };
-}
-
-/** A recipient's message in a listened conversation, as the recorder takes it. */
-function replyHeard(senderKey: string, recipient: string, message: ConversationMessage): Heard {
-  return {
-    kind: 'reply',
-    platform: 'linkedin',
-    senderKey,
-    from: recipient,
-    // Only live sends listen: a sandbox note sent with the same li_at is never answered by a real person.
-    env: 'live',
-    reply: { platformId: message.entityUrn, type: message.type, text: message.text, at: message.deliveredAt, quotes: message.quotes },
   };
 }

@@ -8,7 +8,7 @@
  * query and changes when LinkedIn ships a new one: when it does, this file is the one edit (and
  * test/fakes/linkedin-voyager.ts, which checks the same shape).
  */
-import type { ReplyType } from '../../inbound/heard.js';
+import type { Heard, ReplyType } from '../../inbound/heard.js';
 import { ACCEPT_GRAPHQL_MESSAGES } from './voyager-requests.js';
 import type { VoyagerRequest } from './voyager-requests.js';
 
@@ -136,4 +136,17 @@ export function readSentConversation(answer: unknown): string | undefined {
   const value = record(record(answer)?.value);
   const urn = value?.conversationUrn;
   return typeof urn === 'string' && mailboxOf(urn) !== undefined ? urn : undefined;
+}
+
+/** A recipient's message in a listened conversation, as the recorder takes it. */
+export function replyHeard(senderKey: string, recipient: string, message: ConversationMessage): Heard {
+  return {
+    kind: 'reply',
+    platform: 'linkedin',
+    senderKey,
+    from: recipient,
+    // Only live sends listen: a sandbox note sent with the same li_at is never answered by a real person.
+    env: 'live',
+    reply: { platformId: message.entityUrn, type: message.type, text: message.text, at: message.deliveredAt, quotes: message.quotes },
+  };
 }
