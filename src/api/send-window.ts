@@ -1,6 +1,6 @@
 import { isTimeZone, nextOpening, windowText } from '../core/send-window.js';
 import type { Services } from '../services.js';
-import { findSendWindow } from '../store/send-windows.js';
+import { findSendWindowCached } from '../store/send-windows.js';
 import { invalidParameter } from './errors.js';
 
 /** A send's `recipient_time_zone`: null when not given (or null); 422 naming it when it is no IANA time zone. */
@@ -20,7 +20,7 @@ export async function sendWindowWait(
   services: Services,
   send: { accountId: string; platform: string; recipientTimeZone: string | null; notBefore: number; now: number },
 ): Promise<number | undefined> {
-  const window = await findSendWindow(services.db.kysely, send.accountId, send.platform);
+  const window = await findSendWindowCached(services.db.kysely, send.accountId, send.platform, send.now);
   if (!window) return undefined;
   // Weighed on the windows' clock (tests set it), then told as a wait from now on this process's clock.
   const windowNow = services.now?.() ?? send.now;

@@ -37,6 +37,7 @@ export interface SendBody {
   cancel_on_reply?: boolean | string;
   recording_indicator?: boolean | string;
   listen?: boolean | string;
+  recipient_time_zone?: string;
 }
 
 /**

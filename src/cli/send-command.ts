@@ -12,7 +12,7 @@ export function registerSendCommand(program: Command): void {
     .description('send one voice note (or one per row of --csv FILE) through the HTTP API')
     .option('--key <key>', KEY_HELP)
     .option('--url <base>', URL_HELP)
-    .option('--csv <file>', 'one send per row: platform, recipient, audio_url [, caption, duration, send_at, cancel_on_reply, recording_indicator, listen, bot_token, li_at, csrf_token, user_agent, cookies, session_id]')
+    .option('--csv <file>', 'one send per row: platform, recipient, audio_url [, caption, duration, send_at, recipient_time_zone, cancel_on_reply, recording_indicator, listen, bot_token, li_at, csrf_token, user_agent, cookies, session_id]')
     .option('--platform <platform>', 'linkedin, telegram or whatsapp')
     .option('--recipient <recipient>', 'who receives it')
     .option('--audio <url>', 'http(s) URL of the audio')
@@ -25,6 +25,7 @@ export function registerSendCommand(program: Command): void {
     .option('--caption <text>', 'telegram: a caption')
     .addOption(new Option('--duration <seconds>', 'duration in seconds (detected when omitted)').argParser(parseSeconds))
     .option('--send-at <time>', 'schedule the send: ISO 8601 with Z or an offset, at most 30 days ahead (2026-12-01T09:00:00Z)')
+    .option('--recipient-time-zone <zone>', "the recipient's IANA time zone: the account's send window applies there too (America/New_York)")
     .option('--cancel-on-reply', 'with --send-at: a reply from the recipient before then cancels the note')
     .option('--recording-indicator', 'telegram, whatsapp: show "recording…" to the recipient before the note')
     .option('--listen', 'telegram bot, linkedin: listen to the sender for replies (WhatsApp sessions are always heard)')
@@ -48,6 +49,7 @@ export function registerSendCommand(program: Command): void {
         caption?: string;
         duration?: number;
         sendAt?: string;
+        recipientTimeZone?: string;
         cancelOnReply?: boolean;
         recordingIndicator?: boolean;
         listen?: boolean;
@@ -60,7 +62,7 @@ export function registerSendCommand(program: Command): void {
         if (key === undefined) throw new CliError('send needs --key KEY (or VOICENOTE_KEY in the environment)');
         const client = new ApiClient(options.url ?? defaultApiUrl(), key);
         if (options.csv !== undefined) {
-          const single = ['platform', 'recipient', 'audio', 'botToken', 'liAt', 'csrfToken', 'sessionId', 'caption', 'duration', 'sendAt', 'cancelOnReply', 'recordingIndicator', 'listen', 'wait'] as const;
+          const single = ['platform', 'recipient', 'audio', 'botToken', 'liAt', 'csrfToken', 'sessionId', 'caption', 'duration', 'sendAt', 'recipientTimeZone', 'cancelOnReply', 'recordingIndicator', 'listen', 'wait'] as const;
           const mixed = single.filter((name) => options[name] !== undefined);
           if (mixed.length > 0) throw new CliError(`--csv takes every field from the file; drop --${mixed[0]!.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`);
           let text: string;
@@ -87,6 +89,7 @@ export function registerSendCommand(program: Command): void {
           ...(options.caption !== undefined ? { caption: options.caption } : {}),
           ...(options.duration !== undefined ? { duration: String(options.duration) } : {}),
           ...(options.sendAt !== undefined ? { send_at: options.sendAt } : {}),
+          ...(options.recipientTimeZone !== undefined ? { recipient_time_zone: options.recipientTimeZone } : {}),
           ...(options.cancelOnReply === true ? { cancel_on_reply: 'true' } : {}),
           ...(options.recordingIndicator === true ? { recording_indicator: 'true' } : {}),
           ...(options.listen === true ? { listen: 'true' } : {}),

@@ -11,7 +11,7 @@ const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout
 const SESSION_FIELDS = ['bot_token', 'li_at', 'csrf_token', 'user_agent', 'cookies', 'session_id'] as const;
 const REQUIRED_COLUMNS = ['platform', 'recipient', 'audio_url'] as const;
 const FLAG_COLUMNS = ['cancel_on_reply', 'recording_indicator', 'listen'] as const;
-const OPTIONAL_COLUMNS = ['caption', 'duration', 'send_at', ...FLAG_COLUMNS, ...SESSION_FIELDS] as const;
+const OPTIONAL_COLUMNS = ['caption', 'duration', 'send_at', 'recipient_time_zone', ...FLAG_COLUMNS, ...SESSION_FIELDS] as const;
 const FINAL = new Set(['delivered', 'failed', 'canceled']);
 /** Answers worth trying again with the same Idempotency-Key: nothing can be sent twice. */
 const TRANSIENT_STATUSES = new Set([500, 502, 503, 504]);
@@ -30,6 +30,8 @@ export interface SendFields {
   duration?: string;
   /** ISO 8601 with Z or an offset: a scheduled send. */
   send_at?: string;
+  /** The recipient's IANA time zone: the account's send window applies in it too (docs/sending.md, "Send windows"). */
+  recipient_time_zone?: string;
   /** true / 1 / yes: a reply from the recipient before the scheduled send cancels it; empty, false / 0 / no: not. */
   cancel_on_reply?: string;
   /** true / 1 / yes: "recording…" shows before the note (Telegram, WhatsApp). */
@@ -72,6 +74,7 @@ export function sendBody(fields: SendFields): SendBody {
     ...(fields.caption !== undefined && fields.caption !== '' ? { caption: fields.caption } : {}),
     ...(fields.duration !== undefined && fields.duration !== '' ? { duration: durationValue(fields.duration) } : {}),
     ...(fields.send_at !== undefined && fields.send_at !== '' ? { send_at: fields.send_at } : {}),
+    ...(fields.recipient_time_zone !== undefined && fields.recipient_time_zone.trim() !== '' ? { recipient_time_zone: fields.recipient_time_zone.trim() } : {}),
   };
   for (const name of FLAG_COLUMNS) {
     const value = flagValue(fields[name]);

@@ -18,6 +18,28 @@ export async function findSendWindow(db: Kysely<Database>, accountId: string, pl
   return row ? windowOf(row) : null;
 }
 
+/**
+ * How long POST /send trusts a window it read (its one read on the accept path otherwise). A change made
+ * in this process is seen at once; one made by another process (the CLI) within this long, and the
+ * worker weighs every note against the window in force when it delivers, so none goes outside it.
+ */
+const ACCEPT_CACHE_MS = 1_000;
+const acceptCache = new WeakMap<Kysely<Database>, Map<string, { window: SendWindow | null; until: number }>>();
+
+/** findSendWindow for the accept path: the same answer, read at most once a second per account and platform. */
+export async function findSendWindowCached(db: Kysely<Database>, accountId: string, platform: string, now = Date.now()): Promise<SendWindow | null> {
+  let byKey = acceptCache.get(db);
+  if (!byKey) acceptCache.set(db, (byKey = new Map()));
+  const key = sendWindowKey(accountId, platform);
+  const kept = byKey.get(key);
+  if (kept && kept.until > now) return kept.window;
+  const window = await findSendWindow(db, accountId, platform);
+  // Bounded: a busy process forgets what it read rather than keeping every account it ever saw.
+  if (byKey.size >= 10_000) byKey.clear();
+  byKey.set(key, { window, until: now + ACCEPT_CACHE_MS });
+  return window;
+}
+
 /** The key of an account's window on a platform in findSendWindows' answer. */
 export const sendWindowKey = (accountId: string, platform: string): string => `${accountId}\n${platform}`;
 
@@ -60,4 +82,6 @@ export async function saveSendWindow(db: Kysely<Database>, accountId: string, pl
       .where('next_attempt_at', '>', dbTime)
       .execute();
   });
+  // Once committed: a send accepted in this process from now on reads the new window.
+  acceptCache.get(db)?.delete(sendWindowKey(accountId, platform));
 }
