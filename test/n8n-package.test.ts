@@ -86,7 +86,10 @@ describe('the n8n package n8n-nodes-voicenote', { skip: unavailable ?? false }, 
 
     assert.deepEqual(trigger.webhooks.map((w: any) => [w.name, w.httpMethod]), [['default', 'POST']]);
     const events = trigger.properties.find((p: any) => p.name === 'events').options.map((o: { value: string }) => o.value);
-    assert.deepEqual([...events].sort(), [...WEBHOOK_EVENT_TYPES].sort(), 'the trigger offers every event the service sends');
+    // Every event the service sends is offered; recipient.opted_out is offered ahead of the service
+    // sending it (it is being added beside this package), so the check is one way until then.
+    for (const type of WEBHOOK_EVENT_TYPES) assert.ok(events.includes(type), `the trigger offers ${type}`);
+    assert.deepEqual(events.filter((type: string) => !(WEBHOOK_EVENT_TYPES as readonly string[]).includes(type)).filter((type: string) => type !== 'recipient.opted_out'), [], 'nothing the service does not send');
   });
 });
 

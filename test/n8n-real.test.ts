@@ -147,7 +147,11 @@ describe(`n8n-nodes-voicenote in a real n8n ${N8N_VERSION} (${STORAGE_LABEL})`, 
 
     const activated = await n8n.api('POST', `/workflows/${workflowId}/publish`, {});
     assert.equal(activated.status, 200, `${JSON.stringify(activated.body)}\n${n8n.log().slice(-3000)}`);
-    const [endpoint, ...more] = await endpointsOf(account.testKey);
+    // n8n registers a published workflow's webhooks a moment after answering.
+    const [endpoint, ...more] = await waitFor('the trigger to create its endpoint', async () => {
+      const listed = await endpointsOf(account.testKey);
+      return listed.length > 0 ? listed : undefined;
+    }, 60_000);
     assert.equal(more.length, 0, 'one endpoint');
     const hookUrl = `${n8n.url}/webhook/4b1bd5a2-6f0c-4a57-9d7e-2a4c0a6a7c11/webhook`;
     assert.equal(endpoint.url, hookUrl);
@@ -180,6 +184,7 @@ describe(`n8n-nodes-voicenote in a real n8n ${N8N_VERSION} (${STORAGE_LABEL})`, 
 
     const deactivated = await n8n.api('POST', `/workflows/${workflowId}/unpublish`);
     assert.equal(deactivated.status, 200, JSON.stringify(deactivated.body));
+    await waitFor('unpublishing to remove the endpoint', async () => ((await endpointsOf(account.testKey)).length === 0 ? true : undefined), 60_000);
     assert.deepEqual(await endpointsOf(account.testKey), [], 'unpublishing removed the endpoint');
   });
 });

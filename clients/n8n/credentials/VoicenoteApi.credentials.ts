@@ -39,11 +39,18 @@ export class VoicenoteApi implements ICredentialType {
     },
   };
 
-  // GET /usage answers any valid key; a bad one gets the service's 401 with its own message.
+  // GET /usage answers any valid key. n8n's request-based test shows only the HTTP status text of a
+  // refusal, so the service's own words for its 401 are given here.
   test: ICredentialTestRequest = {
     request: {
       baseURL: '={{$credentials.url.replace(/\\/+$/, "")}}',
       url: '/api/v1/usage',
     },
+    rules: [
+      {
+        type: 'responseCode',
+        properties: { value: 401, message: 'unauthorized: invalid, revoked or expired API key (or the service at this URL refused it)' },
+      },
+    ],
   };
 }

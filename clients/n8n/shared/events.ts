@@ -12,4 +12,5 @@ export const VOICENOTE_EVENTS: ReadonlyArray<{ value: string; name: string; desc
   { value: 'whatsapp_session.updated', name: 'WhatsApp Session Updated', description: "A WhatsApp session's status changed" },
   { value: 'sender.updated', name: 'Sender Updated', description: "A sender's health status changed" },
   { value: 'telegram_session.updated', name: 'Telegram Session Updated', description: "A linked Telegram account's status changed" },
+  { value: 'recipient.opted_out', name: 'Recipient Opted Out', description: 'A recipient asked to receive no more voice notes' },
 ];
