@@ -8,6 +8,7 @@ import { closedPort, startHttpConnectProxy, startSocks5Proxy, type TestProxy } f
 import { startLinkedinVoyagerFake, type LinkedinVoyagerFake } from './fakes/linkedin-voyager.js';
 import { startTelegramApi, type TelegramCall, type TelegramFake } from './fakes/telegram-api.js';
 import { startWebhookReceiver, type WebhookReceiver } from './fakes/webhook-receiver.js';
+import { createDashboardAccount, FormClient } from './fixtures/dashboard-harness.js';
 
 /**
  * A proxy per sender (docs/proxies.md), end to end: real HTTP CONNECT and SOCKS5 proxies on loopback
@@ -315,5 +316,31 @@ describe(`proxies: the private address rule and the sandbox (${STORAGE_LABEL})`,
     assert.ok(!list.body.includes(PASSWORD));
     const bad = await t.send(account.testKey, { ...defaultSendBody('telegram', 'https://audio.example.com/note.mp3'), session: { bot_token: BOT_DIRECT, proxy: 'socks4://127.0.0.1:1080' } });
     assert.equal(assertErrorEnvelope(bad, 422, 'invalid_parameter').details.field, 'session.proxy');
+  });
+
+  it("the dashboard's senders page shows a sandbox sender's proxy without its password, and sets another", async () => {
+    const account = await createDashboardAccount(t);
+    const sent = await t.send(account.testKey, {
+      ...defaultSendBody('telegram', 'https://audio.example.com/note.mp3'),
+      session: { bot_token: BOT_LATER, proxy: `socks5://user:${PASSWORD}@proxy.example:1080` },
+    });
+    assert.equal(sent.statusCode, 202, sent.body);
+    const client = new FormClient(t);
+    assert.equal((await client.signIn(account.email, account.password)).statusCode, 303);
+    const page = await client.get('/dashboard/senders');
+    assert.equal(page.statusCode, 200);
+    assert.match(page.body, /now socks5:\/\/proxy\.example:1080/);
+    assert.ok(!page.body.includes(PASSWORD));
+    const id = /data-sender-id="(snd_[0-9A-Za-z]+)"/.exec(page.body)![1]!;
+    const csrf = /name="_csrf" value="([^"]+)"/.exec(page.body)![1]!;
+    const set = await client.post(`/dashboard/senders/${id}/proxy`, { _csrf: csrf, proxy: `http://user:${PASSWORD}@proxy.example:3128` });
+    assert.equal(set.statusCode, 200, set.body);
+    assert.match(set.body, /now goes through http:\/\/proxy\.example:3128/);
+    assert.ok(!set.body.includes(PASSWORD));
+    const bad = await client.post(`/dashboard/senders/${id}/proxy`, { _csrf: csrf, proxy: 'ftp://proxy.example' });
+    assert.equal(bad.statusCode, 422);
+    assert.match(bad.body, /proxy must use one of/);
+    const api = await t.request({ method: 'GET', url: `${API}/senders/${id}`, key: account.testKey });
+    assert.equal(api.json().proxy, 'http://proxy.example:3128');
   });
 });

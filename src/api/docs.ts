@@ -16,6 +16,7 @@ export const GUIDE_PAGES: ReadonlyArray<readonly [path: string, subject: string]
   ['docs/sending.md', 'scheduled sends (send_at), cancel_on_reply, live delivery per platform, sending like a person'],
   ['docs/replies-and-receipts.md', 'replies to a note (listen), read and played receipts'],
   ['docs/senders.md', 'senders and their health, recipients checked, WhatsApp sessions, Telegram accounts'],
+  ['docs/proxies.md', "a proxy per sender: schemes, session.proxy, PATCH /senders/{id}, OUTBOUND_PROXY, fail closed, private addresses"],
   ['docs/sandbox.md', "sk_test_ keys: the recipients that choose an outcome, the service's own sample"],
   ['docs/webhooks.md', 'endpoints, events, signatures, delivery and retries'],
   ['docs/dashboard.md', 'the /dashboard pages'],

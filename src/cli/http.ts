@@ -119,6 +119,11 @@ export class ApiClient {
     const query = `?limit=100${startingAfter ? `&starting_after=${encodeURIComponent(startingAfter)}` : ''}`;
     return this.call('GET', `/senders${query}`);
   }
+
+  /** PATCH /senders/{id}: sets the sender's proxy, or clears it with null (docs/proxies.md). */
+  setSenderProxy(id: string, proxy: string | null): Promise<ApiAnswer<SenderListItem>> {
+    return this.call('PATCH', `/senders/${encodeURIComponent(id)}`, { proxy });
+  }
 }
 
 /** A sender as GET /senders shows it (docs/senders.md, "Senders"). */
@@ -133,6 +138,8 @@ export interface SenderListItem {
   last_sent_at: string | null;
   sent_today: number;
   daily_cap: number | null;
+  /** The sender's own proxy as scheme://host:port; null: none. */
+  proxy?: string | null;
 }
 
 /** Seconds to wait before retrying a 429 or 503: Retry-After when given, else the fallback. */

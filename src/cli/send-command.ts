@@ -12,7 +12,7 @@ export function registerSendCommand(program: Command): void {
     .description('send one voice note (or one per row of --csv FILE) through the HTTP API')
     .option('--key <key>', KEY_HELP)
     .option('--url <base>', URL_HELP)
-    .option('--csv <file>', 'one send per row: platform, recipient, audio_url [, caption, duration, send_at, recipient_time_zone, cancel_on_reply, recording_indicator, listen, bot_token, li_at, csrf_token, user_agent, cookies, session_id]')
+    .option('--csv <file>', 'one send per row: platform, recipient, audio_url [, caption, duration, send_at, recipient_time_zone, cancel_on_reply, recording_indicator, listen, bot_token, li_at, csrf_token, user_agent, cookies, session_id, proxy]')
     .option('--platform <platform>', 'linkedin, telegram or whatsapp')
     .option('--recipient <recipient>', 'who receives it')
     .option('--audio <url>', 'http(s) URL of the audio')
@@ -22,6 +22,7 @@ export function registerSendCommand(program: Command): void {
     .option('--user-agent <ua>', "linkedin: the User-Agent of the browser the cookies come from")
     .option('--cookies <header>', "linkedin: that browser's whole Cookie header for linkedin.com")
     .option('--session-id <id>', 'whatsapp: the session (ws_…); telegram: a linked account (ts_…) instead of --bot-token')
+    .option('--proxy <url>', "telegram bot, linkedin: the sender's own proxy (http://, https://, socks5://, socks5h://), kept for its later sends")
     .option('--caption <text>', 'telegram: a caption')
     .addOption(new Option('--duration <seconds>', 'duration in seconds (detected when omitted)').argParser(parseSeconds))
     .option('--send-at <time>', 'schedule the send: ISO 8601 with Z or an offset, at most 30 days ahead (2026-12-01T09:00:00Z)')
@@ -46,6 +47,7 @@ export function registerSendCommand(program: Command): void {
         userAgent?: string;
         cookies?: string;
         sessionId?: string;
+        proxy?: string;
         caption?: string;
         duration?: number;
         sendAt?: string;
@@ -62,7 +64,7 @@ export function registerSendCommand(program: Command): void {
         if (key === undefined) throw new CliError('send needs --key KEY (or VOICENOTE_KEY in the environment)');
         const client = new ApiClient(options.url ?? defaultApiUrl(), key);
         if (options.csv !== undefined) {
-          const single = ['platform', 'recipient', 'audio', 'botToken', 'liAt', 'csrfToken', 'sessionId', 'caption', 'duration', 'sendAt', 'recipientTimeZone', 'cancelOnReply', 'recordingIndicator', 'listen', 'wait'] as const;
+          const single = ['platform', 'recipient', 'audio', 'botToken', 'liAt', 'csrfToken', 'sessionId', 'proxy', 'caption', 'duration', 'sendAt', 'recipientTimeZone', 'cancelOnReply', 'recordingIndicator', 'listen', 'wait'] as const;
           const mixed = single.filter((name) => options[name] !== undefined);
           if (mixed.length > 0) throw new CliError(`--csv takes every field from the file; drop --${mixed[0]!.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`);
           let text: string;
@@ -99,6 +101,7 @@ export function registerSendCommand(program: Command): void {
           ...(options.userAgent !== undefined ? { user_agent: options.userAgent } : {}),
           ...(options.cookies !== undefined ? { cookies: options.cookies } : {}),
           ...(options.sessionId !== undefined ? { session_id: options.sessionId } : {}),
+          ...(options.proxy !== undefined ? { proxy: options.proxy } : {}),
         };
         await sendOne(client, { fields, wait: options.wait === true, json: options.json === true, ...(options.idempotencyKey ? { idempotencyKey: options.idempotencyKey } : {}) }, out);
       },

@@ -8,7 +8,8 @@ export class SendFailure extends Error {}
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
-const SESSION_FIELDS = ['bot_token', 'li_at', 'csrf_token', 'user_agent', 'cookies', 'session_id'] as const;
+// `proxy`: a Telegram bot's or LinkedIn cookie's own proxy, sent as session.proxy (docs/proxies.md).
+const SESSION_FIELDS = ['bot_token', 'li_at', 'csrf_token', 'user_agent', 'cookies', 'session_id', 'proxy'] as const;
 const REQUIRED_COLUMNS = ['platform', 'recipient', 'audio_url'] as const;
 const FLAG_COLUMNS = ['cancel_on_reply', 'recording_indicator', 'listen'] as const;
 const OPTIONAL_COLUMNS = ['caption', 'duration', 'send_at', 'recipient_time_zone', ...FLAG_COLUMNS, ...SESSION_FIELDS] as const;
@@ -44,6 +45,8 @@ export interface SendFields {
   user_agent?: string;
   cookies?: string;
   session_id?: string;
+  /** The sender's own proxy URL (a Telegram bot, a LinkedIn cookie). */
+  proxy?: string;
 }
 
 /** A yes/no field (`cancel_on_reply`, `listen`, …) as given: a boolean when it reads as one, else the text (the API then says what is wrong); undefined when off. */

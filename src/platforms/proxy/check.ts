@@ -32,20 +32,21 @@ export async function privateAddressProblem(proxy: ProxyAddress, options: { allo
   if (options.allowPrivate) return null;
   const host = proxy.host.toLowerCase().replace(/\.$/, '');
   if (host === 'localhost' || host.endsWith('.localhost')) return `the proxy's host is a local name (${proxy.host})`;
+  if (isIpLiteral(proxy.host)) {
+    // A literal only repeats what the caller wrote: say why it is refused.
+    const reason = forbiddenAddressReason(proxy.host);
+    return reason === null ? null : `the proxy's host is not a public address: ${reason}`;
+  }
+  // A name: neither where it points nor whether it resolves at all is told (as for audio and webhook
+  // URLs, docs/security.md): that would map the server's own network for the caller.
+  const refused = "the proxy's host is not a public address";
   let addresses: string[];
-  if (isIpLiteral(proxy.host)) addresses = [proxy.host];
-  else {
-    try {
-      addresses = await (options.lookup ?? systemLookup)(proxy.host);
-    } catch {
-      return null; // a name that does not resolve is for the connection check to report
-    }
+  try {
+    addresses = await (options.lookup ?? systemLookup)(proxy.host);
+  } catch {
+    return refused;
   }
-  for (const address of addresses) {
-    const reason = forbiddenAddressReason(address);
-    if (reason !== null) return `the proxy's host is not a public address: ${reason}`;
-  }
-  return null;
+  return addresses.length === 0 || addresses.some((address) => forbiddenAddressReason(address) !== null) ? refused : null;
 }
 
 /** Opens one connection through the proxy to the platform's host and closes it; the failure, or null when it carried it. */
