@@ -62,10 +62,12 @@ build_node() {
 }
 
 build_postgres() {
+  # Debian's package creates a cluster "main" of its own, which Debian's client wrappers in /usr/bin
+  # would then aim at: dropped, and the server's own binaries first on PATH, as in the official image.
   minbase "$work/postgres.tar" "postgresql-15" \
-    "install -m 0755 '$here/standins/postgres-entrypoint.sh' \"\$1\"/usr/local/bin/docker-entrypoint.sh"
+    "chroot \"\$1\" pg_dropcluster 15 main && install -m 0755 '$here/standins/postgres-entrypoint.sh' \"\$1\"/usr/local/bin/docker-entrypoint.sh"
   podman import --quiet \
-    --change "ENV PATH=$STANDARD_PATH:/usr/lib/postgresql/15/bin" --change 'ENV PGDATA=/var/lib/postgresql/data' \
+    --change "ENV PATH=/usr/lib/postgresql/15/bin:$STANDARD_PATH" --change 'ENV PGDATA=/var/lib/postgresql/data' \
     --change 'LABEL voicenote.ci.stand-in=true' --change 'VOLUME /var/lib/postgresql/data' --change 'EXPOSE 5432' \
     --change 'ENTRYPOINT ["/usr/local/bin/docker-entrypoint.sh"]' \
     "$work/postgres.tar" "$POSTGRES_IMAGE" >/dev/null
