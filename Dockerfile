@@ -52,8 +52,8 @@ ENV NODE_ENV=production DATA_DIR=/data HOST=0.0.0.0 PORT=3000
 USER node
 VOLUME /data
 EXPOSE 3000
-# The slim image has no curl: node asks /healthz itself.
-HEALTHCHECK --interval=30s --timeout=5s --start-period=30s --retries=3 \
+# The slim image has no curl: node asks /healthz itself (its start alone can take seconds on a busy machine).
+HEALTHCHECK --interval=30s --timeout=20s --start-period=30s --retries=3 \
   CMD ["node", "-e", "fetch('http://127.0.0.1:' + (process.env.PORT || 3000) + '/healthz').then((r) => process.exit(r.ok ? 0 : 1), () => process.exit(1))"]
 ENTRYPOINT ["voicenote"]
 CMD ["serve"]
