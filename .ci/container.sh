@@ -92,6 +92,8 @@ podman run -d --health-interval disable --name "$RUN-first" -p 127.0.0.1::3000 -
 port="$(podman port "$RUN-first" 3000/tcp | sed 's/.*://')"
 base="http://127.0.0.1:$port"
 wait_ok "$base/healthz" 120 || { podman logs "$RUN-first"; fail "/healthz did not answer 200 on $base"; }
+# Ready once storage answers: waited for, as an orchestrator does (it answered 503 once, just after start).
+wait_ok "$base/readyz" 60 || { curl -s "$base/readyz"; podman logs "$RUN-first"; fail "/readyz did not answer 200"; }
 for path in /healthz /readyz /docs; do
   code="$(curl -s -L -o /dev/null -w '%{http_code}' --max-time 10 "$base$path")"
   echo "GET $path: $code"
