@@ -62,7 +62,9 @@ wait_ok() {
 }
 
 # The sandbox key from a container's first-start block.
-sandbox_key() { podman logs "$1" 2>&1 | grep -o 'sk_test_[A-Za-z0-9_-]*' | head -n 1; }
+# (Logs are read whole before grep: with pipefail, a grep that stops early fails the pipe by SIGPIPE.)
+logs_of() { podman logs "$1" 2>&1; }
+sandbox_key() { grep -o 'sk_test_[A-Za-z0-9_-]*' <<<"$(logs_of "$1")" | sed -n 1p; }
 
 # A sandbox note sent with the CLI inside the container, followed until it settles: delivered.
 send_note() {
@@ -103,8 +105,8 @@ done
 # podman runs HEALTHCHECKs from systemd timers, and this machine has no systemd: run once by hand.
 podman healthcheck run "$RUN-first" && echo "HEALTHCHECK: healthy" || fail "the image's HEALTHCHECK failed"
 # The block is written just after the server starts listening: waited for (at most 60 s).
-for _ in $(seq 1 30); do podman logs "$RUN-first" 2>&1 | grep -q 'first start. Created the owner account' && break; sleep 2; done
-podman logs "$RUN-first" 2>&1 | grep -q 'first start. Created the owner account' || fail "no owner block in the logs"
+for _ in $(seq 1 30); do grep -q 'first start. Created the owner account' <<<"$(logs_of "$RUN-first")" && break; sleep 2; done
+grep -q 'first start. Created the owner account' <<<"$(logs_of "$RUN-first")" || fail "no owner block in the logs"
 key="$(sandbox_key "$RUN-first")"
 [ -n "$key" ] || fail "no sandbox key in the logs"
 send_note "$RUN-first" "$key"
@@ -117,7 +119,7 @@ say "a second start on the same volume"
 podman run -d --health-interval disable --name "$RUN-again" -p 127.0.0.1::3000 -v "$RUN-data:/data" "$IMAGE" >/dev/null
 port="$(podman port "$RUN-again" 3000/tcp | sed 's/.*://')"
 wait_ok "http://127.0.0.1:$port/readyz" 120 || { podman logs "$RUN-again"; fail "the second start is not ready"; }
-if podman logs "$RUN-again" 2>&1 | grep -q 'first start'; then fail "the second start created a second owner"; fi
+if grep -q 'first start' <<<"$(logs_of "$RUN-again")"; then fail "the second start created a second owner"; fi
 echo "no second owner; the first start's key still sends:"
 send_note "$RUN-again" "$key"
 podman stop -t 30 "$RUN-again" >/dev/null
@@ -132,7 +134,7 @@ compose() {
 compose up -d --no-build >/dev/null
 app="$(podman ps -a --format '{{.Names}}' | grep "^${RUN}_voicenote_")" || fail "compose started no voicenote container"
 wait_ok "http://127.0.0.1:$compose_port/readyz" 180 || { podman ps -a; podman logs "$app"; fail "voicenote in compose is not ready"; }
-podman logs "$app" 2>&1 | grep -o '"storage":"postgres"' | head -n 1 || fail "voicenote in compose does not say storage: postgres"
+grep -o '"storage":"postgres"' <<<"$(logs_of "$app")" | sed -n 1p | grep . || fail "voicenote in compose does not say storage: postgres"
 key="$(sandbox_key "$app")"
 [ -n "$key" ] || fail "no sandbox key in the compose service's logs"
 send_note "$app" "$key"
