@@ -19,6 +19,7 @@ export const GUIDE_PAGES: ReadonlyArray<readonly [path: string, subject: string]
   ['docs/proxies.md', "a proxy per sender: schemes, session.proxy, PATCH /senders/{id}, OUTBOUND_PROXY, fail closed, private addresses"],
   ['docs/sandbox.md', "sk_test_ keys: the recipients that choose an outcome, the service's own sample"],
   ['docs/webhooks.md', 'endpoints, events, signatures, delivery and retries'],
+  ['docs/mcp.md', 'the MCP server for AI agents: voicenote mcp (stdio), POST /mcp, the tools'],
   ['docs/dashboard.md', 'the /dashboard pages'],
   ['docs/cli.md', 'the voicenote command: accounts, keys, send (one note or a CSV file), backup, rhythm'],
   ['docs/operations.md', 'running it: modes, configuration, retention, metrics, delivery under faults'],

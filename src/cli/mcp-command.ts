@@ -1,6 +1,4 @@
 import type { Command } from 'commander';
-import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
-import { createMcpServer } from '../api/mcp/server.js';
 import type { ApiCall } from '../api/mcp/tools.js';
 import { packageVersion } from '../package-info.js';
 import { CliError, defaultApiUrl, messageOf } from './common.js';
@@ -25,6 +23,8 @@ export function registerMcpCommand(program: Command): void {
         const answer = await client.request<unknown>(call.method, call.path, call.body, call.headers);
         return { status: answer.status, body: answer.ok ? answer.body : { error: answer.error } };
       };
+      // Loaded here, not with the CLI: the SDK and the API's schemas would slow every other command's start.
+      const [{ StdioServerTransport }, { createMcpServer }] = await Promise.all([import('@modelcontextprotocol/sdk/server/stdio.js'), import('../api/mcp/server.js')]);
       const server = createMcpServer({
         version: packageVersion(),
         callApi,
