@@ -16,6 +16,7 @@ export type ErrorCode =
   | 'unsupported_media_type'
   | 'invalid_parameter'
   | 'session_not_connected'
+  | 'recipient_suppressed'
   | 'headers_too_large'
   | 'rate_limited'
   | 'internal_error'
@@ -37,6 +38,7 @@ const STATUS_OF: Record<ErrorCode, number> = {
   unsupported_media_type: 415,
   invalid_parameter: 422,
   session_not_connected: 422,
+  recipient_suppressed: 422,
   rate_limited: 429,
   headers_too_large: 431,
   internal_error: 500,

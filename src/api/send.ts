@@ -9,6 +9,7 @@ import type { MessageRow } from '../store/messages.js';
 import { listenToTelegramBot } from '../store/listeners.js';
 import { listenToLinkedin } from '../store/linkedin-listeners.js';
 import { addListeningAccount } from '../store/listening-accounts.js';
+import { findSuppression } from '../store/suppressions.js';
 import type { Services } from '../services.js';
 import { setUsageHeaders } from './auth.js';
 import { usageScope } from './caller.js';
@@ -98,6 +99,9 @@ export function registerSendRoute(app: FastifyInstance, services: Services): voi
         if (problem) throw new ApiError(problem.code, problem.message, problem.details);
       }
 
+      // Someone on the account's suppression list is never written to (docs/sending.md, "Opt-outs and suppressions").
+      await refuseSuppressed(services, { accountId: caller.accountId, env: caller.env }, platform.name, body.recipient);
+
       const now = Date.now();
       // Checked at acceptance: a replay of an accepted scheduled send is answered above whatever the time now.
       const sendAt = checkSendAt(body.send_at, now);
@@ -153,6 +157,17 @@ export function registerSendRoute(app: FastifyInstance, services: Services): voi
       if (body.listen === true && caller.env === 'live') await keepListening(services, { accountId: caller.accountId, env: caller.env }, platform.name, row.sender_key ?? null, session, request.log);
       return reply.code(202).send(answer);
     },
+  );
+}
+
+/** 422 recipient_suppressed when the recipient is on the account's list for this platform (or for every platform). */
+export async function refuseSuppressed(services: Services, owner: { accountId: string; env: string }, platform: string, recipient: string): Promise<void> {
+  const entry = await findSuppression(services.db.kysely, owner, platform, recipient);
+  if (!entry) return;
+  throw new ApiError(
+    'recipient_suppressed',
+    `${recipient} is on this account's suppression list${entry.source === 'reply' ? ' (they opted out by reply)' : ''}: nothing is sent to them; DELETE /api/v1/suppressions/${entry.id} takes them off`,
+    { field: 'recipient', suppression_id: entry.id, platform: entry.platform, source: entry.source },
   );
 }
 

@@ -106,7 +106,7 @@ export function rhythmView(row: MessageRow) {
   };
 }
 
-export const CANCEL_REASONS = ['requested', 'replied'] as const;
+export const CANCEL_REASONS = ['requested', 'replied', 'suppressed'] as const;
 const cancelReasonOf = (value: string | null | undefined) => ((CANCEL_REASONS as readonly string[]).includes(value ?? '') ? (value as (typeof CANCEL_REASONS)[number]) : null);
 
 /**

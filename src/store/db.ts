@@ -39,6 +39,7 @@ import * as recipientChecks from './migrations/016b_recipient_checks.js';
 import * as replies from './migrations/017_replies.js';
 import * as telegramSessions from './migrations/018_telegram_sessions.js';
 import * as telegramAccountState from './migrations/027_telegram_account_state.js';
+import * as suppressions from './migrations/029_suppressions.js';
 
 // The dialect and the database's clock live in dialect.ts (queries import it without importing this).
 export { dbNow, type Dialect } from './dialect.js';
@@ -217,6 +218,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '016b_recipient_checks': recipientChecks,
   '017_replies': replies,
   '018_telegram_sessions': telegramSessions,
+  '029_suppressions': suppressions,
 };
 
 const provider: MigrationProvider = { getMigrations: async () => MIGRATIONS };
