@@ -33,7 +33,7 @@ export function registerSendRoute(app: FastifyInstance, services: Services): voi
       config: { bucket: 'send' },
       schema: {
         summary: 'Send a voice note',
-        description: 'Accepts the voice note and queues it; the outcome is read with GET /status/{message_id}.',
+        description: 'Accepts the voice note and queues it; the outcome is read with GET /status/{message_id}. A recipient on the account\'s suppression list is refused (422 recipient_suppressed).',
         tags: ['messages'],
         headers: { type: 'object', properties: { 'idempotency-key': { type: 'string' } } },
         body: SendBody,
