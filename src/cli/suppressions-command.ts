@@ -25,6 +25,8 @@ interface OptOutSettings {
 
 /** Entries one POST /suppressions takes at most. */
 const PER_CALL = 1_000;
+/** JSON bytes of entries per call, under the API's 64 KiB request bodies with room for the envelope. */
+const BODY_BUDGET = 60 * 1024;
 
 const line = (s: Suppression): string => `${s.id}  ${s.platform.padEnd(8)} ${s.recipient}  (${s.source}, ${s.created_at})${s.note ? `  ${s.note}` : ''}`;
 
@@ -40,16 +42,15 @@ export interface ImportResult {
 }
 
 /**
- * Lists a file's rows in calls of 1,000 (source `import`). A row the API refuses (its 422 names
+ * Lists a file's rows in calls of up to 1,000 (as many as fit in a request body; source `import`). A row the API refuses (its 422 names
  * `recipients[i]`) is reported and left out, and the rest of its call sent again: one bad row never
  * keeps the others off the list.
  */
 export async function importSuppressions(client: ApiClient, rows: SuppressionCsvRow[]): Promise<ImportResult> {
   const result: ImportResult = { rows: rows.length, listed: 0, rejected: [] };
-  for (let start = 0; start < rows.length; start += PER_CALL) {
-    let batch = rows.slice(start, start + PER_CALL);
+  for (let batch of callsOf(rows)) {
     while (batch.length > 0) {
-      const recipients = batch.map((r) => ({ platform: r.platform, recipient: r.recipient, ...(r.note !== null ? { note: r.note } : {}) }));
+      const recipients = batch.map(entryOf);
       const answer = await client.request<{ data: Suppression[] }>('POST', '/suppressions', { recipients, source: 'import' });
       if (answer.ok) {
         result.listed += batch.length;
@@ -64,6 +65,27 @@ export async function importSuppressions(client: ApiClient, rows: SuppressionCsv
     }
   }
   return result;
+}
+
+const entryOf = (r: SuppressionCsvRow) => ({ platform: r.platform, recipient: r.recipient, ...(r.note !== null ? { note: r.note } : {}) });
+
+/** The rows in calls of at most PER_CALL entries and BODY_BUDGET bytes of JSON (requests are capped at 64 KiB). */
+function callsOf(rows: SuppressionCsvRow[]): SuppressionCsvRow[][] {
+  const calls: SuppressionCsvRow[][] = [];
+  let current: SuppressionCsvRow[] = [];
+  let bytes = 0;
+  for (const row of rows) {
+    const size = Buffer.byteLength(JSON.stringify(entryOf(row))) + 1;
+    if (current.length > 0 && (current.length >= PER_CALL || bytes + size > BODY_BUDGET)) {
+      calls.push(current);
+      current = [];
+      bytes = 0;
+    }
+    current.push(row);
+    bytes += size;
+  }
+  if (current.length > 0) calls.push(current);
+  return calls;
 }
 
 /** `voicenote suppressions add|list|remove|import` and `voicenote opt-outs show|set`, through the HTTP API. */
