@@ -64,7 +64,7 @@ const section = `## Suppression list import
 
 Measured ${new Date().toISOString()} with \`${commandLine('node --import tsx bench/suppression-import.ts')}\` (source: \`bench/suppression-import.ts\`).
 
-Machine: ${machineDescription()}
+${machineDescription()}
 
 A CSV file of ${ROWS.toLocaleString('en-US')} Telegram recipients read, parsed and sent as \`voicenote suppressions import\` sends it (calls of 1,000 to \`POST /api/v1/suppressions\` over loopback HTTP, the CLI's own code, without the process start), to an app with its worker off and ${WAITING} notes of the account waiting (each call also looks for notes to cancel). ${RUNS} runs per storage, each on a new database. The target is under 10 s.
 
