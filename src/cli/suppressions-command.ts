@@ -139,10 +139,11 @@ export function registerSuppressionCommands(program: Command): void {
         throw new CliError(`cannot read ${file}: ${(error as Error).message}`);
       }
       const result = await importSuppressions(apiClientOf(options, 'suppressions import'), rows);
+      // A rejected row fails the run (as `send --csv` does), with or without --json.
+      if (result.rejected.length > 0) process.exitCode = 1;
       if (options.json) return json(result);
       for (const r of result.rejected) out(`row ${r.row}: rejected: ${r.error}`);
       out(`${result.listed} listed, ${result.rejected.length} rejected, of ${result.rows} rows`);
-      if (result.rejected.length > 0) process.exitCode = 1;
     });
 
   const optOuts = program.command('opt-outs').description('replies that opt recipients out (STOP, baja, abmelden…), through the HTTP API');
