@@ -88,6 +88,7 @@ describe(`POST /recipients/check (${STORAGE_LABEL})`, () => {
         recipient: '410000002',
         exists: true,
         reason: null,
+        suppressed: false,
       });
       const asked = fake.calls.filter((c) => c.method.toLowerCase() === 'getchat').map((c) => c.fields.chat_id);
       assert.deepEqual(asked, ['410000001', '410000002']);
@@ -171,6 +172,7 @@ describe(`POST /recipients/check (${STORAGE_LABEL})`, () => {
         recipient: 'https://www.linkedin.com/in/jane-smith-a1b2c3/',
         exists: true,
         reason: null,
+        suppressed: false,
       });
       const no = await checked(t, account.liveKey, { platform: 'linkedin', recipient: 'nobody-here-9x', session });
       assert.equal(no.exists, false);
