@@ -58,7 +58,7 @@ export interface AppOptions {
   workerLeaseMs?: number;
   /** Tests: skews this process's clock for the worker (nodes whose clocks disagree). */
   workerClockOffsetMs?: number;
-  /** Tests: the clock that times WhatsApp sandbox sessions (auto-scan, QR expiry) and that send windows are weighed on. */
+  /** Tests: the clock that times the sandbox (WhatsApp sessions' auto-scan and QR expiry, the answering recipients' 4 s) and that send windows are weighed on. */
   now?: () => number;
   /** Tests: where live WhatsApp sockets come from (default: Baileys, loaded on first use). */
   whatsappSocketFactory?: WhatsappSocketFactory;
@@ -96,6 +96,8 @@ export interface WorkerTuning {
   platformTuning?: Readonly<Record<string, unknown>>;
   /** Told of each message the worker delivered (the sandbox's answering recipients). */
   onDelivered?: (message: MessageRow) => void;
+  /** Tests: the clock the sandbox's answering recipients wait 4 s on. */
+  sandboxClock?: () => number;
 }
 
 export interface App {
@@ -282,7 +284,7 @@ export function startWorker(services: Services, tuning: WorkerTuning = {}): Runn
   });
   // The sandbox's recipients that answer, answering notes this worker delivered.
   const replierRecords = recordEventually(services.onHeard, logger);
-  const replier = new SandboxReplier(replierRecords);
+  const replier = new SandboxReplier(replierRecords, tuning.sandboxClock ? { now: tuning.sandboxClock } : {});
   // Telegram bots that asked to be listened to: one poller per bot across all processes (a lease).
   const listenTuning = (tuning.platformTuning?.telegram ?? {}) as { listenScanMs?: number; listenPollSeconds?: number };
   const telegramListener = startTelegramListener({
@@ -297,7 +299,8 @@ export function startWorker(services: Services, tuning: WorkerTuning = {}): Runn
   });
   // LinkedIn senders that asked to be listened to: their conversations read at growing intervals.
   const linkedinListener = startLinkedinListening(services, listenTuningOf(tuning.platformTuning));
-  const worker = createWorker(services, audio, { ...tuning, onDelivered: (message) => replier.delivered(message) });
+  const { sandboxClock: _sandboxClock, ...workerTuning } = tuning;
+  const worker = createWorker(services, audio, { ...workerTuning, onDelivered: (message) => replier.delivered(message) });
   worker.start();
   // Housekeeping of the worker's process, beside the delivery loop rather than in it.
   const retention = startRetention(services.db.kysely, config.messageRetentionDays, logger);
@@ -328,6 +331,7 @@ export async function createApp(config: Config, options: AppOptions): Promise<Ap
         ...(options.workerClockOffsetMs !== undefined ? { clock: () => Date.now() + options.workerClockOffsetMs! } : {}),
         ...(options.linkedinPace !== undefined ? { linkedinPace: options.linkedinPace } : {}),
         ...(options.platformTuning !== undefined ? { platformTuning: options.platformTuning } : {}),
+        ...(options.now ? { sandboxClock: options.now } : {}),
       })
     : undefined;
   if (running) opened.attachWorker(running.worker);

@@ -18,6 +18,7 @@ import { registerSendCommand } from './cli/send-command.js';
 import { registerSenderCommands } from './cli/senders.js';
 import { registerMessageCommands } from './cli/message-commands.js';
 import { registerTelegramSessionCommands } from './cli/telegram-sessions-command.js';
+import { registerSuppressionCommands } from './cli/suppressions-command.js';
 import { CliError, out, json, withDb, config } from './cli/common.js';
 
 export function buildProgram(): Command {
@@ -39,6 +40,7 @@ export function buildProgram(): Command {
   registerSenderCommands(program);
   registerMessageCommands(program);
   registerTelegramSessionCommands(program);
+  registerSuppressionCommands(program);
   registerRhythmCommands(program, { withDb: (work) => withDb(config(), work), out, json, fail: (message) => new CliError(message) });
   registerBackupCommand(program);
   registerMcpCommand(program);

@@ -30,6 +30,8 @@ import { registerCancelRoute } from './api/cancel.js';
 import { registerListeningRoutes } from './api/listening.js';
 import { registerWebhookEndpointRoutes } from './api/webhook-endpoints.js';
 import { registerMcpRoute } from './api/mcp/route.js';
+import { registerSuppressionRoutes } from './api/suppressions.js';
+import { registerOptOutSettingsRoutes } from './api/opt-out-settings.js';
 import type { Services } from './services.js';
 
 export const API_PREFIX = '/api/v1';
@@ -181,6 +183,8 @@ export async function buildServer(services: Services, options: ServerOptions = {
       registerCancelRoute(api, services);
       registerListeningRoutes(api, services);
       registerWebhookEndpointRoutes(api, services);
+      registerSuppressionRoutes(api, services);
+      registerOptOutSettingsRoutes(api, services);
       api.setNotFoundHandler((request, reply) => sendError(reply, new ApiError('not_found', `no route ${request.method} ${request.url.split('?')[0]}`)));
     },
     { prefix: API_PREFIX },

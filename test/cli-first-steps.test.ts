@@ -46,7 +46,7 @@ describe(`voicenote CLI: the first steps (${STORAGE_LABEL})`, () => {
     assert.equal(missing.code, 0, missing.stderr);
     assert.match(missing.stdout, /^telegram 123456787: does not exist \(.+\)\n$/);
     const found = await runCli(['recipients', 'check', ...telegramFlags('123456789'), '--url', origin, '--json'], { VOICENOTE_KEY: key });
-    assert.deepEqual(JSON.parse(found.stdout), { platform: 'telegram', recipient: '123456789', exists: true, reason: null });
+    assert.deepEqual(JSON.parse(found.stdout), { platform: 'telegram', recipient: '123456789', exists: true, reason: null, suppressed: false });
     const bad = await runCli(['recipients', 'check', '--platform', 'telegram', '--recipient', '1', '--url', origin], { VOICENOTE_KEY: key });
     assert.notEqual(bad.code, 0);
     assert.match(bad.stderr, /^voicenote: 422 invalid_parameter: .*\(session/);

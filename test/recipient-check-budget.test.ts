@@ -41,7 +41,7 @@ describe(`recipient checks: kept answers and a daily budget (${STORAGE_LABEL})`,
       assert.equal((await checked(t, key, { platform: 'whatsapp', recipient: '14155550600', session })).exists, true);
       assert.equal((await checked(t, key, { platform: 'whatsapp', recipient: '14155550699', session })).exists, false);
       // Again: the kept answers, WhatsApp not asked.
-      assert.deepEqual(await checked(t, key, { platform: 'whatsapp', recipient: '14155550600', session }), { platform: 'whatsapp', recipient: '14155550600', exists: true, reason: null });
+      assert.deepEqual(await checked(t, key, { platform: 'whatsapp', recipient: '14155550600', session }), { platform: 'whatsapp', recipient: '14155550600', exists: true, reason: null, suppressed: false });
       const again = await checked(t, key, { platform: 'whatsapp', recipient: '14155550699', session });
       assert.equal(again.exists, false);
       assert.match(again.reason, /not found/);

@@ -49,10 +49,10 @@ describe(`POST /recipients/check (${STORAGE_LABEL})`, () => {
       for (const [platform, body] of Object.entries(bodies)) {
         const [absent, present] = recipients[platform as keyof typeof recipients];
         const no = await checked(t, key, { ...body, recipient: absent });
-        assert.deepEqual(Object.keys(no).sort(), ['exists', 'platform', 'reason', 'recipient']);
+        assert.deepEqual(Object.keys(no).sort(), ['exists', 'platform', 'reason', 'recipient', 'suppressed']);
         assert.deepEqual([no.platform, no.recipient, no.exists], [platform, absent, false]);
         assert.match(no.reason, /7/);
-        assert.deepEqual(await checked(t, key, { ...body, recipient: present }), { platform, recipient: present, exists: true, reason: null });
+        assert.deepEqual(await checked(t, key, { ...body, recipient: present }), { platform, recipient: present, exists: true, reason: null, suppressed: false });
       }
 
       const sent = await t.send(key, { ...defaultSendBody('telegram', t.voiceUrl), recipient: '123456787' });
@@ -88,6 +88,7 @@ describe(`POST /recipients/check (${STORAGE_LABEL})`, () => {
         recipient: '410000002',
         exists: true,
         reason: null,
+        suppressed: false,
       });
       const asked = fake.calls.filter((c) => c.method.toLowerCase() === 'getchat').map((c) => c.fields.chat_id);
       assert.deepEqual(asked, ['410000001', '410000002']);
@@ -171,6 +172,7 @@ describe(`POST /recipients/check (${STORAGE_LABEL})`, () => {
         recipient: 'https://www.linkedin.com/in/jane-smith-a1b2c3/',
         exists: true,
         reason: null,
+        suppressed: false,
       });
       const no = await checked(t, account.liveKey, { platform: 'linkedin', recipient: 'nobody-here-9x', session });
       assert.equal(no.exists, false);

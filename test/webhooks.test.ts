@@ -78,7 +78,7 @@ describe(`webhook endpoints API (${STORAGE_LABEL})`, () => {
     assert.match(endpoint.id, /^we_[0-9A-Za-z]{24}$/);
     assert.match(endpoint.secret, /^whsec_[A-Za-z0-9+/]{32}$/);
     assert.equal(endpoint.url, 'https://hooks.example.com/voice');
-    assert.deepEqual(endpoint.events, ['voice_note.delivered', 'voice_note.failed', 'voice_note.canceled', 'voice_note.read', 'voice_note.played', 'voice_note.replied', 'whatsapp_session.updated', 'sender.updated', 'telegram_session.updated']);
+    assert.deepEqual(endpoint.events, ['voice_note.delivered', 'voice_note.failed', 'voice_note.canceled', 'voice_note.read', 'voice_note.played', 'voice_note.replied', 'whatsapp_session.updated', 'sender.updated', 'telegram_session.updated', 'recipient.opted_out']);
 
     const listed = await t.request({ method: 'GET', url: ENDPOINTS, key: account.testKey });
     assert.equal(listed.statusCode, 200);

@@ -20,6 +20,7 @@ export type ErrorCode =
   | 'session_not_connected'
   | 'proxy_unreachable'
   | 'proxy_auth_failed'
+  | 'recipient_suppressed'
   | 'headers_too_large'
   | 'rate_limited'
   | 'internal_error'
@@ -46,6 +47,7 @@ const STATUS_OF: Record<ErrorCode, number> = {
   // A proxy being set did not carry a connection to the platform's host, or refused its credentials.
   proxy_unreachable: 422,
   proxy_auth_failed: 422,
+  recipient_suppressed: 422,
   rate_limited: 429,
   headers_too_large: 431,
   internal_error: 500,

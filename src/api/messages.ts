@@ -76,7 +76,7 @@ const Detail = Type.Object({
   canceled_at: Type.Union([Timestamp, Type.Null()], { description: 'When the note was canceled (status canceled)' }),
   cancel_on_reply: Type.Boolean({ description: 'Asked at send time: a reply from the recipient before send_at cancels the note' }),
   cancel_reason: Type.Union([Type.String({ enum: [...CANCEL_REASONS] }), Type.Null()], {
-    description: 'Why a canceled note was canceled: requested (DELETE, the dashboard) or replied (its recipient answered first); null otherwise, and on notes canceled by a reply before this was recorded',
+    description: 'Why a canceled note was canceled: requested (DELETE, the dashboard), replied (its recipient answered first) or suppressed (its recipient is on the suppression list); null otherwise, and on notes canceled by a reply before this was recorded',
   }),
   recording_indicator: Type.Union(
     [

@@ -17,7 +17,7 @@ const RESPONSE_NAMES: Record<string, string> = {
   '409': 'idempotency_conflict (same Idempotency-Key, different body) or not_cancelable',
   '413': 'payload_too_large: request body over 64 KiB',
   '415': 'unsupported_media_type: a body that is not JSON',
-  '422': 'invalid_parameter: a well-formed but invalid value (details.field), or session_not_connected',
+  '422': 'invalid_parameter: a well-formed but invalid value (details.field), session_not_connected, or recipient_suppressed (the recipient is on the suppression list)',
   '429': 'rate_limited: wait Retry-After seconds',
   '500': 'internal_error: a bug on our side, never for bad input',
   '502': 'platform_error: the platform could not be reached while the request waited on it',

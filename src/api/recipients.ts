@@ -10,6 +10,7 @@ import { findRecipientCheck, saveRecipientCheck, type RecipientCheckRow } from '
 import { senderProxyUrl } from '../platforms/proxy/sender-proxy-url.js';
 import { isFresh, keptAnswer } from './kept-recipient-checks.js';
 import { findSenderByRef } from '../store/senders.js';
+import { findSuppression } from '../store/suppressions.js';
 import { ApiError, invalidParameter, invalidRequest } from './errors.js';
 import { checkKeySender } from './key-senders.js';
 import { withErrors } from './schemas.js';
@@ -41,6 +42,7 @@ const CheckAnswer = Type.Object({
   recipient: Type.String(),
   exists: Type.Union([Type.Boolean(), Type.Null()], { description: 'null: the platform did not say (it is down, the sender is resting, or it is not asked)' }),
   reason: Type.Union([Type.String(), Type.Null()], { description: 'Why it does not exist, or why the platform did not say' }),
+  suppressed: Type.Boolean({ description: "The recipient is on the account's suppression list for this platform (or every platform): a send to them is refused" }),
 });
 
 /**
@@ -81,7 +83,8 @@ export function registerRecipientCheckRoute(app: FastifyInstance, services: Serv
         const problem = await platform.checkAtAccept(session, owner, services);
         if (problem) throw new ApiError(problem.code, problem.message, problem.details);
       }
-      const answer = (check: RecipientCheck) => ({ platform: platform.name, recipient: body.recipient, exists: check.exists, reason: check.reason });
+      const suppressed = (await findSuppression(services.db.kysely, owner, platform.name, body.recipient)) !== undefined;
+      const answer = (check: RecipientCheck) => ({ platform: platform.name, recipient: body.recipient, exists: check.exists, reason: check.reason, suppressed });
       if (caller.env === 'test') {
         return answer(sandboxRecipientExists(body.recipient) ? { exists: true, reason: null } : { exists: false, reason: 'sandbox: recipients ending in 7 do not exist' });
       }

@@ -11,6 +11,7 @@ import { listenToTelegramBot } from '../store/listeners.js';
 import { listenToLinkedin } from '../store/linkedin-listeners.js';
 import { addListeningAccount } from '../store/listening-accounts.js';
 import { setSenderProxy } from '../store/sender-proxy.js';
+import { findSuppression } from '../store/suppressions.js';
 import type { Services } from '../services.js';
 import { setUsageHeaders } from './auth.js';
 import { usageScope } from './caller.js';
@@ -40,7 +41,7 @@ export function registerSendRoute(app: FastifyInstance, services: Services): voi
       schema: {
         summary: 'Send a voice note',
         description:
-          'Accepts the voice note and queues it (202); the outcome is read with GET /status/{message_id}. With dry_run: true, answers 200 with what would be sent and each check, and stores, sends and counts nothing.',
+          'Accepts the voice note and queues it (202); the outcome is read with GET /status/{message_id}. A recipient on the account\'s suppression list is refused (422 recipient_suppressed). With dry_run: true, answers 200 with what would be sent and each check, and stores, sends and counts nothing.',
         tags: ['messages'],
         headers: { type: 'object', properties: { 'idempotency-key': { type: 'string' } } },
         body: SendBody,
@@ -111,6 +112,8 @@ export function registerSendRoute(app: FastifyInstance, services: Services): voi
         if (problem) throw new ApiError(problem.code, problem.message, problem.details);
       }
 
+      // Someone on the account's suppression list is never written to (docs/sending.md, "Opt-outs and suppressions").
+      await refuseSuppressed(services, { accountId: caller.accountId, env: caller.env }, platform.name, body.recipient);
       const senderKey = platform.senderKey?.(session) ?? null;
 
       const now = Date.now();
@@ -193,6 +196,17 @@ async function keepSendProxy(services: Services, platform: PlatformDefinition, c
   }
   const kept = await proxyToKeep(services, proxy, { platform: platform.name, kind, env: caller.env, field: 'session.proxy' });
   await setSenderProxy(services.db.kysely, { accountId: caller.accountId, env: caller.env, platform: platform.name, senderKey }, kind, kept);
+}
+
+/** 422 recipient_suppressed when the recipient is on the account's list for this platform (or for every platform). */
+export async function refuseSuppressed(services: Services, owner: { accountId: string; env: string }, platform: string, recipient: string): Promise<void> {
+  const entry = await findSuppression(services.db.kysely, owner, platform, recipient);
+  if (!entry) return;
+  throw new ApiError(
+    'recipient_suppressed',
+    `${recipient} is on this account's suppression list${entry.source === 'reply' ? ' (they opted out by reply)' : ''}: nothing is sent to them; DELETE /api/v1/suppressions/${entry.id} takes them off`,
+    { field: 'recipient', suppression_id: entry.id, platform: entry.platform, source: entry.source },
+  );
 }
 
 /** The platform named, or a 400: a platform we do not know is a mistyped field, not a bad value for a known field. */

@@ -25,7 +25,7 @@ export function apiClientOf(options: ApiOptions, command: string): ApiClient {
 }
 
 /** One call whose error is the command's failure ("404 not_found: …"). */
-export async function callApi<T>(client: ApiClient, method: 'GET' | 'POST' | 'DELETE', path: string, body?: unknown): Promise<T> {
+export async function callApi<T>(client: ApiClient, method: 'GET' | 'POST' | 'PATCH' | 'DELETE', path: string, body?: unknown): Promise<T> {
   const answer = await client.request<T>(method, path, body);
   if (!answer.ok) throw new CliError(describeApiError(answer.status, answer.error));
   return answer.body;

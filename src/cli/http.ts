@@ -102,7 +102,7 @@ export class ApiClient {
   }
 
   /** Any other call of the API (path under the base address). */
-  request<T>(method: 'GET' | 'POST' | 'DELETE', path: string, body?: unknown, headers: Record<string, string> = {}): Promise<ApiAnswer<T>> {
+  request<T>(method: 'GET' | 'POST' | 'PATCH' | 'DELETE', path: string, body?: unknown, headers: Record<string, string> = {}): Promise<ApiAnswer<T>> {
     return this.call<T>(method, path, body, headers);
   }
 

@@ -31,7 +31,7 @@ function describeMessage(m: MessageDetail): string[] {
   if (m.send_at) lines.push(`scheduled for ${m.send_at}${m.cancel_on_reply ? ', canceled by a reply before then' : ''}`);
   if (m.delivered_at) lines.push(`delivered ${m.delivered_at}`);
   if (m.error) lines.push(`failed: ${m.error.code}: ${m.error.message}`);
-  if (m.status === 'canceled') lines.push(`canceled: ${m.cancel_reason === 'replied' ? 'the recipient replied first' : m.cancel_reason === 'requested' ? 'on request' : 'reason not recorded'}`);
+  if (m.status === 'canceled') lines.push(`canceled: ${m.cancel_reason === 'replied' ? 'the recipient replied first' : m.cancel_reason === 'requested' ? 'on request' : m.cancel_reason === 'suppressed' ? 'the recipient is on the suppression list' : 'reason not recorded'}`);
   for (const a of m.attempts) {
     lines.push(`attempt ${a.attempt}: ${a.outcome}${a.error ? ` (${a.error.code}: ${a.error.message})` : ''}${a.next_attempt_at ? `, next at ${a.next_attempt_at}` : ''}`);
   }

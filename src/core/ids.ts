@@ -37,6 +37,7 @@ export const newReplyId = (now?: number): string => `rpl_${timeSortable(now)}`;
 export const newWhatsappSessionId = (now?: number): string => `ws_${timeSortable(now)}`;
 export const newSenderId = (now?: number): string => `snd_${timeSortable(now)}`;
 export const newTelegramSessionId = (now?: number): string => `ts_${timeSortable(now)}`;
+export const newSuppressionId = (now?: number): string => `sup_${timeSortable(now)}`;
 export const newAccountId = (): string => `acct_${timeSortable()}`;
 export const newKeyId = (): string => `key_${timeSortable()}`;
 

@@ -75,3 +75,25 @@ export interface ReplyFields {
 
 /** A reply as the API and voice_note.replied show it. */
 export const replyView = (row: ReplyFields) => ({ id: row.id, type: row.type, text: row.text, received_at: iso(row.received_at) });
+
+/** The columns of a suppression list entry that its views show. */
+export interface SuppressionFields {
+  id: string;
+  platform: string;
+  recipient_key: string;
+  source: string;
+  reply_id: string | null;
+  note: string | null;
+  created_at: number;
+}
+
+/** An entry of the suppression list as the API, the CLI's --json and recipient.opted_out show it. */
+export const suppressionView = (row: SuppressionFields) => ({
+  id: row.id,
+  platform: row.platform,
+  recipient: row.recipient_key,
+  source: row.source,
+  reply_id: row.reply_id,
+  note: row.note,
+  created_at: iso(row.created_at),
+});

@@ -32,3 +32,14 @@ export const ctxOf = (request: FastifyRequest): DashboardContext => request.dash
 
 /** After a change: back to a page (303 so the browser GETs it), with a notice code it knows how to word. */
 export const redirectTo = (reply: FastifyReply, location: string): FastifyReply => reply.code(303).header('Location', location).send();
+
+/** An application/x-www-form-urlencoded body: a name given twice is a list. */
+export function parseForm(text: string): FormBody {
+  const body: FormBody = {};
+  for (const [name, value] of new URLSearchParams(text)) {
+    const seen = body[name];
+    if (seen === undefined) body[name] = value;
+    else body[name] = Array.isArray(seen) ? [...seen, value] : [seen, value];
+  }
+  return body;
+}

@@ -3,7 +3,7 @@ import type { Services } from '../services.js';
 import { purgeExpiredDashboardSessions } from '../store/dashboard-sessions.js';
 import { loadAssets } from './assets.js';
 import { crossOrigin, loadContext, sameToken, toSignIn } from './context.js';
-import { field, redirectTo, type DashboardDeps, type FormBody } from './deps.js';
+import { field, parseForm, redirectTo, type DashboardDeps } from './deps.js';
 import { html } from './html.js';
 import { barePage, sendPage, type Section } from './layout.js';
 import { registerAccountPages } from './pages/account.js';
@@ -16,6 +16,7 @@ import { registerSenderPages } from './pages/senders.js';
 import { registerWhatsappPages } from './pages/whatsapp.js';
 import { registerTelegramPages } from './pages/telegram.js';
 import { registerRhythmPages } from './pages/rhythm.js';
+import { registerSuppressionPages } from './pages/suppressions.js';
 
 export const DASHBOARD_PREFIX = '/dashboard';
 const FORM_BODY_LIMIT = 16 * 1024;
@@ -30,16 +31,6 @@ const SECURITY_HEADERS: Record<string, string> = {
   'X-Frame-Options': 'DENY',
   'Referrer-Policy': 'same-origin',
 };
-
-function parseForm(text: string): FormBody {
-  const body: FormBody = {};
-  for (const [name, value] of new URLSearchParams(text)) {
-    const seen = body[name];
-    if (seen === undefined) body[name] = value;
-    else body[name] = Array.isArray(seen) ? [...seen, value] : [seen, value];
-  }
-  return body;
-}
 
 const errorPage = (title: string, text: string) =>
   barePage(title, html`<p>${text}</p><p><a href="/dashboard">Back to the dashboard</a></p>`);
@@ -114,6 +105,7 @@ export async function registerDashboard(app: FastifyInstance, services: Services
         registerSenderPages(signedIn, deps);
         registerWebhookPages(signedIn, deps);
         registerRhythmPages(signedIn, deps);
+        await registerSuppressionPages(signedIn, deps);
       });
     },
     { prefix: DASHBOARD_PREFIX },

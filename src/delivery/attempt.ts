@@ -2,6 +2,7 @@ import type { Logger } from 'pino';
 import { localSampleFor } from '../audio/samples.js';
 import type { SecretBox } from '../core/secret-box.js';
 import { extendLease } from '../store/messages.js';
+import { cancelClaimedSuppressed, findSuppression } from '../store/suppressions.js';
 import type { MessageRow } from '../store/messages.js';
 import { senderProxyUrl, UnreadableProxy } from '../platforms/proxy/sender-proxy-url.js';
 import { DeliveryError, SenderRestricted, type FailureCode, type PlatformSession } from '../platforms/platform.js';
@@ -30,6 +31,13 @@ export class LeaseLost extends Error {
   constructor() {
     super('the lease on this message is gone (another worker holds it, or it was settled)');
     this.name = 'LeaseLost';
+  }
+}
+/** The note's recipient is on its account's suppression list: it is canceled, not attempted. */
+export class RecipientSuppressed extends Error {
+  constructor() {
+    super("the recipient is on the account's suppression list");
+    this.name = 'RecipientSuppressed';
   }
 }
 export class ShuttingDown extends Error {
@@ -126,6 +134,12 @@ export async function attemptWithLease(deps: AttemptDeps, job: Job, log: Logger)
     const reason: unknown = controller.signal.aborted ? controller.signal.reason : undefined;
     if (reason instanceof LeaseLost || thrown instanceof LeaseLost) {
       log.warn('lease lost; the attempt was stopped and the message is left to its new holder');
+      return undefined;
+    }
+    if (thrown instanceof RecipientSuppressed) {
+      // Canceled in one transaction with its event and its quota back, while this worker still holds it.
+      const canceled = await cancelClaimedSuppressed(db.kysely, message.id, deps.workerId);
+      log.info({ canceled: canceled !== undefined }, 'not sent: the recipient is on the suppression list');
       return undefined;
     }
     if (reason instanceof ShuttingDown) {
@@ -236,6 +250,9 @@ async function attempt(deps: AttemptDeps, job: Job): Promise<void> {
       job.leaseUntil = job.dbClaimedAt + (before - job.claimedAt) + leaseMs;
       signal.throwIfAborted();
     }
+    // The recipient may have been listed (an opt-out, the API) since the note was claimed: never sent then.
+    if (await findSuppression(db.kysely, { accountId: message.account_id, env: message.env }, message.platform, message.recipient)) throw new RecipientSuppressed();
+    signal.throwIfAborted();
     const proxy = await proxyOf(deps, message);
     job.reachedPlatform = true;
     const adapter = adapterFor(message.env === 'live' ? 'live' : 'test', message.platform);

@@ -120,7 +120,7 @@ export function waitView(row: Pick<MessageRow, 'status' | 'next_attempt_at' | 'w
   return { next_attempt_at: new Date(Number(row.next_attempt_at)).toISOString(), waiting_for: reason as (typeof WAIT_REASONS)[number] };
 }
 
-export const CANCEL_REASONS = ['requested', 'replied'] as const;
+export const CANCEL_REASONS = ['requested', 'replied', 'suppressed'] as const;
 const cancelReasonOf = (value: string | null | undefined) => ((CANCEL_REASONS as readonly string[]).includes(value ?? '') ? (value as (typeof CANCEL_REASONS)[number]) : null);
 
 /**

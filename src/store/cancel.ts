@@ -5,8 +5,8 @@ import { enqueueEvent } from './webhook-outbox.js';
 import type { MessageRow } from './messages.js';
 import type { Database } from './schema.js';
 
-/** Why a note was canceled, as voice_note.canceled tells it: by the API or the dashboard, or by its recipient's reply (cancel_on_reply). */
-export type CancelReason = 'requested' | 'replied';
+/** Why a note was canceled, as voice_note.canceled tells it: by the API or the dashboard, by its recipient's reply (cancel_on_reply), or because its recipient is on the suppression list. */
+export type CancelReason = 'requested' | 'replied' | 'suppressed';
 
 export type CancelOutcome =
   /** `sent`: the usage row's count once this note was given back (undefined when it was not given back, or the row is gone). */

@@ -42,6 +42,7 @@ import * as telegramAccountState from './migrations/027_telegram_account_state.j
 import * as senderProxy from './migrations/028_sender_proxy.js';
 import * as sendWindows from './migrations/030_send_windows.js';
 import * as keyScopes from './migrations/031_key_scopes.js';
+import * as suppressions from './migrations/029_suppressions.js';
 
 // The dialect and the database's clock live in dialect.ts (queries import it without importing this).
 export { dbNow, type Dialect } from './dialect.js';
@@ -223,6 +224,7 @@ const MIGRATIONS: Record<string, Migration> = {
   '016b_recipient_checks': recipientChecks,
   '017_replies': replies,
   '018_telegram_sessions': telegramSessions,
+  '029_suppressions': suppressions,
 };
 
 const provider: MigrationProvider = { getMigrations: async () => MIGRATIONS };

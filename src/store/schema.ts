@@ -1,4 +1,5 @@
 import type { Generated } from 'kysely';
+import type { OptOutSettingsTable, SuppressionsTable } from './schema-suppressions.js';
 import type { MessageRepliesTable, LinkedinListenersTable, LinkedinListenedConversationsTable, TelegramListenersTable, BlockedChatsTable, ListeningAccountsTable } from './schema-inbound.js';
 
 export type { MessageRepliesTable, LinkedinListenersTable, LinkedinListenedConversationsTable, TelegramListenersTable, BlockedChatsTable, ListeningAccountsTable } from './schema-inbound.js';
@@ -447,4 +448,6 @@ export interface Database {
   senders: SendersTable;
   sender_records: SenderRecordsTable;
   recipient_checks: RecipientChecksTable;
+  suppressions: SuppressionsTable;
+  opt_out_settings: OptOutSettingsTable;
 }

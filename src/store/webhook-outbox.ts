@@ -17,6 +17,7 @@ export const WEBHOOK_EVENT_TYPES = [
   'whatsapp_session.updated',
   'sender.updated',
   'telegram_session.updated',
+  'recipient.opted_out',
 ] as const;
 export type WebhookEventType = (typeof WEBHOOK_EVENT_TYPES)[number];
 export const isWebhookEventType = (value: string): value is WebhookEventType => (WEBHOOK_EVENT_TYPES as readonly string[]).includes(value);

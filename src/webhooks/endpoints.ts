@@ -245,6 +245,15 @@ function sampleData(type: WebhookEventType, at: number): unknown {
   if (type === 'telegram_session.updated') {
     return { session_id: 'ts_test_event', status: 'connected', user_id: '1000000001', username: 'voicenote_sandbox', phone_number: '15550000000', created_at: when, last_connected_at: when };
   }
+  if (type === 'recipient.opted_out') {
+    return {
+      platform: 'whatsapp',
+      recipient: '15550000005',
+      suppression: { id: 'sup_test_event', platform: 'whatsapp', recipient: '15550000005', source: 'reply', reply_id: 'rpl_test_event', note: null, created_at: when },
+      reply: { id: 'rpl_test_event', type: 'text', text: 'STOP', received_at: when, message_id: 'msg_test_event' },
+      canceled: ['msg_test_event_follow_up'],
+    };
+  }
   const failed = type === 'voice_note.failed';
   const canceled = type === 'voice_note.canceled';
   const message = {

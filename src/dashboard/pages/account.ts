@@ -22,6 +22,7 @@ function accountPage(deps: DashboardDeps, ctx: DashboardContext, notice?: Notice
 <dt>Plan</dt><dd>${a.plan}</dd>
 </dl>
 <p><a href="/dashboard/rhythm">Sending rhythm</a>: each sender's daily cap and warm-up.</p>
+<p><a href="/dashboard/suppressions">Suppression list</a>: recipients never written to again, and opt-outs by reply.</p>
 <section aria-labelledby="pw-title">
 <h2 id="pw-title">Change password</h2>
 <form method="post" action="/dashboard/account/password" class="stack">

@@ -83,6 +83,7 @@ function statusCell(row: MessageRow): Html {
 const CANCEL_TEXT: Record<string, string> = {
   requested: 'canceled on request (the API or this dashboard)',
   replied: 'the recipient replied before it was sent (cancel_on_reply)',
+  suppressed: 'the recipient is on the suppression list (or opted out)',
 };
 
 const WAITING_TEXT: Record<string, string> = {
