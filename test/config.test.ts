@@ -47,6 +47,7 @@ describe('loadConfig: the documented defaults', () => {
       http: { headersTimeoutMs: 10_000, requestTimeoutMs: 30_000, keepAliveTimeoutMs: 360_000, maxRequestsPerSocket: 0, maxConnections: undefined, maxConnectionsPerAddress: undefined },
       ownerEmail: undefined,
       passwordHashCost: 17,
+      mcpEnabled: false,
     });
   });
 

@@ -99,6 +99,14 @@ describe(`the interactive docs (${STORAGE_LABEL})`, () => {
     assert.equal((await call('POST', tgPassword, `/api/v1/telegram/sessions/${tg.session_id}/password`, 200)).status, 'connected');
     const rhythmPath = '/api/v1/rhythm/{platform}';
     assert.equal((await call('PATCH', rhythmPath, '/api/v1/rhythm/telegram', 200)).send_window.time_zone, 'Europe/Berlin');
+    const senders = (await app.request({ method: 'GET', url: '/api/v1/senders', key: testKey, headers })).json<Json>().data as Json[];
+    const bot = senders.find((s) => s.platform === 'telegram');
+    assert.ok(bot, 'the sandbox bot that sent is a sender');
+    const senderPath = '/api/v1/senders/{sender_id}';
+    assert.equal((await call('PATCH', senderPath, `/api/v1/senders/${bot.id}`, 200)).proxy, 'socks5://proxy.example:1080');
+    const listed = await call('POST', '/api/v1/suppressions', '/api/v1/suppressions', 201);
+    assert.equal(listed.data[0].platform, '*');
+    assert.deepEqual((await call('PATCH', '/api/v1/opt_out_settings', '/api/v1/opt_out_settings', 200)).keywords, ['no more notes']);
     const covered = [
       '/api/v1/send',
       '/api/v1/whatsapp/sessions',
@@ -111,6 +119,9 @@ describe(`the interactive docs (${STORAGE_LABEL})`, () => {
       tgSimulate,
       tgPassword,
       rhythmPath,
+      senderPath,
+      '/api/v1/suppressions',
+      '/api/v1/opt_out_settings',
     ];
     const uncovered = withBody.filter(([, path, op]) => !covered.includes(path) && op.requestBody.content['application/json'].example !== undefined);
     assert.deepEqual(uncovered.map(([m, p]) => `${m} ${p}`), [], 'every example is tried here');

@@ -35,6 +35,10 @@ function examples(origin: string): Record<string, Record<string, unknown>> {
     'POST /api/v1/telegram/sessions/{session_id}/password': { password: SANDBOX_TELEGRAM_PASSWORD },
     // Office hours in Berlin for the account's Telegram notes (sandbox and live alike).
     'PATCH /api/v1/rhythm/{platform}': { send_window: { days: ['mon', 'tue', 'wed', 'thu', 'fri'], start: '09:00', end: '18:00', time_zone: 'Europe/Berlin' } },
+    // A sandbox sender keeps a proxy after checking only its syntax (docs/proxies.md).
+    'PATCH /api/v1/senders/{sender_id}': { proxy: 'socks5://user:secret@proxy.example:1080' },
+    'POST /api/v1/suppressions': { recipients: [{ platform: '*', recipient: '+14155550123', note: 'asked not to be contacted' }] },
+    'PATCH /api/v1/opt_out_settings': { enabled: true, keywords: ['no more notes'] },
   };
 }
 

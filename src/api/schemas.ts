@@ -27,7 +27,6 @@ export const SendBody = Type.Object({
         Type.Union([Type.String(), Type.Null()], {
           description:
             "Telegram bots and LinkedIn cookies: this sender's own proxy, http://, https:// (HTTP CONNECT), socks5:// or socks5h://, with optional user:password@. Checked (one connection to the platform's host through it) and kept for the sender's later sends; null or omitted keeps the one it has",
-          examples: ['socks5://user:secret@proxy.example:1080'],
         }),
       ),
     },

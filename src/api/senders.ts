@@ -48,16 +48,14 @@ export const Sender = Type.Object({
     { description: 'POST /recipients/check as this sender' },
   ),
   proxy: Type.Union([Type.String(), Type.Null()], {
-    description: "The sender's own proxy as scheme://host:port, never its user name or password; null: none (the operator's OUTBOUND_PROXY, if set, or a direct connection)",
-    examples: ['socks5://proxy.example:1080'],
+    description: "The sender's own proxy as scheme://host:port, never its user name or password (e.g. socks5://proxy.example:1080); null: none (the operator's OUTBOUND_PROXY, if set, or a direct connection)",
   }),
 });
 const SenderChangeBody = Type.Object(
   {
     proxy: Type.Union([Type.String(), Type.Null()], {
       description:
-        "The sender's own proxy: http://, https:// (HTTP CONNECT), socks5:// or socks5h://, with optional user:password@ (a Telegram account takes socks5 only); null clears it. Checked first (one connection through it to the platform's host); applies from the sender's next connection",
-      examples: ['socks5://user:secret@proxy.example:1080'],
+        "The sender's own proxy: http://, https:// (HTTP CONNECT), socks5:// or socks5h://, with optional user:password@ (a Telegram account takes socks5 only), e.g. socks5://user:secret@proxy.example:1080; null clears it. Checked first (one connection through it to the platform's host); applies from the sender's next connection",
     }),
   },
   { additionalProperties: false },
