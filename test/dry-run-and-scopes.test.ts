@@ -54,6 +54,8 @@ describe(`dry runs and key scopes (${STORAGE_LABEL})`, () => {
         ['sender', 'pass'],
         ['quota', 'pass'],
         ['daily_rhythm', 'skip'],
+        ['suppression', 'pass'],
+        ['send_window', 'pass'],
         ['recipient', 'pass'],
         ['audio', 'pass'],
       ],
@@ -70,6 +72,36 @@ describe(`dry runs and key scopes (${STORAGE_LABEL})`, () => {
     const real = await t.send(account.testKey, body({ caption: 'hi' }), { 'idempotency-key': 'dry-1' });
     assert.equal(real.statusCode, 202, real.body);
     await t.waitForStatus(account.testKey, real.json().id, ['delivered']);
+  });
+
+  test('a dry run says a listed recipient would be refused, and a closed send window would hold the note', async () => {
+    const other = await t.createAccount();
+    const listed = await t.request({ method: 'POST', url: '/api/v1/suppressions', key: other.testKey, body: { recipients: [{ platform: 'telegram', recipient: '123456789' }] } });
+    assert.equal(listed.statusCode, 201, listed.body);
+    const real = await t.send(other.testKey, body());
+    const refused = assertErrorEnvelope(real, 422, 'recipient_suppressed');
+    const dry = await t.send(other.testKey, body({ dry_run: true }));
+    assert.equal(dry.statusCode, 200, dry.body);
+    assert.equal(dry.json().would_send, false);
+    const suppression = checkOf(dry.json(), 'suppression');
+    assert.equal(suppression.result, 'fail');
+    assert.deepEqual(suppression.error, { code: 'recipient_suppressed', message: refused.message });
+
+    // A window that is never open today or tomorrow in UTC: a day other than today and tomorrow.
+    const days = ['sun', 'mon', 'tue', 'wed', 'thu', 'fri', 'sat'];
+    const today = new Date().getUTCDay();
+    const windowDay = days[(today + 3) % 7];
+    const window = await t.request({ method: 'PATCH', url: '/api/v1/rhythm/telegram', key: other.testKey, body: { send_window: { days: [windowDay], start: '09:00', end: '10:00', time_zone: 'UTC' } } });
+    assert.equal(window.statusCode, 200, window.body);
+    const held = await t.send(other.testKey, body({ recipient: '123456780', dry_run: true }));
+    assert.equal(held.statusCode, 200, held.body);
+    const sendWindow = checkOf(held.json(), 'send_window');
+    assert.equal(sendWindow.result, 'wait', held.body);
+    const opening = new Date(sendWindow.facts.next_attempt_at);
+    assert.equal(days[opening.getUTCDay()], windowDay);
+    assert.equal(opening.toISOString().slice(11, 16), '09:00');
+    assert.equal(held.json().would_send, true, 'a note that waits would still be sent');
+    assert.deepEqual(await messages(other.testKey), [], 'no message stored');
   });
 
   test('a body the real send refuses is refused the same way in a dry run', async () => {

@@ -13,6 +13,8 @@ import { isFresh, keptAnswer } from './kept-recipient-checks.js';
 import type { Static } from '@sinclair/typebox';
 import type { DryRunResult, SendBody } from './schemas.js';
 import { iso } from './views.js';
+import { sendWindowWait } from './send-window.js';
+import { suppressedError } from './suppression-check.js';
 
 /**
  * `"dry_run": true` on POST /send (docs/sending.md, "Dry runs"): the body is validated as for a real send
@@ -47,6 +49,8 @@ export interface DryRunContext {
   sender: SenderRow | undefined;
   senderKey: string | null;
   now: number;
+  /** When the note was asked to go (send_at), or null for at once. */
+  sendAt: number | null;
 }
 
 export interface DryRunCheck {
@@ -153,20 +157,41 @@ const audio: DryRunCheck = {
 };
 
 /** In the order the answer lists them. */
-export const DRY_RUN_CHECKS: readonly DryRunCheck[] = [validation, sender, quota, dailyRhythm, recipient, audio];
+/** The account's suppression list: a listed recipient is refused as the real send would refuse it. */
+const suppression: DryRunCheck = {
+  id: 'suppression',
+  run: async ({ services, caller, platform, body }) => {
+    const error = await suppressedError(services, { accountId: caller.accountId, env: caller.env }, platform.name, body.recipient);
+    if (!error) return pass('the recipient is not on the suppression list');
+    return { result: 'fail', error: { code: error.code, message: error.message }, facts: error.details as Record<string, unknown> };
+  },
+};
+
+/** The account's send window on this platform (and the recipient's zone): outside it, the note would wait for the opening. */
+const sendWindow: DryRunCheck = {
+  id: 'send_window',
+  run: async ({ services, caller, platform, body, sendAt, now }) => {
+    const recipientTimeZone = body.recipient_time_zone ?? null;
+    const opening = await sendWindowWait(services, { accountId: caller.accountId, platform: platform.name, recipientTimeZone, notBefore: sendAt ?? now, now });
+    if (opening === undefined) return pass('no send window holds the note');
+    return { result: 'wait', detail: `outside the ${platform.name} send window: the note would wait until ${iso(opening)}`, facts: { next_attempt_at: iso(opening) } };
+  },
+};
+
+export const DRY_RUN_CHECKS: readonly DryRunCheck[] = [validation, sender, quota, dailyRhythm, suppression, sendWindow, recipient, audio];
 
 export type DryRunAnswer = Static<typeof DryRunResult>;
 
 /** Runs every check (one failing does not hide the others) and says what the real send would be. */
 export async function dryRun(
-  context: Omit<DryRunContext, 'sender' | 'senderKey'>,
+  context: Omit<DryRunContext, 'sender' | 'senderKey' | 'sendAt'>,
   sendAt: number | null,
   checks: readonly DryRunCheck[] = DRY_RUN_CHECKS,
 ): Promise<DryRunAnswer> {
   const { services, caller, platform, session, body } = context;
   const senderKey = platform.senderKey?.(session) ?? null;
   const record = senderKey === null ? undefined : await findSenderByRef(services.db.kysely, { accountId: caller.accountId, env: caller.env, platform: platform.name, senderKey });
-  const full: DryRunContext = { ...context, sender: record, senderKey };
+  const full: DryRunContext = { ...context, sender: record, senderKey, sendAt };
   const results = await Promise.all(checks.map(async (check) => ({ id: check.id, ...(await check.run(full)) })));
   return {
     dry_run: true,

@@ -11,7 +11,6 @@ import { listenToTelegramBot } from '../store/listeners.js';
 import { listenToLinkedin } from '../store/linkedin-listeners.js';
 import { addListeningAccount } from '../store/listening-accounts.js';
 import { setSenderProxy } from '../store/sender-proxy.js';
-import { findSuppression } from '../store/suppressions.js';
 import type { Services } from '../services.js';
 import { setUsageHeaders } from './auth.js';
 import { usageScope } from './caller.js';
@@ -26,6 +25,7 @@ import { sentMessageView } from './views.js';
 import { quotaExceeded } from './quota.js';
 import { dryRun } from './dry-run.js';
 import { checkKeySender } from './key-senders.js';
+import { refuseSuppressed } from './suppression-check.js';
 
 const fail = (violation: Violation): ApiError => invalidParameter(violation.field, violation.message);
 
@@ -112,8 +112,6 @@ export function registerSendRoute(app: FastifyInstance, services: Services): voi
         if (problem) throw new ApiError(problem.code, problem.message, problem.details);
       }
 
-      // Someone on the account's suppression list is never written to (docs/sending.md, "Opt-outs and suppressions").
-      await refuseSuppressed(services, { accountId: caller.accountId, env: caller.env }, platform.name, body.recipient);
       const senderKey = platform.senderKey?.(session) ?? null;
 
       const now = Date.now();
@@ -127,6 +125,8 @@ export function registerSendRoute(app: FastifyInstance, services: Services): voi
         request.log.info({ dry_run: true, would_send: answer.would_send, checks: answer.checks.map((c) => `${c.id}:${c.result}`) }, 'dry run of a send');
         return reply.code(200).send(answer);
       }
+      // Someone on the account's suppression list is never written to (docs/sending.md, "Opt-outs and suppressions").
+      await refuseSuppressed(services, { accountId: caller.accountId, env: caller.env }, platform.name, body.recipient);
       // Kept only for a real send: a dry run stores nothing.
       const proxy = (body.session as { proxy?: unknown }).proxy;
       if (proxy !== undefined && proxy !== null) await keepSendProxy(services, platform, caller, senderKey, proxy);
@@ -196,17 +196,6 @@ async function keepSendProxy(services: Services, platform: PlatformDefinition, c
   }
   const kept = await proxyToKeep(services, proxy, { platform: platform.name, kind, env: caller.env, field: 'session.proxy' });
   await setSenderProxy(services.db.kysely, { accountId: caller.accountId, env: caller.env, platform: platform.name, senderKey }, kind, kept);
-}
-
-/** 422 recipient_suppressed when the recipient is on the account's list for this platform (or for every platform). */
-export async function refuseSuppressed(services: Services, owner: { accountId: string; env: string }, platform: string, recipient: string): Promise<void> {
-  const entry = await findSuppression(services.db.kysely, owner, platform, recipient);
-  if (!entry) return;
-  throw new ApiError(
-    'recipient_suppressed',
-    `${recipient} is on this account's suppression list${entry.source === 'reply' ? ' (they opted out by reply)' : ''}: nothing is sent to them; DELETE /api/v1/suppressions/${entry.id} takes them off`,
-    { field: 'recipient', suppression_id: entry.id, platform: entry.platform, source: entry.source },
-  );
 }
 
 /** The platform named, or a 400: a platform we do not know is a mistyped field, not a bad value for a known field. */
