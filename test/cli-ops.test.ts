@@ -129,7 +129,7 @@ describe(`voicenote accounts list / show (${STORAGE_LABEL})`, () => {
       assert.deepEqual(shown.account, accounts[0]);
       assert.deepEqual(shown.keys.map((k: any) => k.id).sort(), [a.keys.test.id, a.keys.live.id].sort());
       for (const key of shown.keys) {
-        assert.deepEqual(Object.keys(key).sort(), ['created_at', 'env', 'expires_at', 'id', 'last_used_at', 'prefix', 'revoked_at']);
+        assert.deepEqual(Object.keys(key).sort(), ['created_at', 'env', 'expires_at', 'id', 'last_used_at', 'prefix', 'revoked_at', 'scope', 'senders']);
       }
       assert.ok(!JSON.stringify(shown).includes(a.keys.test.secret), 'no secret');
 

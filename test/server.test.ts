@@ -125,9 +125,9 @@ describe(`OpenAPI and docs (${STORAGE_LABEL})`, () => {
     );
     assert.deepEqual(Object.keys(shapes).sort(), ['linkedin', 'telegram', 'whatsapp']);
     const fields = (platform: string) => Object.keys(shapes[platform].properties).sort();
-    assert.deepEqual(fields('linkedin'), ['audio_url', 'cancel_on_reply', 'duration', 'listen', 'platform', 'recipient', 'send_at', 'session']);
-    assert.deepEqual(fields('telegram'), ['audio_url', 'cancel_on_reply', 'caption', 'duration', 'listen', 'platform', 'recipient', 'recording_indicator', 'send_at', 'session']);
-    assert.deepEqual(fields('whatsapp'), ['audio_url', 'cancel_on_reply', 'duration', 'platform', 'recipient', 'recording_indicator', 'send_at', 'session']);
+    assert.deepEqual(fields('linkedin'), ['audio_url', 'cancel_on_reply', 'dry_run', 'duration', 'listen', 'platform', 'recipient', 'recipient_time_zone', 'send_at', 'session']);
+    assert.deepEqual(fields('telegram'), ['audio_url', 'cancel_on_reply', 'caption', 'dry_run', 'duration', 'listen', 'platform', 'recipient', 'recipient_time_zone', 'recording_indicator', 'send_at', 'session']);
+    assert.deepEqual(fields('whatsapp'), ['audio_url', 'cancel_on_reply', 'dry_run', 'duration', 'platform', 'recipient', 'recipient_time_zone', 'recording_indicator', 'send_at', 'session']);
     for (const shape of Object.values(shapes) as Json[]) assert.equal(shape.additionalProperties, false);
     const session = (name: string) => doc.components.schemas[name];
     assert.deepEqual(Object.keys(session('LinkedinSession').properties).sort(), ['cookies', 'csrf_token', 'li_at', 'user_agent']);

@@ -37,6 +37,16 @@ const dryRunField: Schema = {
   description: 'Check everything and answer 200 with each check (docs/sending.md, "Dry runs"): nothing is stored, sent or counted against the quota',
 };
 
+const recipientTimeZone: Schema = {
+  type: 'string',
+  description: "The recipient's IANA time zone (e.g. America/New_York): the account's send window on this platform then applies in this zone too (docs/sending.md, \"Send windows\")",
+};
+
+const proxyField: Schema = {
+  type: 'string',
+  description: "This sender's own proxy (docs/proxies.md): http://, https:// (HTTP CONNECT), socks5:// or socks5h://, with optional user:password@; checked, then kept for its later sends",
+};
+
 function sendShape(platform: string, fields: { recipient: Schema; session: string; extra?: Record<string, Schema> }): Schema {
   return {
     type: 'object',
@@ -50,6 +60,7 @@ function sendShape(platform: string, fields: { recipient: Schema; session: strin
       duration,
       send_at: sendAt,
       cancel_on_reply: cancelOnReply,
+      recipient_time_zone: recipientTimeZone,
       dry_run: dryRunField,
       ...fields.extra,
     },
@@ -68,6 +79,7 @@ export const SEND_SCHEMAS: Record<string, Schema> = {
       csrf_token: { type: 'string', description: 'The JSESSIONID cookie, "ajax:…"' },
       user_agent: { type: 'string', description: 'The User-Agent of the browser the cookies come from' },
       cookies: { type: 'string', description: "That browser's whole Cookie header for linkedin.com (name=value; …)" },
+      proxy: proxyField,
     },
   },
   TelegramSession: {
@@ -78,7 +90,7 @@ export const SEND_SCHEMAS: Record<string, Schema> = {
     type: 'object',
     additionalProperties: false,
     required: ['bot_token'],
-    properties: { bot_token: { type: 'string', description: 'The bot token from @BotFather, "<digits>:<35+ of A-Za-z0-9_->"' } },
+    properties: { bot_token: { type: 'string', description: 'The bot token from @BotFather, "<digits>:<35+ of A-Za-z0-9_->"' }, proxy: proxyField },
   },
   TelegramAccountSession: {
     type: 'object',

@@ -43,9 +43,11 @@ ${shown.replaces ? html`<p>The key ${shown.replaces.prefix}… keeps working unt
 </section>`;
 }
 
-function sendersCell(key: KeyRow): Html {
+/** Scope and senders in one cell (a column each pushed the row's actions past a 1280-pixel window). */
+function accessCell(key: KeyRow): Html {
   const senders = sendersOf(key.senders);
-  return senders === null ? html`any` : html`${senders.map((id, i) => html`${i > 0 ? ', ' : ''}<code>${id}</code>`)}`;
+  const scope = scopeOf(key.scope);
+  return senders === null ? html`${scope}, any sender` : html`${scope}, as ${senders.map((id, i) => html`${i > 0 ? ', ' : ''}<code>${id}</code>`)}`;
 }
 
 /** The create form's scope and senders; a sender that is no id is named back to the person. */
@@ -67,8 +69,7 @@ function keysPage(deps: DashboardDeps, ctx: DashboardContext, keys: KeyRow[], no
     return html`<tr data-key-id="${key.id}">
 <td><code>${key.prefix}…</code></td>
 <td>${key.env}</td>
-<td>${scopeOf(key.scope)}</td>
-<td>${sendersCell(key)}</td>
+<td>${accessCell(key)}</td>
 <td>${timeCell(key.created_at)}</td>
 <td>${timeCell(key.last_used_at, 'never')}</td>
 <td>${timeCell(key.expires_at, 'never')}</td>
@@ -118,7 +119,7 @@ function keysPage(deps: DashboardDeps, ctx: DashboardContext, keys: KeyRow[], no
 <h2 id="list-title">Keys of this account</h2>
 <p>Rolling issues a new key and keeps the old one working until the time you choose. Revoking stops a key at once.</p>
 <div class="table-wrap" tabindex="0" role="region" aria-label="API keys"><table>
-<thead><tr><th scope="col">Prefix</th><th scope="col">Environment</th><th scope="col">Scope</th><th scope="col">Senders</th><th scope="col">Created</th><th scope="col">Last used</th><th scope="col">Expires</th><th scope="col">State</th><th scope="col">Actions</th></tr></thead>
+<thead><tr><th scope="col">Prefix</th><th scope="col">Environment</th><th scope="col">Access</th><th scope="col">Created</th><th scope="col">Last used</th><th scope="col">Expires</th><th scope="col">State</th><th scope="col">Actions</th></tr></thead>
 <tbody>${rows}</tbody>
 </table></div>
 </section>`,
