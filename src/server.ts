@@ -171,6 +171,13 @@ export async function buildServer(services: Services, options: ServerOptions = {
   await app.register(
     async (api) => {
       api.addHook('onRequest', authenticate(services));
+      // Every route that changes something answers 403 insufficient_scope to a key whose scope is below
+      // it (a read key's POST): said once here for all of them, as 401 is for every route.
+      api.addHook('onRoute', (route) => {
+        const methods = Array.isArray(route.method) ? route.method : [route.method];
+        const response = route.schema?.response as Record<number, unknown> | undefined;
+        if (response && methods.some((m) => m !== 'GET' && m !== 'HEAD') && !(403 in response)) response[403] = { $ref: 'Error#' };
+      });
       registerSendRoute(api, services);
       registerStatusRoute(api, services);
       registerUsageRoute(api, services);

@@ -130,10 +130,10 @@ describe(`OpenAPI and docs (${STORAGE_LABEL})`, () => {
     assert.deepEqual(fields('whatsapp'), ['audio_url', 'cancel_on_reply', 'dry_run', 'duration', 'platform', 'recipient', 'recipient_time_zone', 'recording_indicator', 'send_at', 'session']);
     for (const shape of Object.values(shapes) as Json[]) assert.equal(shape.additionalProperties, false);
     const session = (name: string) => doc.components.schemas[name];
-    assert.deepEqual(Object.keys(session('LinkedinSession').properties).sort(), ['cookies', 'csrf_token', 'li_at', 'user_agent']);
+    assert.deepEqual(Object.keys(session('LinkedinSession').properties).sort(), ['cookies', 'csrf_token', 'li_at', 'proxy', 'user_agent']);
     assert.deepEqual(session('LinkedinSession').required, ['li_at', 'csrf_token']);
     assert.deepEqual(session('TelegramSession').oneOf.map((r: Json) => r.$ref.split('/').pop()), ['TelegramBotSession', 'TelegramAccountSession']);
-    assert.deepEqual(Object.keys(session('TelegramBotSession').properties), ['bot_token']);
+    assert.deepEqual(Object.keys(session('TelegramBotSession').properties), ['bot_token', 'proxy']);
     assert.deepEqual(Object.keys(session('TelegramAccountSession').properties), ['session_id']);
     assert.deepEqual(Object.keys(session('WhatsappSession').properties), ['session_id']);
     // The route itself is unchanged: an unknown platform is still a 400 naming the platforms, a bad session a 422 naming its field.

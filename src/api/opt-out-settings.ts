@@ -48,7 +48,7 @@ export function registerOptOutSettingsRoutes(app: FastifyInstance, services: Ser
 
   routes.get(
     '/opt_out_settings',
-    { schema: { summary: 'How replies opt recipients out', tags, response: { 200: OptOutSettingsView } } },
+    { schema: { summary: 'How replies opt recipients out', tags, response: { 200: OptOutSettingsView, ...withErrors() } } },
     async (request) => view(await readOptOutSettings(services.db.kysely, request.caller!)),
   );
 
