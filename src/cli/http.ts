@@ -38,6 +38,25 @@ export interface SendBody {
   recording_indicator?: boolean | string;
   listen?: boolean | string;
   recipient_time_zone?: string;
+  /** true: POST /send only checks (200 with a DryRunAnswer): nothing stored, sent or counted. */
+  dry_run?: boolean | string;
+}
+
+/** One check of a dry run (docs/sending.md, "Dry runs"). */
+export interface DryRunCheck {
+  id: string;
+  result: 'pass' | 'wait' | 'fail' | 'skip';
+  detail?: string;
+  error?: { code: string; message: string };
+  facts?: Record<string, unknown>;
+}
+
+/** POST /send's 200 body when the send was a dry run. */
+export interface DryRunAnswer {
+  dry_run: true;
+  would_send: boolean;
+  message: Record<string, unknown>;
+  checks: DryRunCheck[];
 }
 
 /**
@@ -106,8 +125,8 @@ export class ApiClient {
     return this.call<T>(method, path, body, headers);
   }
 
-  send(body: SendBody, idempotencyKey?: string): Promise<ApiAnswer<SentMessage>> {
-    return this.call<SentMessage>('POST', '/send', body, idempotencyKey ? { 'idempotency-key': idempotencyKey } : {});
+  send(body: SendBody, idempotencyKey?: string): Promise<ApiAnswer<SentMessage | DryRunAnswer>> {
+    return this.call<SentMessage | DryRunAnswer>('POST', '/send', body, idempotencyKey ? { 'idempotency-key': idempotencyKey } : {});
   }
 
   status(id: string): Promise<ApiAnswer<MessageStatus>> {
