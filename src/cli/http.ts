@@ -1,4 +1,6 @@
 /** The few calls the CLI makes to a running service's HTTP API, with its error envelope decoded. */
+import type { Static } from '@sinclair/typebox';
+import type { DryRunResult } from '../api/schemas.js';
 
 export interface ApiErrorBody {
   code: string;
@@ -42,22 +44,8 @@ export interface SendBody {
   dry_run?: boolean | string;
 }
 
-/** One check of a dry run (docs/sending.md, "Dry runs"). */
-export interface DryRunCheck {
-  id: string;
-  result: 'pass' | 'wait' | 'fail' | 'skip';
-  detail?: string;
-  error?: { code: string; message: string };
-  facts?: Record<string, unknown>;
-}
-
-/** POST /send's 200 body when the send was a dry run. */
-export interface DryRunAnswer {
-  dry_run: true;
-  would_send: boolean;
-  message: Record<string, unknown>;
-  checks: DryRunCheck[];
-}
+/** POST /send's 200 body when the send was a dry run (docs/sending.md, "Dry runs"): the API's own schema. */
+export type DryRunAnswer = Static<typeof DryRunResult>;
 
 /**
  * The API's base address from what the user gave: the service's bare origin (`http://host:3000`, as
