@@ -1,4 +1,6 @@
 /** The few calls the CLI makes to a running service's HTTP API, with its error envelope decoded. */
+import type { Static } from '@sinclair/typebox';
+import type { DryRunResult } from '../api/schemas.js';
 
 export interface ApiErrorBody {
   code: string;
@@ -38,7 +40,12 @@ export interface SendBody {
   recording_indicator?: boolean | string;
   listen?: boolean | string;
   recipient_time_zone?: string;
+  /** true: POST /send only checks (200 with a DryRunAnswer): nothing stored, sent or counted. */
+  dry_run?: boolean | string;
 }
+
+/** POST /send's 200 body when the send was a dry run (docs/sending.md, "Dry runs"): the API's own schema. */
+export type DryRunAnswer = Static<typeof DryRunResult>;
 
 /**
  * The API's base address from what the user gave: the service's bare origin (`http://host:3000`, as
@@ -106,8 +113,8 @@ export class ApiClient {
     return this.call<T>(method, path, body, headers);
   }
 
-  send(body: SendBody, idempotencyKey?: string): Promise<ApiAnswer<SentMessage>> {
-    return this.call<SentMessage>('POST', '/send', body, idempotencyKey ? { 'idempotency-key': idempotencyKey } : {});
+  send(body: SendBody, idempotencyKey?: string): Promise<ApiAnswer<SentMessage | DryRunAnswer>> {
+    return this.call<SentMessage | DryRunAnswer>('POST', '/send', body, idempotencyKey ? { 'idempotency-key': idempotencyKey } : {});
   }
 
   status(id: string): Promise<ApiAnswer<MessageStatus>> {

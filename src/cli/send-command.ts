@@ -1,7 +1,7 @@
 import fs from 'node:fs';
 import { Command, Option } from 'commander';
 import { ApiClient } from './http.js';
-import { csvSummary, sendCsv, sendOne, type SendFields } from './send.js';
+import { csvSummary, dryRunVerdict, sendCsv, sendOne, type SendFields } from './send.js';
 import { CliError, out, json, parseSeconds, defaultApiUrl, messageOf } from './common.js';
 import { KEY_HELP, URL_HELP } from './api-command.js';
 
@@ -12,7 +12,7 @@ export function registerSendCommand(program: Command): void {
     .description('send one voice note (or one per row of --csv FILE) through the HTTP API')
     .option('--key <key>', KEY_HELP)
     .option('--url <base>', URL_HELP)
-    .option('--csv <file>', 'one send per row: platform, recipient, audio_url [, caption, duration, send_at, recipient_time_zone, cancel_on_reply, recording_indicator, listen, bot_token, li_at, csrf_token, user_agent, cookies, session_id, proxy]')
+    .option('--csv <file>', 'one send per row: platform, recipient, audio_url [, caption, duration, send_at, recipient_time_zone, cancel_on_reply, recording_indicator, listen, dry_run, bot_token, li_at, csrf_token, user_agent, cookies, session_id, proxy]')
     .option('--platform <platform>', 'linkedin, telegram or whatsapp')
     .option('--recipient <recipient>', 'who receives it')
     .option('--audio <url>', 'http(s) URL of the audio')
@@ -31,6 +31,7 @@ export function registerSendCommand(program: Command): void {
     .option('--recording-indicator', 'telegram, whatsapp: show "recording…" to the recipient before the note')
     .option('--listen', 'telegram bot, linkedin: listen to the sender for replies (WhatsApp sessions are always heard)')
     .option('--idempotency-key <key>', 'send once even if the command is run again (single sends; --csv derives its own)')
+    .option('--dry-run', 'only check: every check of the send (every row with --csv) and its answer, nothing stored, sent or counted')
     .option('--wait', 'follow the message until it is delivered or failed')
     .option('--json', 'print one JSON object')
     .action(
@@ -57,6 +58,7 @@ export function registerSendCommand(program: Command): void {
         listen?: boolean;
         idempotencyKey?: string;
         wait?: boolean;
+        dryRun?: boolean;
         json?: boolean;
       }) => {
         // The README's quick start exports VOICENOTE_KEY: a key on the command line wins over it.
@@ -73,15 +75,19 @@ export function registerSendCommand(program: Command): void {
           } catch (error) {
             throw new CliError(`cannot read ${options.csv}: ${messageOf(error)}`);
           }
-          const result = await sendCsv(client, text);
+          const result = await sendCsv(client, text, { dryRun: options.dryRun === true });
           if (options.json) json(result);
           else {
-            for (const row of result.rows) if ('error' in row) out(`row ${row.row}: ${row.error.code}: ${row.error.message}`);
+            for (const row of result.rows) {
+              if ('error' in row) out(`row ${row.row}: ${row.error.code}: ${row.error.message}`);
+              else if ('dry_run' in row) out(`row ${row.row}: ${dryRunVerdict(row)}`);
+            }
             out(csvSummary(result));
           }
           if (result.rejected > 0) throw new CliError(`${result.rejected} of ${result.rows.length} rows rejected`);
           return;
         }
+        if (options.dryRun && options.wait) throw new CliError('--wait follows a sent note; --dry-run sends none: drop one of them');
         const missing = (['platform', 'recipient', 'audio'] as const).filter((name) => options[name] === undefined);
         if (missing.length > 0) throw new CliError(`send needs --${missing.join(', --')} (or --csv FILE)`);
         const fields: SendFields = {
@@ -95,6 +101,7 @@ export function registerSendCommand(program: Command): void {
           ...(options.cancelOnReply === true ? { cancel_on_reply: 'true' } : {}),
           ...(options.recordingIndicator === true ? { recording_indicator: 'true' } : {}),
           ...(options.listen === true ? { listen: 'true' } : {}),
+          ...(options.dryRun === true ? { dry_run: 'true' } : {}),
           ...(options.botToken !== undefined ? { bot_token: options.botToken } : {}),
           ...(options.liAt !== undefined ? { li_at: options.liAt } : {}),
           ...(options.csrfToken !== undefined ? { csrf_token: options.csrfToken } : {}),

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { ApiClient, describeApiError, retryAfterSeconds, Unreachable, type ApiErrorBody, type MessageStatus, type SendBody, type SentMessage } from './http.js';
+import { ApiClient, describeApiError, retryAfterSeconds, Unreachable, type ApiErrorBody, type DryRunAnswer, type MessageStatus, type SendBody, type SentMessage } from './http.js';
 import { CsvError, parseCsv } from './csv.js';
 import { startProgressBar, startSpinner } from './progress.js';
 
@@ -11,7 +11,8 @@ const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout
 // `proxy`: a Telegram bot's or LinkedIn cookie's own proxy, sent as session.proxy (docs/proxies.md).
 const SESSION_FIELDS = ['bot_token', 'li_at', 'csrf_token', 'user_agent', 'cookies', 'session_id', 'proxy'] as const;
 const REQUIRED_COLUMNS = ['platform', 'recipient', 'audio_url'] as const;
-const FLAG_COLUMNS = ['cancel_on_reply', 'recording_indicator', 'listen'] as const;
+// `dry_run`: the row is only checked (docs/sending.md, "Dry runs"), nothing stored or sent.
+const FLAG_COLUMNS = ['cancel_on_reply', 'recording_indicator', 'listen', 'dry_run'] as const;
 const OPTIONAL_COLUMNS = ['caption', 'duration', 'send_at', 'recipient_time_zone', ...FLAG_COLUMNS, ...SESSION_FIELDS] as const;
 const FINAL = new Set(['delivered', 'failed', 'canceled']);
 /** Answers worth trying again with the same Idempotency-Key: nothing can be sent twice. */
@@ -39,6 +40,8 @@ export interface SendFields {
   recording_indicator?: string;
   /** true / 1 / yes: the sender is listened to for replies (a Telegram bot, a LinkedIn session). */
   listen?: string;
+  /** true / 1 / yes: a dry run, every check and nothing sent; empty, false / 0 / no: a real send. */
+  dry_run?: string;
   bot_token?: string;
   li_at?: string;
   csrf_token?: string;
@@ -99,7 +102,7 @@ export async function sendUntilAnswered(
   onWait: Waiting,
   /** Try again when the service cannot be reached (a restart in the middle of a run), rather than stop at once. */
   retryUnreachable = false,
-): Promise<{ ok: true; message: SentMessage; replayed: boolean } | { ok: false; status: number; error: ApiErrorBody }> {
+): Promise<{ ok: true; message: SentMessage; replayed: boolean } | { ok: true; dryRun: DryRunAnswer } | { ok: false; status: number; error: ApiErrorBody }> {
   let transient = 0;
   for (;;) {
     let answer;
@@ -112,7 +115,10 @@ export async function sendUntilAnswered(
       await sleep(seconds * 1000);
       continue;
     }
-    if (answer.ok) return { ok: true, message: answer.body, replayed: answer.headers.get('idempotent-replayed') === 'true' };
+    if (answer.ok) {
+      if (isDryRunAnswer(answer.body)) return { ok: true, dryRun: answer.body };
+      return { ok: true, message: answer.body, replayed: answer.headers.get('idempotent-replayed') === 'true' };
+    }
     if (answer.status === 429) {
       const seconds = retryAfterSeconds(answer.headers, 5);
       onWait(seconds, 'rate limited');
@@ -127,6 +133,18 @@ export async function sendUntilAnswered(
     }
     return { ok: false, status: answer.status, error: answer.error };
   }
+}
+
+function isDryRunAnswer(body: SentMessage | DryRunAnswer): body is DryRunAnswer {
+  return (body as Partial<DryRunAnswer>).dry_run === true;
+}
+
+/** A dry run's checks in one line: what failed (with the real send's error code) or would make the note wait. */
+export function dryRunVerdict(answer: DryRunAnswer): string {
+  const failed = answer.checks.filter((check) => check.result === 'fail').map((check) => `${check.id}: ${check.error?.code ?? 'failed'}: ${check.error?.message ?? check.detail ?? ''}`);
+  const waits = answer.checks.filter((check) => check.result === 'wait').map((check) => `${check.id}${check.detail ? `: ${check.detail}` : ''}`);
+  const waiting = waits.length > 0 ? `; would wait (${waits.join('; ')})` : '';
+  return answer.would_send ? `dry run: would send${waiting}` : `dry run: would not send: ${failed.join('; ')}${waiting}`;
 }
 
 /** Attempts as GET /messages/{id} lists them. */
@@ -190,6 +208,12 @@ export async function sendOne(client: ApiClient, options: OneSendOptions, out: (
     if (!tty) stderrLine(`${why}; retrying in ${seconds} s`);
   });
   if (!answer.ok) throw new SendFailure(describeApiError(answer.status, answer.error));
+  if ('dryRun' in answer) {
+    // The API's 200 body, as for a real send's 202: one line with --json, indented for a reader.
+    out(options.json ? JSON.stringify(answer.dryRun) : JSON.stringify(answer.dryRun, null, 2));
+    if (!answer.dryRun.would_send) throw new SendFailure(dryRunVerdict(answer.dryRun));
+    return;
+  }
   const sent = answer.message;
   if (!options.wait) {
     if (options.json) out(JSON.stringify(sent));
@@ -215,7 +239,8 @@ export async function sendOne(client: ApiClient, options: OneSendOptions, out: (
   if (final.status === 'canceled') throw new SendFailure(`${final.id} was canceled before it was sent`);
 }
 
-export type RowOutcome = { row: number; id: string } | { row: number; error: { code: string; message: string } };
+/** A row's result: the message accepted, the API's error, or (a dry run) the API's 200 body after the row's number. */
+export type RowOutcome = { row: number; id: string } | { row: number; error: { code: string; message: string } } | ({ row: number } & DryRunAnswer);
 
 export interface BulkResult {
   accepted: number;
@@ -228,7 +253,9 @@ export interface BulkResult {
 /** The last line of a CSV run: "3 accepted (2 already sent by an earlier run, not sent again), 1 rejected, of 4 rows". */
 export function csvSummary(result: BulkResult): string {
   const replays = result.replayed > 0 ? ` (${result.replayed} already sent by an earlier run, not sent again)` : '';
-  return `${result.accepted} accepted${replays}, ${result.rejected} rejected, of ${result.rows.length} ${result.rows.length === 1 ? 'row' : 'rows'}`;
+  const dry = result.rows.filter((row) => 'dry_run' in row).length;
+  const dryRuns = dry > 0 ? `; ${dry} dry ${dry === 1 ? 'run' : 'runs'}, nothing stored or sent for ${dry === 1 ? 'it' : 'them'}` : '';
+  return `${result.accepted} accepted${replays}, ${result.rejected} rejected, of ${result.rows.length} ${result.rows.length === 1 ? 'row' : 'rows'}${dryRuns}`;
 }
 
 interface CsvRow {
@@ -265,9 +292,9 @@ export function readSendCsv(text: string): CsvRow[] {
   });
 }
 
-/** `voicenote send --csv FILE`: one send per row, in order, through the API and its limits. */
-export async function sendCsv(client: ApiClient, text: string): Promise<BulkResult> {
-  const rows = readSendCsv(text);
+/** `voicenote send --csv FILE`: one send per row, in order, through the API and its limits; `dryRun`: every row only checked. */
+export async function sendCsv(client: ApiClient, text: string, options: { dryRun?: boolean } = {}): Promise<BulkResult> {
+  const rows = readSendCsv(text).map((row) => (options.dryRun ? { ...row, fields: { ...row.fields, dry_run: 'true' } } : row));
   const result: BulkResult = { accepted: 0, rejected: 0, replayed: 0, rows: [] };
   const tty = process.stderr.isTTY === true;
   const bar = startProgressBar();
@@ -282,10 +309,12 @@ export async function sendCsv(client: ApiClient, text: string): Promise<BulkResu
   bar.update(counts());
   try {
     for (const row of rows) {
+      const body = sendBody(row.fields);
       const answer = await sendUntilAnswered(
         client,
-        sendBody(row.fields),
-        row.idempotencyKey,
+        body,
+        // A dry run's key would be neither answered from nor kept: none is sent.
+        body.dry_run === true ? undefined : row.idempotencyKey,
         (seconds, why) => {
           if (tty) bar.update(counts(), `waiting ${seconds}s (${why})`);
           else stderrLine(`${why}; waiting ${seconds} s before row ${row.row}`);
@@ -293,7 +322,12 @@ export async function sendCsv(client: ApiClient, text: string): Promise<BulkResu
         // Once the service has answered, a connection that drops is a restart to wait for, not a wrong address.
         result.rows.length > 0,
       );
-      if (answer.ok) {
+      if (answer.ok && 'dryRun' in answer) {
+        // A dry row counts as the real send would: accepted when no check failed, else rejected.
+        if (answer.dryRun.would_send) result.accepted++;
+        else result.rejected++;
+        result.rows.push({ row: row.row, ...answer.dryRun });
+      } else if (answer.ok) {
         result.accepted++;
         if (answer.replayed) result.replayed++;
         result.rows.push({ row: row.row, id: answer.message.id });
