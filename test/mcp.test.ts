@@ -112,7 +112,7 @@ describe(`MCP server, both transports, against a sandbox service (${STORAGE_LABE
         assert.equal(answer.structuredContent.would_send, true, JSON.stringify(answer.structuredContent.checks));
         assert.deepEqual(
           answer.structuredContent.checks.map((c: any) => c.id),
-          ['validation', 'sender', 'quota', 'daily_rhythm', 'recipient', 'audio'],
+          ['validation', 'sender', 'quota', 'daily_rhythm', 'suppression', 'send_window', 'recipient', 'audio'],
         );
         assert.equal(await usageSent(), sentBefore, 'usage unchanged');
         assert.equal(await messageCount(), messagesBefore, 'no message stored');

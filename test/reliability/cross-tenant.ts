@@ -28,6 +28,8 @@ const BODY_FOR: Record<string, unknown> = {
   password: { password: 'not-the-password' },
   roll_secret: { previous_secret_expires_in: 0 },
   test: {},
+  // PATCH /senders/{sender_id}: a change that is valid, so only the id can refuse it.
+  '{sender_id}': { proxy: null },
 };
 
 /** Calls every templated operation with `victim`'s ids under each attacker's key; all must be 404. */
@@ -49,7 +51,7 @@ export async function callWithForeignIds(
       // Every combination would explode with two parameters; the first id of each is enough to be foreign.
       let i = 0;
       const url = op.template.replace(/\{[^}]+\}/g, () => encodeURIComponent(choices[i++]![0]!));
-      const res = await caller.request(op.method, url, attacker.key, op.method === 'POST' ? (BODY_FOR[last] ?? {}) : undefined);
+      const res = await caller.request(op.method, url, attacker.key, op.method === 'POST' || op.method === 'PATCH' ? (BODY_FOR[last] ?? {}) : undefined);
       result.calls++;
       if (res.status === 404) result.notFound++;
       else result.others.push(`${attacker.label} → ${op.method} ${url} (${victim.label}'s id): ${res.status} ${res.body.slice(0, 160)}`);
