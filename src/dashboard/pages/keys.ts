@@ -43,11 +43,14 @@ ${shown.replaces ? html`<p>The key ${shown.replaces.prefix}… keeps working unt
 </section>`;
 }
 
-/** Scope and senders in one cell (a column each pushed the row's actions past a 1280-pixel window). */
-function accessCell(key: KeyRow): Html {
+/**
+ * The key's scope, and its senders when it is limited to some, on a line under its environment: a column
+ * of their own pushed the row's Roll and Revoke buttons past a 1280-pixel window.
+ */
+function accessLine(key: KeyRow): Html {
   const senders = sendersOf(key.senders);
   const scope = scopeOf(key.scope);
-  return senders === null ? html`${scope}, any sender` : html`${scope}, as ${senders.map((id, i) => html`${i > 0 ? ', ' : ''}<code>${id}</code>`)}`;
+  return html`<br><span class="key-access">scope ${scope}${senders === null ? '' : html`, as ${senders.map((id, i) => html`${i > 0 ? ', ' : ''}<code>${id}</code>`)}`}</span>`;
 }
 
 /** The create form's scope and senders; a sender that is no id is named back to the person. */
@@ -68,8 +71,7 @@ function keysPage(deps: DashboardDeps, ctx: DashboardContext, keys: KeyRow[], no
     const usable = state === 'active' || state === 'expiring';
     return html`<tr data-key-id="${key.id}">
 <td><code>${key.prefix}…</code></td>
-<td>${key.env}</td>
-<td>${accessCell(key)}</td>
+<td>${key.env}${accessLine(key)}</td>
 <td>${timeCell(key.created_at)}</td>
 <td>${timeCell(key.last_used_at, 'never')}</td>
 <td>${timeCell(key.expires_at, 'never')}</td>
@@ -118,8 +120,8 @@ function keysPage(deps: DashboardDeps, ctx: DashboardContext, keys: KeyRow[], no
 <section aria-labelledby="list-title">
 <h2 id="list-title">Keys of this account</h2>
 <p>Rolling issues a new key and keeps the old one working until the time you choose. Revoking stops a key at once.</p>
-<div class="table-wrap" tabindex="0" role="region" aria-label="API keys"><table>
-<thead><tr><th scope="col">Prefix</th><th scope="col">Environment</th><th scope="col">Access</th><th scope="col">Created</th><th scope="col">Last used</th><th scope="col">Expires</th><th scope="col">State</th><th scope="col">Actions</th></tr></thead>
+<div class="table-wrap" tabindex="0" role="region" aria-label="API keys"><table class="keys-table">
+<thead><tr><th scope="col">Prefix</th><th scope="col">Environment</th><th scope="col">Created</th><th scope="col">Last used</th><th scope="col">Expires</th><th scope="col">State</th><th scope="col">Actions</th></tr></thead>
 <tbody>${rows}</tbody>
 </table></div>
 </section>`,
