@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { Dispatcher } from 'undici';
 import { request } from '../../core/http-client.js';
-import { proxyFailureOf, type ProxyFailure } from '../proxy/tunnel.js';
+import { ProxyFailure, proxyFailureOf } from '../proxy/tunnel.js';
 import { browserIdentity } from './browser.js';
 import { DeliveryCookies } from './cookies.js';
 import type { ConversationMessage } from './listening.js';
@@ -146,17 +146,26 @@ export async function runRealtimeStream(options: StreamOptions): Promise<void> {
     }
   }
 
-  async function open(): Promise<Opening> {
+  /** The dispatcher of the next opening, or why the sender's proxy cannot be used (never a direct one instead). */
+  async function connection(): Promise<Dispatcher | ProxyFailure> {
+    try {
+      return await options.connection();
+    } catch (err) {
+      const failure = proxyFailureOf(err);
+      if (!failure) throw err;
+      return failure;
+    }
+  }
+
+  async function open(dispatcher: Dispatcher): Promise<Opening> {
     const connection = new AbortController();
     const stop = () => connection.abort();
     signal.addEventListener('abort', stop, { once: true });
     let signedOut = false;
     try {
       const url = `${apiRoot}${REALTIME_CONNECT_PATH}`;
-      let dispatcher: Dispatcher;
       let res;
       try {
-        dispatcher = await options.connection();
         res = await request(url, {
           method: 'GET',
           headers: { ...(await headersFor(url, ACCEPT_EVENT_STREAM)), ...realtimeConnectHeaders(sessionId) },
@@ -226,12 +235,15 @@ export async function runRealtimeStream(options: StreamOptions): Promise<void> {
   }
 
   while (!signal.aborted) {
+    // Read before the rest is checked: a look-up between that check and the opening would widen the
+    // window in which another call's 999 (the rest it begins) goes unseen.
+    const through = await connection();
     const resting = await options.handlers.restRemainingMs();
     if (resting > 0) {
       await clock.sleep(resting, signal);
       continue;
     }
-    const opening = await open();
+    const opening: Opening = through instanceof ProxyFailure ? { kind: 'proxy', failure: through } : await open(through);
     if (signal.aborted) return;
     switch (opening.kind) {
       case 'signed-out':
