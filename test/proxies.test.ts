@@ -5,10 +5,13 @@ import { closeAll } from './fixtures/close-all.js';
 import { captureLogs } from './fixtures/log-capture.js';
 import { assertErrorEnvelope, closeSharedAudio, defaultSendBody, STORAGE_LABEL, startTestApp, type TestAccount, type TestApp } from './fixtures/app-harness.js';
 import { closedPort, startHttpConnectProxy, startSocks5Proxy, type TestProxy } from './fixtures/proxies.js';
-import { startLinkedinVoyagerFake, type LinkedinVoyagerFake } from './fakes/linkedin-voyager.js';
+import { startLinkedinVoyagerFake, type LinkedinVoyagerFake, type VoyagerAccount } from './fakes/linkedin-voyager.js';
 import { startTelegramApi, type TelegramCall, type TelegramFake } from './fakes/telegram-api.js';
 import { startWebhookReceiver, type WebhookReceiver } from './fakes/webhook-receiver.js';
 import { createDashboardAccount, FormClient } from './fixtures/dashboard-harness.js';
+import { eventually } from './fakes/whatsapp-socket.js';
+import { JANE, newLinkedinSession, USER_AGENT } from './fixtures/linkedin-account.js';
+import { ManualClock } from './fixtures/manual-clock.js';
 
 /**
  * A proxy per sender (docs/proxies.md), end to end: real HTTP CONNECT and SOCKS5 proxies on loopback
@@ -281,6 +284,120 @@ describe(`a proxy per LinkedIn cookie (${STORAGE_LABEL})`, () => {
     const senders = await t.request({ method: 'GET', url: `${API}/senders`, key: account.liveKey });
     assert.deepEqual(senders.json().data.map((s: any) => String(s.proxy)).sort(), ['null', `socks5://127.0.0.1:${socksProxy.port}`]);
     assert.ok(!senders.body.includes(PASSWORD));
+  });
+});
+
+describe(`a LinkedIn cookie's listening through its proxy (${STORAGE_LABEL})`, () => {
+  const HOUR = 3_600_000;
+  /** The first reconnect's wait after a failed opening (realtime-stream.ts: attempts × 2 s). */
+  const FIRST_RECONNECT_WAIT_MS = 2_000;
+  let fake: LinkedinVoyagerFake;
+  let socksProxy: TestProxy;
+  let receiver: WebhookReceiver;
+  let t: TestApp;
+  let key: string;
+  const clock = new ManualClock();
+  const logs = captureLogs('debug');
+
+  before(async () => {
+    fake = await startLinkedinVoyagerFake({ profiles: [JANE] });
+    socksProxy = await startSocks5Proxy({ credentials });
+    receiver = await startWebhookReceiver();
+    // A first look 200 ms after a note, the next an hour later: only the looks a test asks for happen.
+    t = await startTestApp({
+      env: { LINKEDIN_API_ROOT: fake.apiRoot },
+      logger: logs.logger,
+      linkedinPace: { minMs: 0, maxMs: 0 },
+      platformTuning: { linkedinListen: { scanMs: 100, intervalsMs: [200], dailyMs: HOUR, streamClock: clock, proxyRetryMs: HOUR } },
+    });
+    const account = await t.createAccount();
+    key = account.liveKey;
+    const hook = await t.request({ method: 'POST', url: `${API}/webhook_endpoints`, key, body: { url: receiver.url(), events: ['sender.updated'] } });
+    assert.equal(hook.statusCode, 201, hook.body);
+  });
+
+  after(async () => {
+    for (const text of [...logs.lines.map((l) => JSON.stringify(l)), ...receiver.received.map((r) => r.body)]) {
+      assert.ok(!text.includes(PASSWORD), `the proxy password leaked: ${text.slice(0, 300)}`);
+    }
+    await closeAll(t, fake, socksProxy, receiver);
+  });
+
+  /** A listened note of this session through this proxy, delivered, its stream open and its first look made. */
+  async function listened(session: VoyagerAccount, proxy: string): Promise<void> {
+    const res = await t.send(key, {
+      ...defaultSendBody('linkedin', t.mp3Url),
+      recipient: JANE.publicId,
+      listen: true,
+      session: { li_at: session.liAt, csrf_token: session.csrfToken, user_agent: USER_AGENT, cookies: 'bcookie="v=2&abc"; lang=v=2&lang=en-us', proxy },
+    });
+    assert.equal(res.statusCode, 202, res.body);
+    const status = await t.waitForStatus(key, res.json().id, ['delivered', 'failed'], 30_000);
+    assert.equal(status.status, 'delivered', JSON.stringify(status));
+    await eventually(() => fake.openStreams(session.liAt) === 1, 'the realtime stream open', 10_000);
+    await eventually(() => fake.callsOf('messages', session.liAt).length > 0, 'a look at the conversation', 10_000);
+    await eventually(() => fake.callsOf('heartbeat', session.liAt).length > 0, 'a heartbeat', 10_000);
+  }
+
+  /** Every call the fake received with this li_at came from one of the proxy's onward connections. */
+  function assertAllThrough(session: VoyagerAccount, proxy: TestProxy): void {
+    const ports = proxy.upstreamPorts();
+    const mine = fake.calls.filter((c) => c.liAt === session.liAt);
+    for (const c of mine) assert.ok(ports.has(c.remotePort!), `${c.step} came from port ${c.remotePort}, not through the proxy`);
+  }
+
+  it('the realtime stream, its heartbeats and the looks at the conversation come through the proxy', async () => {
+    const session = newLinkedinSession(fake);
+    await listened(session, socksProxy.url.replace('socks5://', 'socks5h://'));
+    const steps = new Set(fake.calls.filter((c) => c.liAt === session.liAt).map((c) => c.step));
+    for (const step of ['me', 'createMessage', 'realtime', 'heartbeat', 'messages'] as const) assert.ok(steps.has(step), `${step} was made: ${[...steps]}`);
+    assert.deepEqual(fake.violations, []);
+    assertAllThrough(session, socksProxy);
+    assert.ok(socksProxy.tunnels.every((tunnel) => tunnel.destination === new URL(fake.apiRoot).host));
+  });
+
+  it('a stopped proxy: neither the stream nor a look connects directly, the sender is disconnected (proxy_unreachable), then ok again when the proxy is back', async () => {
+    const downProxy = await startHttpConnectProxy({ credentials });
+    try {
+      const session = newLinkedinSession(fake);
+      await listened(session, downProxy.url);
+      const sender = (await t.request({ method: 'GET', url: `${API}/senders?limit=100`, key })).json().data.find((s: any) => s.proxy === `http://127.0.0.1:${downProxy.port}`);
+      assert.ok(sender, 'the sender shows its proxy');
+      const callsBefore = fake.calls.filter((c) => c.liAt === session.liAt).length;
+
+      // The proxy goes down: its tunnels drop (the stream breaks) and it carries nothing more.
+      downProxy.cut();
+      const [event] = await receiver.waitFor(1, 'sender.updated');
+      const data = JSON.parse(event!.body).data;
+      assert.deepEqual([data.id, data.status, data.reason, data.proxy], [sender.id, 'disconnected', 'proxy_unreachable', `http://127.0.0.1:${downProxy.port}`]);
+      // The stream waits for its next opening; a look made due now finds the proxy down and waits too.
+      await eventually(() => clock.waiting(FIRST_RECONNECT_WAIT_MS) === 1, 'the stream waiting to open again', 10_000);
+      const db = t.app.services.db.kysely;
+      const { sender_key: senderKey } = await db.selectFrom('sender_records').select('sender_key').where('id', '=', sender.id).executeTakeFirstOrThrow();
+      await db.updateTable('linkedin_listeners').set({ next_check_at: Date.now() }).where('sender_key', '=', senderKey).execute();
+      await eventually(
+        async () => {
+          const row = await db.selectFrom('linkedin_listeners').select('next_check_at').where('sender_key', '=', senderKey).executeTakeFirstOrThrow();
+          return Number(row.next_check_at) > Date.now() + HOUR / 2;
+        },
+        'the look put off for the proxy',
+        10_000,
+      );
+      assert.equal(fake.calls.filter((c) => c.liAt === session.liAt).length, callsBefore, 'nothing of this sender reached LinkedIn while its proxy was down');
+      assert.equal(fake.openStreams(session.liAt), 0);
+      const down = (await t.request({ method: 'GET', url: `${API}/senders/${sender.id}`, key })).json();
+      assert.deepEqual([down.status, down.reason], ['disconnected', 'proxy_unreachable']);
+
+      // Back: the stream opens again through it and the sender is ok by itself.
+      downProxy.restore();
+      clock.release(FIRST_RECONNECT_WAIT_MS);
+      await eventually(() => fake.openStreams(session.liAt) === 1, 'the stream open again', 10_000);
+      const events = (await receiver.waitFor(2, 'sender.updated')).map((e) => JSON.parse(e.body).data);
+      assert.deepEqual([events[1].id, events[1].status], [sender.id, 'ok']);
+      assertAllThrough(session, downProxy);
+    } finally {
+      await downProxy.close();
+    }
   });
 });
 

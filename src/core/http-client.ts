@@ -66,6 +66,8 @@ const parts = loadUndiciParts(createRequire(import.meta.url));
 export const Agent = parts.Agent;
 export type Agent = Undici.Agent;
 export const buildConnector = parts.buildConnector;
+/** The dispatcher `request` uses when given none: a direct connection. */
+export const getGlobalDispatcher = parts.getGlobalDispatcher;
 
 type RequestOptions = Omit<Undici.Dispatcher.RequestOptions, 'origin' | 'path' | 'method'> & {
   method?: Undici.Dispatcher.HttpMethod;

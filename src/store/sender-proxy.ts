@@ -1,7 +1,7 @@
 import type { Kysely } from 'kysely';
 import { newSenderId } from '../core/ids.js';
 import type { Database, SenderRecordsTable } from './schema.js';
-import { findSenderByRef, type Owner, type SenderRef } from './senders.js';
+import { findSenderByRef, setSenderStatus, type Owner, type SenderRef } from './senders.js';
 
 /**
  * A sender's own proxy (docs/proxies.md), kept on its record: the URL sealed by the caller (this module
@@ -73,4 +73,26 @@ export async function findLiveProxyByKey(db: Kysely<Database>, platform: string,
     .limit(1)
     .executeTakeFirst();
   return row?.proxy_sealed ?? null;
+}
+
+/**
+ * A listener's news of a live sender's proxy (docs/proxies.md, "Fail closed"), for every live record of
+ * its platform key: a proxy that did not carry the connection makes an `ok` sender `disconnected` with
+ * reason `proxy_unreachable`, as a delivery's failure does; one that carried it again makes a sender cut
+ * off by it `ok`. Other statuses (expired, resting, restricted) are not the proxy's to change.
+ */
+export async function followLiveSenderProxy(db: Kysely<Database>, platform: string, senderKey: string, carried: boolean): Promise<void> {
+  const rows = await db
+    .selectFrom('sender_records')
+    .select(['account_id', 'env', 'status', 'reason'])
+    .where('platform', '=', platform)
+    .where('sender_key', '=', senderKey)
+    .where('env', '=', 'live')
+    .execute();
+  for (const row of rows) {
+    const cutOff = row.status === 'disconnected' && row.reason === 'proxy_unreachable';
+    if (carried ? !cutOff : row.status !== 'ok') continue;
+    const ref = { accountId: row.account_id, env: row.env, platform, senderKey };
+    await setSenderStatus(db, ref, carried ? { status: 'ok', reason: null, until: null } : { status: 'disconnected', reason: 'proxy_unreachable', until: null }, { onlyIfKnown: true });
+  }
 }

@@ -23,6 +23,8 @@ export interface LinkedinListenTuning {
   /** The realtime stream's waits (tests: a clock they move by hand). */
   streamClock?: StreamClock;
   streamIdleMs?: number;
+  /** How long a look waits after its proxy did not carry it. */
+  proxyRetryMs?: number;
 }
 
 export const listenTuningOf = (tuning: Readonly<Record<string, unknown>> | undefined): LinkedinListenTuning =>
@@ -78,5 +80,7 @@ export function startLinkedinListening(
     ...(tuning.preSendLeadMs !== undefined ? { preSendLeadMs: tuning.preSendLeadMs } : {}),
     ...(tuning.streamClock !== undefined ? { streamClock: tuning.streamClock } : {}),
     ...(tuning.streamIdleMs !== undefined ? { streamIdleMs: tuning.streamIdleMs } : {}),
+    ...(tuning.proxyRetryMs !== undefined ? { proxyRetryMs: tuning.proxyRetryMs } : {}),
+    ...(services.config.outboundProxy !== undefined ? { outboundProxy: services.config.outboundProxy } : {}),
   });
 }

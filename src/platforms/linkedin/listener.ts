@@ -22,7 +22,9 @@ import {
 } from '../../store/linkedin-listeners.js';
 import { REPLY_CLOCK_SLACK_MS } from '../../store/replies.js';
 import type { Database } from '../../store/schema.js';
+import { proxyFailureOf, type ProxyFailure } from '../proxy/tunnel.js';
 import { browserIdentity } from './browser.js';
+import { linkedinListenProxies, type ListenConnection } from './listen-proxy.js';
 import { DeliveryCookies } from './cookies.js';
 import { checkAt, conversationMessagesRequest, LISTEN_DAILY_MS, LISTEN_INTERVALS_MS, mailboxOf, readConversationMessages, replyHeard } from './listening.js';
 import { realClock, type StreamClock } from './realtime-stream.js';
@@ -50,6 +52,10 @@ import { LOGIN_LOCATION, meRequest, readOwnProfileUrn, voyagerHeaders, type Voya
  * made since the latest note, every listened conversation is looked at once (uncounted), so nothing
  * said meanwhile waits for the next look. The looks stay as they are: the fallback while no stream is
  * open.
+ *
+ * The looks and the stream go through the li_at's proxy, as its deliveries do (listen-proxy.ts,
+ * docs/proxies.md), never directly when it fails: a look whose proxy does not answer waits (without
+ * counting under the daily cap) and the sender shows `disconnected` (`proxy_unreachable`).
  */
 
 /** What is kept, sealed, of the session that sent a listened note. */
@@ -84,13 +90,18 @@ export interface LinkedinListenerOptions {
   streamClock?: StreamClock;
   /** Nothing read on an open stream for this long: it is opened again (default 90 s; LinkedIn sends heartbeats more often). */
   streamIdleMs?: number;
+  /** OUTBOUND_PROXY: the proxy of li_ats without one of their own (docs/proxies.md). */
+  outboundProxy?: string;
+  /** A look whose proxy did not carry it is tried again after this long (default 5 min). */
+  proxyRetryMs?: number;
 }
 
 export interface LinkedinListener {
   stop(): Promise<void>;
 }
 
-type Answer = { kind: 'ok'; json: unknown } | { kind: 'rest' } | { kind: 'ended' } | { kind: 'failed'; why: string };
+type Answer = { kind: 'ok'; json: unknown } | { kind: 'rest' } | { kind: 'ended' } | { kind: 'failed'; why: string } | { kind: 'proxy'; failure: ProxyFailure };
+type Outcome = 'done' | 'rest' | 'ended' | 'unreadable' | { proxy: ProxyFailure };
 
 const leaseKey = (senderKey: string): string => `linkedin-listen:${senderKey}`;
 
@@ -110,6 +121,9 @@ export function startLinkedinListener(options: LinkedinListenerOptions): Linkedi
   const stopping = new AbortController();
   const looks = new Map<string, Promise<void>>();
   const log = logger.child({ component: 'linkedin-listener' });
+  const proxyRetryMs = options.proxyRetryMs ?? 5 * 60_000;
+  // Every look and stream of an li_at through its proxy, never directly instead (docs/proxies.md).
+  const proxies = linkedinListenProxies({ db, secretBox: options.secretBox, outboundProxy: options.outboundProxy, apiRoot, timeoutMs, log });
   const streams = keepLinkedinStreams({
     db,
     log,
@@ -122,6 +136,7 @@ export function startLinkedinListener(options: LinkedinListenerOptions): Linkedi
     clock: options.streamClock ?? realClock,
     idleMs: options.streamIdleMs ?? 90_000,
     stopping: stopping.signal,
+    proxies,
     openSession: (row) => openSession(row),
     lookAt: (senderKey, urns) => lookAt(senderKey, urns),
     sessionEnded: (senderKey) => sessionEnded(senderKey),
@@ -207,9 +222,21 @@ export function startLinkedinListener(options: LinkedinListenerOptions): Linkedi
     const row = await findLinkedinListener(db, senderKey);
     if (!row || Number(row.listen_until) <= Date.now()) return;
     const conversations = (await listenedConversations(db, senderKey)).filter((c) => conversationUrns.has(c.conversation_urn));
-    const outcome = await readConversations(row, conversations);
+    let outcome: Outcome;
+    try {
+      outcome = await readConversations(row, conversations, await proxies.connectionFor(senderKey));
+    } catch (error) {
+      const failure = proxyFailureOf(error);
+      if (!failure) throw error;
+      outcome = { proxy: failure };
+    }
     if (outcome === 'ended') await sessionEnded(senderKey);
     if (outcome === 'unreadable') await forgetUnreadable(senderKey);
+    if (typeof outcome === 'object') {
+      // Not read: the caller tries again (at its next scan), never directly.
+      await proxies.failed(senderKey, outcome.proxy);
+      throw outcome.proxy;
+    }
   }
 
   /** One look at every conversation of one sender, then the next look placed. */
@@ -217,8 +244,15 @@ export function startLinkedinListener(options: LinkedinListenerOptions): Linkedi
     const row = await findLinkedinListener(db, senderKey);
     // Taken by another process between the scan and the lease, or ended meanwhile.
     if (!row || Number(row.next_check_at) > Date.now() || Number(row.listen_until) <= Date.now()) return;
+    // A proxy that does not carry a connection now: the look waits for it, without counting under the cap.
+    const connection = await proxies.readyFor(senderKey);
+    if (!connection) return proxyWait(row);
     if (!(await placeForLook(row))) return;
-    const outcome = await readConversations(row, await listenedConversations(db, senderKey));
+    const outcome = await readConversations(row, await listenedConversations(db, senderKey), connection);
+    if (typeof outcome === 'object') {
+      await proxies.failed(senderKey, outcome.proxy);
+      return proxyWait(row);
+    }
     if (outcome === 'rest') {
       log.warn({ sender: senderKey }, 'LinkedIn refused a look as automated (999): the li_at rests, the look waits for the rest to end');
       return;
@@ -227,6 +261,11 @@ export function startLinkedinListener(options: LinkedinListenerOptions): Linkedi
     if (outcome === 'unreadable') return forgetUnreadable(senderKey);
     const seen = { lastNoteAt: Number(row.last_note_at), checks: Number(row.checks) };
     await checkedLinkedin(db, senderKey, seen, checkAt(seen.lastNoteAt, seen.checks + 1, intervals, dailyMs), Date.now());
+  }
+
+  /** The look waits `proxyRetryMs` for the sender's proxy (its place in the intervals is kept). */
+  async function proxyWait(row: LinkedinListenerRow): Promise<void> {
+    await postponeLinkedinLook(db, row.sender_key, { lastNoteAt: Number(row.last_note_at) }, Date.now() + proxyRetryMs, Date.now());
   }
 
   /**
@@ -245,7 +284,7 @@ export function startLinkedinListener(options: LinkedinListenerOptions): Linkedi
     return false;
   }
 
-  async function readConversations(row: LinkedinListenerRow, conversations: readonly ListenedConversationRow[]): Promise<'done' | 'rest' | 'ended' | 'unreadable'> {
+  async function readConversations(row: LinkedinListenerRow, conversations: readonly ListenedConversationRow[], connection: ListenConnection): Promise<Outcome> {
     if (conversations.length === 0) return 'done';
     const session = openSession(row);
     if (!session) return 'unreadable';
@@ -257,9 +296,15 @@ export function startLinkedinListener(options: LinkedinListenerOptions): Linkedi
       const headers = voyagerHeaders({ browser: await identity(referer), cookie: await cookies.header(url), csrfToken: (await cookies.value('JSESSIONID')) ?? '', accept: req.accept });
       let res;
       try {
-        res = await request(url, { method: req.method, headers, signal: stopping.signal, headersTimeout: timeoutMs, bodyTimeout: timeoutMs });
+        res = await request(url, { method: req.method, headers, dispatcher: connection.dispatcher, signal: stopping.signal, headersTimeout: timeoutMs, bodyTimeout: timeoutMs });
       } catch (err) {
+        const failure = proxyFailureOf(err);
+        if (failure) return { kind: 'proxy', failure };
         return { kind: 'failed', why: (err as { code?: string }).code ?? 'network error' };
+      }
+      if (connection.proxied && !carried) {
+        carried = true;
+        await proxies.carried(row.sender_key);
       }
       await cookies.absorb(url, res.headers['set-cookie']);
       const text = await res.body.text().catch(() => '');
@@ -277,8 +322,10 @@ export function startLinkedinListener(options: LinkedinListenerOptions): Linkedi
       }
     };
 
+    let carried = false;
     // As the web app opens the messaging page: who am I, then each conversation.
     const me = await call(meRequest(), `${origin}/messaging/`);
+    if (me.kind === 'proxy') return { proxy: me.failure };
     if (me.kind === 'rest' || me.kind === 'ended') return me.kind;
     const mailbox = me.kind === 'ok' ? readOwnProfileUrn(me.json) : undefined;
     if (mailbox === undefined) return 'done';
@@ -286,6 +333,7 @@ export function startLinkedinListener(options: LinkedinListenerOptions): Linkedi
       if (mailboxOf(conversation.conversation_urn) !== mailbox) continue;
       const thread = /,([^,)]+)\)$/.exec(conversation.conversation_urn)?.[1] ?? '';
       const answer = await call(conversationMessagesRequest(conversation.conversation_urn, Date.now()), `${origin}/messaging/thread/${encodeURIComponent(thread)}/`);
+      if (answer.kind === 'proxy') return { proxy: answer.failure };
       if (answer.kind === 'rest' || answer.kind === 'ended') return answer.kind;
       if (answer.kind === 'failed') {
         log.warn({ sender: row.sender_key, why: answer.why }, 'LinkedIn did not give the messages of a listened conversation');

@@ -1,6 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
+import type { Dispatcher } from 'undici';
 import { request } from '../../core/http-client.js';
+import { ProxyFailure, proxyFailureOf } from '../proxy/tunnel.js';
 import { browserIdentity } from './browser.js';
 import { DeliveryCookies } from './cookies.js';
 import type { ConversationMessage } from './listening.js';
@@ -23,6 +25,9 @@ import { LOGIN_LOCATION, voyagerHeaders } from './voyager-requests.js';
  * 159-278): at once after a stream that was open, after `attempts × 2 s` (at most a minute) after a
  * refused or failed opening, with a new realtime session id after a 400. A 401 or a redirect to the login
  * page (or li_at deleted) ends it for good: the session is signed out. A 999 rests the li_at.
+ * Each opening, with its heartbeats, goes through the connection `connection` gives for it (the
+ * sender's proxy: docs/proxies.md); a proxy that does not carry it is told and waited out as a failed
+ * opening, never skipped.
  * Every wait goes through `clock`, so tests decide when a wait is over.
  */
 
@@ -60,6 +65,10 @@ export interface StreamHandlers {
   refusedAsAutomated(): Promise<void>;
   /** The session is signed out: the stream has ended for good. */
   signedOut(): Promise<void>;
+  /** The sender's proxy did not carry the opening (nothing went direct instead). */
+  proxyFailed(failure: ProxyFailure): Promise<void>;
+  /** LinkedIn answered an opening (through the proxy, when there is one). */
+  answered(): Promise<void>;
 }
 
 export interface StreamOptions {
@@ -74,9 +83,16 @@ export interface StreamOptions {
   /** Nothing read for this long (LinkedIn sends heartbeats far more often): the stream is opened again. */
   idleMs: number;
   timeoutMs: number;
+  /** The dispatcher of the next opening and its heartbeats: direct or the sender's proxy; throws a ProxyFailure when that cannot be used. */
+  connection(): Promise<Dispatcher>;
 }
 
-type Opening = { kind: 'closed'; wasOpen: boolean } | { kind: 'failed'; why: string; status?: number } | { kind: 'signed-out' } | { kind: 'rest' };
+type Opening =
+  | { kind: 'closed'; wasOpen: boolean }
+  | { kind: 'failed'; why: string; status?: number }
+  | { kind: 'proxy'; failure: ProxyFailure }
+  | { kind: 'signed-out' }
+  | { kind: 'rest' };
 
 export async function runRealtimeStream(options: StreamOptions): Promise<void> {
   const { apiRoot, clock, signal, logger } = options;
@@ -103,7 +119,7 @@ export async function runRealtimeStream(options: StreamOptions): Promise<void> {
   const signedOutBy = async (status: number, location: string): Promise<boolean> =>
     status === 401 || (status >= 300 && status < 400 && LOGIN_LOCATION.test(location)) || (await cookies.signedOut());
 
-  async function heartbeats(connection: AbortSignal, onSignedOut: () => void): Promise<void> {
+  async function heartbeats(dispatcher: Dispatcher, connection: AbortSignal, onSignedOut: () => void): Promise<void> {
     let first = true;
     while (!connection.aborted) {
       const url = `${apiRoot}${REALTIME_HEARTBEAT_PATH}`;
@@ -112,6 +128,7 @@ export async function runRealtimeStream(options: StreamOptions): Promise<void> {
           method: 'POST',
           headers: { ...(await headersFor(url, '*/*')), ...HEARTBEAT_HEADERS, origin },
           body: JSON.stringify(heartbeatBody({ first, sessionId, actorUrn: options.actorUrn })),
+          dispatcher,
           signal: connection,
           headersTimeout: options.timeoutMs,
           bodyTimeout: options.timeoutMs,
@@ -129,7 +146,18 @@ export async function runRealtimeStream(options: StreamOptions): Promise<void> {
     }
   }
 
-  async function open(): Promise<Opening> {
+  /** The dispatcher of the next opening, or why the sender's proxy cannot be used (never a direct one instead). */
+  async function connection(): Promise<Dispatcher | ProxyFailure> {
+    try {
+      return await options.connection();
+    } catch (err) {
+      const failure = proxyFailureOf(err);
+      if (!failure) throw err;
+      return failure;
+    }
+  }
+
+  async function open(dispatcher: Dispatcher): Promise<Opening> {
     const connection = new AbortController();
     const stop = () => connection.abort();
     signal.addEventListener('abort', stop, { once: true });
@@ -141,13 +169,17 @@ export async function runRealtimeStream(options: StreamOptions): Promise<void> {
         res = await request(url, {
           method: 'GET',
           headers: { ...(await headersFor(url, ACCEPT_EVENT_STREAM)), ...realtimeConnectHeaders(sessionId) },
+          dispatcher,
           signal: connection.signal,
           headersTimeout: options.timeoutMs,
           bodyTimeout: options.idleMs,
         });
       } catch (err) {
+        const failure = proxyFailureOf(err);
+        if (failure) return { kind: 'proxy', failure };
         return { kind: 'failed', why: (err as { code?: string }).code ?? 'network error' };
       }
+      await options.handlers.answered().catch((err: unknown) => logger.warn({ err }, "could not record that the sender's proxy carried its stream"));
       await cookies.absorb(url, res.headers['set-cookie']);
       if (res.statusCode !== 200) {
         await res.body.dump().catch(() => undefined);
@@ -172,7 +204,7 @@ export async function runRealtimeStream(options: StreamOptions): Promise<void> {
                 options.handlers.connected(wasOpen || everOpen);
                 wasOpen = everOpen = true;
                 attempts = 0;
-                void heartbeats(connection.signal, () => {
+                void heartbeats(dispatcher, connection.signal, () => {
                   signedOut = true;
                   connection.abort();
                 });
@@ -203,12 +235,15 @@ export async function runRealtimeStream(options: StreamOptions): Promise<void> {
   }
 
   while (!signal.aborted) {
+    // Read before the rest is checked: a look-up between that check and the opening would widen the
+    // window in which another call's 999 (the rest it begins) goes unseen.
+    const through = await connection();
     const resting = await options.handlers.restRemainingMs();
     if (resting > 0) {
       await clock.sleep(resting, signal);
       continue;
     }
-    const opening = await open();
+    const opening: Opening = through instanceof ProxyFailure ? { kind: 'proxy', failure: through } : await open(through);
     if (signal.aborted) return;
     switch (opening.kind) {
       case 'signed-out':
@@ -221,6 +256,9 @@ export async function runRealtimeStream(options: StreamOptions): Promise<void> {
         // A stream that was open is opened again at once (realtime.go:239-243, 276); one that closed
         // before LinkedIn took it counts as a failed opening, so a server that closes at once is not hammered.
         if (opening.wasOpen) continue;
+        break;
+      case 'proxy':
+        await options.handlers.proxyFailed(opening.failure);
         break;
       case 'failed':
         // A 400 asks for a new realtime session id (realtime.go:202-205).

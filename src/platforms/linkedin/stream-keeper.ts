@@ -8,6 +8,7 @@ import { recordReceipt } from '../../store/receipts.js';
 import { REPLY_CLOCK_SLACK_MS } from '../../store/replies.js';
 import type { Database } from '../../store/schema.js';
 import { mailboxOf, replyHeard, type ConversationMessage } from './listening.js';
+import type { ListenProxies } from './listen-proxy.js';
 import { runRealtimeStream, type StreamClock, type StreamOptions } from './realtime-stream.js';
 import { REST_AFTER_999_MS, type AccountRest } from './rest.js';
 
@@ -34,6 +35,8 @@ export interface StreamKeeperDeps {
   onHeard: OnHeard;
   clock: StreamClock;
   idleMs: number;
+  /** Each stream's connections: through its sender's proxy, when it has one (docs/proxies.md). */
+  proxies: ListenProxies;
   /** The listener stops: every stream ends. */
   stopping: AbortSignal;
   openSession(row: LinkedinListenerRow): StreamOptions['session'] | undefined;
@@ -107,6 +110,7 @@ export function keepLinkedinStreams(deps: StreamKeeperDeps): StreamKeeper {
         signal: AbortSignal.any([stop.signal, deps.stopping]),
         idleMs: deps.idleMs,
         timeoutMs: deps.timeoutMs,
+        connection: async () => (await deps.proxies.connectionFor(senderKey)).dispatcher,
         handlers: {
           connected: (again) => {
             if (again || behind) catchUp(senderKey);
@@ -124,6 +128,8 @@ export function keepLinkedinStreams(deps: StreamKeeperDeps): StreamKeeper {
             await deps.rest.begin(senderKey, REST_AFTER_999_MS);
           },
           signedOut: () => deps.sessionEnded(senderKey),
+          proxyFailed: (failure) => deps.proxies.failed(senderKey, failure),
+          answered: () => deps.proxies.carried(senderKey),
         },
       });
     })()
