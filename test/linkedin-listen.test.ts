@@ -152,8 +152,13 @@ describe(`LinkedIn senders listened to (${STORAGE_LABEL})`, () => {
       await sendListened(t, a.liveKey, resting);
       fake.flagAutomated(resting.liAt);
       await eventually(() => fake.calls.some((c) => c.status === 999), 'a look refused as automated', 5_000);
+      // The realtime stream's opening may meet the 999 at the same moment as the look (both in flight
+      // before either rests the li_at): at most those two; after them, nothing while it rests.
+      await sleep(300);
+      const refused = fake.calls.filter((c) => c.status === 999).length;
+      assert.ok(refused <= 2, `refused calls at the first 999: ${refused}`);
       await sleep(2_500);
-      assert.equal(fake.calls.filter((c) => c.status === 999).length, 1, 'no look while the li_at rests');
+      assert.equal(fake.calls.filter((c) => c.status === 999).length, refused, 'no look while the li_at rests');
       assert.equal((await listenerRows(t)).length, 1, 'still listened to');
 
       const expired = newLinkedinSession(fake);
