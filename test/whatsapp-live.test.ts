@@ -34,6 +34,7 @@ const jsQR = ((jsQRModule as unknown as { default?: typeof jsQRModule }).default
 ) => { data: string } | null;
 
 const FAST = FAST_WHATSAPP;
+const HOLDING = { leaseMs: 4_000, renewMs: 500 };
 
 function liveApp(world: FakeWhatsapp, instance: string, extra: TestAppOptions = {}): Promise<TestApp> {
   return startTestApp({
@@ -505,8 +506,10 @@ describe(`WhatsApp live sessions: restarts and takeover (${STORAGE_LABEL})`, () 
   it('two instances on one storage: when the holder dies without letting go, the other takes the session over and delivers', async () => {
     const world = new FakeWhatsapp();
     await withRestartableStorage(async (reuse) => {
-      const one = await liveApp(world, 'one', { reuse });
-      const two = await liveApp(world, 'two', { reuse });
+      // Leases of 4 s: with four test files side by side on two cores a holder's renewal can stall past
+      // the usual 1.5 s, and the other instance then rightly takes the session before the assertion.
+      const one = await liveApp(world, 'one', { reuse, whatsappLive: HOLDING });
+      const two = await liveApp(world, 'two', { reuse, whatsappLive: HOLDING });
       try {
         const account = await one.createAccount();
         const id = await linkedSession(one, world, account.liveKey);
@@ -539,8 +542,10 @@ describe(`WhatsApp live sessions: restarts and takeover (${STORAGE_LABEL})`, () 
   it('two instances, each holding a session, several messages accepted by either: each goes to its session\'s holder, none is bounced', async () => {
     const world = new FakeWhatsapp();
     await withRestartableStorage(async (reuse) => {
-      const one = await liveApp(world, 'one', { reuse });
-      const two = await liveApp(world, 'two', { reuse });
+      // Leases of 4 s: with four test files side by side on two cores a holder's renewal can stall past
+      // the usual 1.5 s, and the other instance then rightly takes the session before the assertion.
+      const one = await liveApp(world, 'one', { reuse, whatsappLive: HOLDING });
+      const two = await liveApp(world, 'two', { reuse, whatsappLive: HOLDING });
       try {
         const account = await one.createAccount();
         const ofOne = await linkedSession(one, world, account.liveKey, '14155550131');
