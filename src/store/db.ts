@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import SqliteDatabase from 'better-sqlite3';
-import { Kysely, Migrator, PostgresDialect, sql, type Migration, type MigrationProvider, type SqliteDialectConfig } from 'kysely';
+import { Kysely, Migrator, sql, type Migration, type MigrationProvider, type SqliteDialectConfig } from 'kysely';
 import type pg from 'pg';
 import type { Database } from './schema.js';
 import type { Dialect } from './dialect.js';
@@ -10,6 +10,7 @@ import { PRIVATE_DIR_MODE, PRIVATE_FILE_MODE } from '../core/private-files.js';
 import { DurableSqliteDialect, WalFlusher, WriteTracker } from './sqlite-durable.js';
 import type { HotPath } from './hot-path.js';
 import { PostgresHotPath } from './hot-path-postgres.js';
+import { SchemaScopedPostgresDialect } from './pg-scoped-introspector.js';
 import { SqliteHotPath } from './hot-path-sqlite.js';
 import { WalCheckpointer } from './sqlite-checkpointer.js';
 import { SQLITE_BUSY_TIMEOUT_MS } from './sqlite-lock-wait.js';
@@ -152,7 +153,7 @@ export async function openDb(options: OpenDbOptions): Promise<Db> {
     pool.on('connect', (client) => {
       client.on('error', () => undefined);
     });
-    const kysely = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) });
+    const kysely = new Kysely<Database>({ dialect: new SchemaScopedPostgresDialect({ pool }) });
     if (schema) await sql`create schema if not exists ${sql.id(schema)}`.execute(kysely);
     return { kysely, dialect: 'postgres', hotPath: new PostgresHotPath(pool), close: () => kysely.destroy() };
   }
@@ -245,14 +246,9 @@ export async function migrate(db: Db): Promise<string[]> {
     nameComparator: (a, b) => (a < b ? -1 : a > b ? 1 : 0),
     ...(migrationTableSchema ? { migrationTableSchema } : {}),
   });
-  for (let attempt = 1; ; attempt++) {
-    const { error, results } = await migrator.migrateToLatest();
-    // Kysely looks for its own tables through the catalog of every schema: one that another user of the
-    // same database drops meanwhile fails that look-up (3F000, "schema … does not exist"). Look again.
-    if (error && attempt < 5 && (error as { code?: string }).code === '3F000') continue;
-    if (error) throw error instanceof Error ? error : new Error(String(error));
-    return (results ?? []).filter((r) => r.status === 'Success').map((r) => r.migrationName);
-  }
+  const { error, results } = await migrator.migrateToLatest();
+  if (error) throw error instanceof Error ? error : new Error(String(error));
+  return (results ?? []).filter((r) => r.status === 'Success').map((r) => r.migrationName);
 }
 
 async function currentSchema(db: Db): Promise<string | undefined> {
