@@ -1,6 +1,7 @@
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import swagger from '@fastify/swagger';
 import { authenticate, limitByIp } from './api/auth.js';
+import { sharedSchemaCompilers } from './api/schema-compilers.js';
 import { ApiError, invalidRequest, registerErrorHandling, sendError } from './api/errors.js';
 import { registerHealthRoutes } from './api/health.js';
 import { registerRootRedirect } from './api/root.js';
@@ -94,6 +95,8 @@ export async function buildServer(services: Services, options: ServerOptions = {
     },
     // A mistyped field is the caller's error to see, not something to guess around.
     ajv: { customOptions: { coerceTypes: false, removeAdditional: true, allErrors: false } },
+    // Compiled schemas are reused by every server of the process (schema-compilers.ts).
+    schemaController: { compilersFactory: sharedSchemaCompilers },
   });
   // Over the caps, a new connection is closed at once: the process keeps descriptors for its own work,
   // and one client address cannot take every place.
