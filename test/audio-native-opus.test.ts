@@ -10,10 +10,11 @@ import { nativeNoteFile, nativeSettings, PcmFramer } from '../src/audio/native-n
 import { loadNativeOpus, opusLookahead, type OpusRate } from '../src/audio/opus-encoder.js';
 import { SPEECH_LIKE_FILTER } from '../src/audio/speech-like.js';
 import { audioTargetFor } from '../src/platforms/registry.js';
-import { startAudioServer, type AudioServer } from './fakes/audio-server.js';
-import { ffmpeg, testFfmpegPath } from './fixtures/audio-fixtures.js';
-import { capturingLogger, countingFfmpeg, isAudioError, leftovers, makeDataDir, removeDir, type CountingFfmpeg } from './fixtures/audio-harness.js';
+import type { AudioServer } from './fakes/audio-server.js';
+import { ffmpeg } from './fixtures/audio-fixtures.js';
+import { capturingLogger, isAudioError, leftovers, type CountingFfmpeg } from './fixtures/audio-harness.js';
 import { describeOggOpus, type OggOpusDescription } from './fixtures/ogg-opus-reader.js';
+import { startPipelineBench, type PipelineBench } from './fixtures/pipeline-bench.js';
 import { descendants } from './fixtures/processes.js';
 import { it } from './fixtures/timed.js';
 
@@ -88,30 +89,24 @@ async function fakeBinding(dir: string, name: string, packet: Buffer, failAfter 
 }
 
 describe('Opus encoded in-process by the libopus binding', () => {
+  let bench: PipelineBench;
   let server: AudioServer;
   let dataDir: string;
   let ffmpegPath: string;
   let counting: CountingFfmpeg;
   let pipeline: AudioPipeline;
-  const log = capturingLogger();
+  let log: PipelineBench['log'];
 
   before(async () => {
-    ffmpegPath = await testFfmpegPath();
-    dataDir = await makeDataDir('native-opus');
-    server = await startAudioServer();
     const speech = ['-f', 'lavfi', '-i', SPEECH_LIKE_FILTER(SECONDS, 44100), '-ac', '2'];
-    await ffmpeg(ffmpegPath, [...speech, '-c:a', 'pcm_s16le', '-f', 'wav', join(dataDir, 'speech.wav')]);
-    await ffmpeg(ffmpegPath, [...speech, '-c:a', 'libmp3lame', '-b:a', '96k', '-f', 'mp3', join(dataDir, 'speech.mp3')]);
-    for (const name of ['speech.wav', 'speech.mp3']) server.route(`/${name}`, { kind: 'file', path: join(dataDir, name), contentType: 'application/octet-stream' });
-    counting = await countingFfmpeg(ffmpegPath, dataDir);
-    pipeline = createAudioPipeline({ dataDir, ffmpegPath: counting.path, allowPrivateUrls: true, logger: log.logger });
+    bench = await startPipelineBench('native-opus', () => ({
+      'speech.wav': [SECONDS, [...speech, '-c:a', 'pcm_s16le', '-f', 'wav']],
+      'speech.mp3': [SECONDS, [...speech, '-c:a', 'libmp3lame', '-b:a', '96k', '-f', 'mp3']],
+    }));
+    ({ server, dataDir, ffmpegPath, counting, pipeline, log } = bench);
   });
 
-  after(async () => {
-    await pipeline?.close();
-    await server?.close();
-    await removeDir(dataDir);
-  });
+  after(() => bench?.close());
 
   const prepare = (p: AudioPipeline, name: string, platform: 'whatsapp' | 'telegram'): Promise<PreparedAudio> =>
     p.prepare({ url: server.url(`/${name}`), target: audioTargetFor(platform) });

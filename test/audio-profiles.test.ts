@@ -6,14 +6,15 @@ import { join } from 'node:path';
 import { after, before, describe } from 'node:test';
 import { it } from './fixtures/timed.js';
 import { promisify } from 'node:util';
-import { createAudioPipeline, type AudioPipeline, type PreparedAudio } from '../src/audio/index.js';
+import type { AudioPipeline, PreparedAudio } from '../src/audio/index.js';
 import { SPEECH_LIKE_FILTER } from '../src/audio/speech-like.js';
 import { code3Packet, parseOpusPacket, readOggOpus, writeOggOpus } from '../src/audio/ogg-opus.js';
 import { NotPttFrames, repackAsPtt } from '../src/audio/whatsapp-ptt.js';
 import { audioTargetFor } from '../src/platforms/registry.js';
-import { startAudioServer, type AudioServer } from './fakes/audio-server.js';
-import { ffmpeg, testFfmpegPath } from './fixtures/audio-fixtures.js';
-import { capturingLogger, countingFfmpeg, makeDataDir, removeDir, type CountingFfmpeg } from './fixtures/audio-harness.js';
+import type { AudioServer } from './fakes/audio-server.js';
+import { ffmpeg } from './fixtures/audio-fixtures.js';
+import { startPipelineBench, type PipelineBench } from './fixtures/pipeline-bench.js';
+import type { CountingFfmpeg } from './fixtures/audio-harness.js';
 import { describeOggOpus, describeOpusPacket, type OggOpusDescription } from './fixtures/ogg-opus-reader.js';
 
 /**
@@ -23,7 +24,6 @@ import { describeOggOpus, describeOpusPacket, type OggOpusDescription } from './
  */
 
 const run = promisify(execFile);
-type Sources = Record<string, { path: string; seconds: number }>;
 
 /** Decodes with ffmpeg to 48 kHz PCM: the number of samples a player would play. */
 async function ffmpegDecodedSamples(ffmpegPath: string, path: string): Promise<number> {
@@ -62,63 +62,52 @@ function assertNativePtt(d: OggOpusDescription, label: string): void {
 const playable = (d: OggOpusDescription): number => Number(d.lastGranule - BigInt(d.preSkip)) / 48000;
 
 describe('audio per platform profile', () => {
+  let bench: PipelineBench;
   let server: AudioServer;
   let dataDir: string;
   let ffmpegPath: string;
   let counting: CountingFfmpeg;
   let pipeline: AudioPipeline;
-  const sources: Sources = {};
-  const log = capturingLogger();
+  let sources: PipelineBench['sources'];
+  let log: PipelineBench['log'];
 
   before(async () => {
-    ffmpegPath = await testFfmpegPath();
-    dataDir = await makeDataDir('profiles');
-    server = await startAudioServer();
-    const speech = (seconds: number, rate: number): string[] => ['-f', 'lavfi', '-i', SPEECH_LIKE_FILTER(seconds, rate)];
-    const base = join(dataDir, 'base-8s.wav');
-    await ffmpeg(ffmpegPath, [...speech(8, 16000), '-c:a', 'pcm_s16le', '-f', 'wav', base]);
-    const loop = (times: number): string[] => ['-stream_loop', String(times - 1), '-i', base];
-    const recipes: Record<string, [number, string[]]> = {
-      'speech-stereo-44k.mp3': [6, [...speech(6, 44100), '-ac', '2', '-c:a', 'libmp3lame', '-b:a', '96k', '-f', 'mp3']],
-      'speech-8k.wav': [6, [...speech(6, 8000), '-ac', '1', '-c:a', 'pcm_s16le', '-f', 'wav']],
-      'speech-mono-48k.ogg': [6, [...speech(6, 48000), '-ac', '1', '-c:a', 'libopus', '-b:a', '32k', '-application', 'voip', '-f', 'ogg']],
-      'speech.m4a': [6, [...speech(6, 44100), '-ac', '2', '-c:a', 'aac', '-b:a', '64k', '-f', 'ipod']],
-      // 2 s of speech, 10 s of silence, 2 s of speech.
-      'long-silences.wav': [14, [
-        ...speech(2, 16000), '-f', 'lavfi', '-i', 'anullsrc=channel_layout=mono:sample_rate=16000', ...speech(2, 16000),
-        '-filter_complex', '[1:a]atrim=duration=10[s];[0:a][s][2:a]concat=n=3:v=0:a=1[out]', '-map', '[out]', '-c:a', 'pcm_s16le', '-f', 'wav',
-      ]],
-      'one-second.wav': [1, [...speech(1, 44100), '-c:a', 'pcm_s16le', '-f', 'wav']],
-      // Long clips loop 8 s of speech-like sound (synthesizing 10 minutes sample by sample is slow).
-      'ten-minutes.mp3': [600, [...loop(75), '-t', '600', '-ac', '1', '-c:a', 'libmp3lame', '-b:a', '32k', '-f', 'mp3']],
-      // Speech over pink noise, 5 minutes: as hard on a VBR budget as a voice note gets.
-      'five-minutes-noisy.mp3': [300, [
-        ...loop(38), '-f', 'lavfi', '-i', 'anoisesrc=d=300:c=pink:r=16000:a=0.05',
-        '-filter_complex', '[0:a]atrim=duration=300[v];[v][1:a]amix=inputs=2:duration=first[out]', '-map', '[out]', '-ac', '1', '-c:a', 'libmp3lame', '-b:a', '48k', '-f', 'mp3',
-      ]],
-      // Tags and a cover picture, as music files carry them.
-      'tagged-with-cover.mp3': [6, [
-        ...speech(6, 44100), '-f', 'lavfi', '-i', 'color=c=red:s=64x64:d=1', '-frames:v', '1', '-map', '0:a', '-map', '1:v', '-c:v', 'png',
-        '-disposition:v', 'attached_pic', '-c:a', 'libmp3lame', '-b:a', '64k', '-metadata', 'title=Cover song', '-metadata', 'artist=Somebody',
-        '-id3v2_version', '3', '-f', 'mp3',
-      ]],
-      'tagged-mono.ogg': [6, [...speech(6, 48000), '-ac', '1', '-c:a', 'libopus', '-b:a', '24k', '-metadata', 'title=Tagged', '-f', 'ogg']],
-    };
-    for (const [name, [seconds, args]] of Object.entries(recipes)) {
-      const path = join(dataDir, name);
-      await ffmpeg(ffmpegPath, [...args, path]);
-      sources[name] = { path, seconds };
-      server.route(`/${name}`, { kind: 'file', path, contentType: 'application/octet-stream' });
-    }
-    counting = await countingFfmpeg(ffmpegPath, dataDir);
-    pipeline = createAudioPipeline({ dataDir, ffmpegPath: counting.path, allowPrivateUrls: true, logger: log.logger });
+    bench = await startPipelineBench('profiles', async (dataDir, ffmpegPath) => {
+      const speech = (seconds: number, rate: number): string[] => ['-f', 'lavfi', '-i', SPEECH_LIKE_FILTER(seconds, rate)];
+      const base = join(dataDir, 'base-8s.wav');
+      await ffmpeg(ffmpegPath, [...speech(8, 16000), '-c:a', 'pcm_s16le', '-f', 'wav', base]);
+      const loop = (times: number): string[] => ['-stream_loop', String(times - 1), '-i', base];
+      return {
+        'speech-stereo-44k.mp3': [6, [...speech(6, 44100), '-ac', '2', '-c:a', 'libmp3lame', '-b:a', '96k', '-f', 'mp3']],
+        'speech-8k.wav': [6, [...speech(6, 8000), '-ac', '1', '-c:a', 'pcm_s16le', '-f', 'wav']],
+        'speech-mono-48k.ogg': [6, [...speech(6, 48000), '-ac', '1', '-c:a', 'libopus', '-b:a', '32k', '-application', 'voip', '-f', 'ogg']],
+        'speech.m4a': [6, [...speech(6, 44100), '-ac', '2', '-c:a', 'aac', '-b:a', '64k', '-f', 'ipod']],
+        // 2 s of speech, 10 s of silence, 2 s of speech.
+        'long-silences.wav': [14, [
+          ...speech(2, 16000), '-f', 'lavfi', '-i', 'anullsrc=channel_layout=mono:sample_rate=16000', ...speech(2, 16000),
+          '-filter_complex', '[1:a]atrim=duration=10[s];[0:a][s][2:a]concat=n=3:v=0:a=1[out]', '-map', '[out]', '-c:a', 'pcm_s16le', '-f', 'wav',
+        ]],
+        'one-second.wav': [1, [...speech(1, 44100), '-c:a', 'pcm_s16le', '-f', 'wav']],
+        // Long clips loop 8 s of speech-like sound (synthesizing 10 minutes sample by sample is slow).
+        'ten-minutes.mp3': [600, [...loop(75), '-t', '600', '-ac', '1', '-c:a', 'libmp3lame', '-b:a', '32k', '-f', 'mp3']],
+        // Speech over pink noise, 5 minutes: as hard on a VBR budget as a voice note gets.
+        'five-minutes-noisy.mp3': [300, [
+          ...loop(38), '-f', 'lavfi', '-i', 'anoisesrc=d=300:c=pink:r=16000:a=0.05',
+          '-filter_complex', '[0:a]atrim=duration=300[v];[v][1:a]amix=inputs=2:duration=first[out]', '-map', '[out]', '-ac', '1', '-c:a', 'libmp3lame', '-b:a', '48k', '-f', 'mp3',
+        ]],
+        // Tags and a cover picture, as music files carry them.
+        'tagged-with-cover.mp3': [6, [
+          ...speech(6, 44100), '-f', 'lavfi', '-i', 'color=c=red:s=64x64:d=1', '-frames:v', '1', '-map', '0:a', '-map', '1:v', '-c:v', 'png',
+          '-disposition:v', 'attached_pic', '-c:a', 'libmp3lame', '-b:a', '64k', '-metadata', 'title=Cover song', '-metadata', 'artist=Somebody',
+          '-id3v2_version', '3', '-f', 'mp3',
+        ]],
+        'tagged-mono.ogg': [6, [...speech(6, 48000), '-ac', '1', '-c:a', 'libopus', '-b:a', '24k', '-metadata', 'title=Tagged', '-f', 'ogg']],
+      };
+    });
+    ({ server, dataDir, ffmpegPath, counting, pipeline, sources, log } = bench);
   });
 
-  after(async () => {
-    await pipeline?.close();
-    await server?.close();
-    await removeDir(dataDir);
-  });
+  after(() => bench?.close());
 
   const prepare = (name: string, platform: 'whatsapp' | 'telegram' | 'linkedin'): Promise<PreparedAudio> =>
     pipeline.prepare({ url: server.url(`/${name}`), target: audioTargetFor(platform) });
