@@ -18,6 +18,8 @@ import type { PlatformAdapter, PlatformContext, PlatformDefinition } from './pla
 import { createPlatformRegistry } from './platforms/registry.js';
 import { createWhatsappSessions } from './platforms/whatsapp/sessions.js';
 import { createLiveWhatsapp, type LiveTuning } from './platforms/whatsapp/live.js';
+import { connectionProxies } from './platforms/proxy/connection-proxy.js';
+import { schemesFor, webSocketHostOf } from './platforms/proxy/check.js';
 import { createBaileysSocketFactory, type WhatsappSocketFactory } from './platforms/whatsapp/socket.js';
 import { startRetention } from './housekeeping/retention.js';
 import { startSenderEndWatch } from './delivery/sender-ends.js';
@@ -67,6 +69,8 @@ export interface AppOptions {
   /** Tests: where MTProto connections of Telegram accounts come from (default: GramJS), and their timings. */
   telegramClientFactory?: TelegramClientFactory;
   telegramAccounts?: TelegramAccountTuning;
+  /** Tests: how long the check of a WhatsApp session's or Telegram account's proxy before each connection waits (default 10 s). */
+  proxyCheckTimeoutMs?: number;
   /** Tests: webhook retry delays, receiver timeout, outbox poll, address policy. */
   webhooks?: Pick<WebhookSenderOptions, 'retryDelaysMs' | 'timeoutMs' | 'pollMs' | 'addressPolicy' | 'lookup' | 'concurrency' | 'endpointConcurrency' | 'breaker'>;
   /** Tests: how often event-loop pressure is sampled for load shedding (default 1 s). */
@@ -152,13 +156,27 @@ export async function openServices(config: Config, options: Omit<AppOptions, 'wo
   });
   // Sockets push a message once: one that could not be recorded is tried again here until it is.
   const onPushed = recordEventually(onHeard, logger);
+  // The proxies of long-lived connections (a WhatsApp socket, a Telegram account's MTProto): decided and checked before each one.
+  const senderConnectionProxies = (platform: 'whatsapp' | 'telegram') =>
+    connectionProxies({
+      db: db.kysely,
+      secretBox,
+      outboundProxy: config.outboundProxy,
+      allowPrivate: config.audioAllowPrivateUrls,
+      platform,
+      target: platform === 'whatsapp' ? webSocketHostOf(config.whatsappWebSocketUrl) : config.telegramDcAddress,
+      schemes: schemesFor(platform === 'whatsapp' ? 'whatsapp_session' : 'telegram_account'),
+      timeoutMs: options.proxyCheckTimeoutMs ?? 10_000,
+      log: logger,
+    });
   const whatsappLive = createLiveWhatsapp({
     onHeard: onPushed,
     ...options.whatsappLive,
     db: db.kysely,
     secretBox,
     logger,
-    socketFactory: options.whatsappSocketFactory ?? createBaileysSocketFactory(),
+    socketFactory: options.whatsappSocketFactory ?? createBaileysSocketFactory({ webSocketUrl: config.whatsappWebSocketUrl }),
+    proxies: senderConnectionProxies('whatsapp'),
     ...(options.now ? { now: options.now } : {}),
   });
   const whatsappSessions = createWhatsappSessions({
@@ -173,7 +191,8 @@ export async function openServices(config: Config, options: Omit<AppOptions, 'wo
     db: db.kysely,
     secretBox,
     logger,
-    clientFactory: options.telegramClientFactory ?? createGramjsClientFactory(),
+    clientFactory: options.telegramClientFactory ?? createGramjsClientFactory({ dc: config.telegramDcAddress }),
+    proxies: senderConnectionProxies('telegram'),
     holderId: whatsappLive.holderId,
     ...(config.telegramApiId !== undefined && config.telegramApiHash !== undefined ? { apiId: config.telegramApiId, apiHash: config.telegramApiHash } : {}),
     ...(options.now ? { now: options.now } : {}),

@@ -33,6 +33,10 @@ export interface Config {
   telegramApiId: number | undefined;
   telegramApiHash: string | undefined;
   linkedinApiRoot: string;
+  /** WHATSAPP_WEB_SOCKET_URL: WhatsApp Web's socket (Baileys' waWebSocketUrl), where a WhatsApp session connects and its proxy is checked. */
+  whatsappWebSocketUrl: string;
+  /** TELEGRAM_DC_ADDRESS: host:port of the data centre a new Telegram account first connects to, and where its proxy is checked (GramJS's default). */
+  telegramDcAddress: { host: string; port: number };
   /** OUTBOUND_PROXY: the proxy of every sender without one of its own (docs/proxies.md); credentials included, never logged. */
   outboundProxy: string | undefined;
   audioAllowPrivateUrls: boolean;
@@ -158,6 +162,27 @@ function httpRoot(env: Env, name: string, fallback: string): string {
   return raw.replace(/\/+$/, '');
 }
 
+function webSocketUrl(env: Env, name: string, fallback: string): string {
+  const raw = text(env, name) ?? fallback;
+  let url: URL;
+  try {
+    url = new URL(raw);
+  } catch {
+    throw new ConfigError(name, `not a URL: "${raw}"`);
+  }
+  if (url.protocol !== 'ws:' && url.protocol !== 'wss:') throw new ConfigError(name, 'must be a ws or wss URL');
+  return raw;
+}
+
+// GramJS's own first data centre (telegram/client/telegramBaseClient.js, DEFAULT_IPV4_IP, port 80 without WSS).
+function hostPort(env: Env, name: string, fallback: string): { host: string; port: number } {
+  const raw = text(env, name) ?? fallback;
+  const match = /^(\[[0-9a-fA-F:.]+\]|[^:\s]+):(\d{1,5})$/.exec(raw);
+  const port = Number(match?.[2]);
+  if (!match || port < 1 || port > 65535) throw new ConfigError(name, `must be host:port, e.g. ${fallback}`);
+  return { host: match[1]!.replace(/^\[|\]$/g, ''), port };
+}
+
 // Its syntax only (the address of the operator's own choice is not checked against private ranges);
 // the message never repeats the value, which may hold a password.
 function outboundProxy(env: Env): string | undefined {
@@ -271,6 +296,8 @@ export function loadConfig(env: Env = process.env): Config {
     telegramApiId: text(env, 'TELEGRAM_API_ID') !== undefined ? integer(env, 'TELEGRAM_API_ID', 0, 1, 2_147_483_647) : undefined,
     telegramApiHash: text(env, 'TELEGRAM_API_HASH'),
     linkedinApiRoot: httpRoot(env, 'LINKEDIN_API_ROOT', 'https://www.linkedin.com'),
+    whatsappWebSocketUrl: webSocketUrl(env, 'WHATSAPP_WEB_SOCKET_URL', 'wss://web.whatsapp.com/ws/chat'),
+    telegramDcAddress: hostPort(env, 'TELEGRAM_DC_ADDRESS', '149.154.167.91:80'),
     outboundProxy: outboundProxy(env),
     // ALLOW_PRIVATE_URLS governs audio and webhook URLs alike; its old name is still read when it is unset.
     audioAllowPrivateUrls: text(env, 'ALLOW_PRIVATE_URLS') !== undefined ? boolean(env, 'ALLOW_PRIVATE_URLS', false) : boolean(env, 'AUDIO_ALLOW_PRIVATE_URLS', false),

@@ -1,6 +1,6 @@
 import { PRIVATE_URLS_HINT } from '../audio/url-check.js';
 import { parseProxyUrl, proxyUrlOf, shownProxy, type ProxyAddress } from '../core/proxy-url.js';
-import { kindProblem, privateAddressProblem, probeProxy } from '../platforms/proxy/check.js';
+import { kindProblem, privateAddressProblem, probeProxy, webSocketHostOf } from '../platforms/proxy/check.js';
 import type { Services } from '../services.js';
 import type { KeptProxy } from '../store/sender-proxy.js';
 import { ApiError, invalidParameter } from './errors.js';
@@ -12,23 +12,21 @@ import { ApiError, invalidParameter } from './errors.js';
  * one connection through it to the platform's host. A sandbox sender keeps it after the syntax check.
  */
 
-// The kinds of sender whose every connection goes through their proxy. A WhatsApp session's socket and a
-// Telegram account's MTProto connection do not yet (docs/proxies.md, "Not yet").
-const PROXIED_KINDS: readonly string[] = ['telegram_bot', 'linkedin_cookie'];
-
 // How long the check waits for the proxy to carry its connection.
 const PROBE_TIMEOUT_MS = 10_000;
 
-/** Where a sender of this platform connects first: the check's connection goes there. */
-export function platformHostOf(services: Services, platform: string): { host: string; port: number } {
+/** Where a sender of this kind connects first: the check's connection goes there. */
+export function platformHostOf(services: Services, platform: string, kind?: string): { host: string; port: number } {
   const root = (url: string) => {
     const parsed = new URL(url);
     return { host: parsed.hostname.replace(/^\[|\]$/g, ''), port: Number(parsed.port) || (parsed.protocol === 'https:' ? 443 : 80) };
   };
+  // A Telegram account's MTProto connection goes to a data centre (TELEGRAM_DC_ADDRESS), not to the Bot API.
+  if (kind === 'telegram_account') return services.config.telegramDcAddress;
   if (platform === 'telegram') return root(services.config.telegramApiRoot);
   if (platform === 'linkedin') return root(services.config.linkedinApiRoot);
-  // WhatsApp Web's socket (Baileys' DEFAULT_CONNECTION_CONFIG.waWebSocketUrl).
-  return { host: 'web.whatsapp.com', port: 443 };
+  // WhatsApp Web's socket (WHATSAPP_WEB_SOCKET_URL).
+  return webSocketHostOf(services.config.whatsappWebSocketUrl);
 }
 
 /** The proxy to keep (sealed, and its shown form), or an ApiError naming `field`. */
@@ -41,7 +39,7 @@ export async function proxyToKeep(
   if (sender.env === 'live') {
     const privateProblem = await privateAddressProblem(proxy, { allowPrivate: services.config.audioAllowPrivateUrls });
     if (privateProblem) throw invalidParameter(sender.field, `${privateProblem}${PRIVATE_URLS_HINT}`);
-    const failure = await probeProxy(proxy, sender.probeTarget ?? platformHostOf(services, sender.platform), PROBE_TIMEOUT_MS);
+    const failure = await probeProxy(proxy, sender.probeTarget ?? platformHostOf(services, sender.platform, sender.kind), PROBE_TIMEOUT_MS);
     if (failure) {
       throw new ApiError(failure.kind === 'auth_failed' ? 'proxy_auth_failed' : 'proxy_unreachable', failure.message, { field: sender.field, proxy: shownProxy(proxy) });
     }
@@ -56,9 +54,5 @@ export function checkedProxySyntax(value: unknown, sender: { kind: string; field
   if ('problem' in proxy) throw invalidParameter(sender.field, proxy.problem);
   const problem = kindProblem(proxy, sender.kind);
   if (problem) throw invalidParameter(sender.field, problem);
-  if (!PROXIED_KINDS.includes(sender.kind)) {
-    // Refused rather than kept unused: a sender whose owner believes it leaves through a proxy must never go direct.
-    throw invalidParameter(sender.field, `a ${sender.kind} does not connect through a proxy yet: only telegram_bot and linkedin_cookie senders take one`);
-  }
   return proxy;
 }

@@ -170,8 +170,14 @@ export const CreateWhatsappSessionBody = Type.Object(
     phone_number: Type.Optional(
       Type.String({ description: 'Link by pairing code instead of a QR code: the phone number of the WhatsApp account, digits with country code, no "+"' }),
     ),
+    proxy: Type.Optional(
+      Type.String({
+        description:
+          "The session's own proxy (docs/proxies.md): http://, https:// (HTTP CONNECT), socks5:// or socks5h://, with optional user:password@, e.g. socks5h://user:secret@proxy.example:1080. Its socket (the linking too) and media uploads go through it. Checked first (one connection through it to WhatsApp Web's host: 422 proxy_unreachable or proxy_auth_failed); sealed at rest; GET /senders shows it as scheme://host:port",
+      }),
+    ),
   },
-  { description: 'Optional: without a body (or without phone_number) the session is linked by QR code' },
+  { description: 'Optional: without a body (or without phone_number) the session is linked by QR code, directly (or through OUTBOUND_PROXY)' },
 );
 
 export const WhatsappSession = Type.Object({

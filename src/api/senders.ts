@@ -146,6 +146,9 @@ export function registerSenderRoutes(app: FastifyInstance, services: Services): 
       const ref = { accountId: record.account_id, env: record.env, platform: record.platform, senderKey: record.sender_key };
       const kept = request.body.proxy === null ? null : await proxyToKeep(services, request.body.proxy, { platform: record.platform, kind: record.kind, env: record.env, field: 'proxy' });
       await setSenderProxy(services.db.kysely, ref, record.kind, kept);
+      // A live socket or MTProto connection held here connects again through the new proxy (other processes see it at their next lease renewal).
+      if (record.env === 'live' && record.kind === 'whatsapp_session') await services.whatsappLive.proxyChanged(record.sender_key);
+      if (record.env === 'live' && record.kind === 'telegram_account') await services.telegramAccounts.proxyChanged(record.sender_key);
       return (await findSender(services.db.kysely, owner, record.id, services.rhythmDefaults))!;
     },
   );

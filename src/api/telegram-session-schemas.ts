@@ -15,7 +15,17 @@ export const CreatedTelegramSession = Type.Object({
 });
 
 /** Linking takes no fields: no body, `{}`, or null. Anything else that is not an object is refused as for WhatsApp sessions. */
-export const CreateTelegramSessionBody = Type.Object({}, { description: 'Optional and empty: linking by QR code takes no fields (send no body, or {})' });
+export const CreateTelegramSessionBody = Type.Object(
+  {
+    proxy: Type.Optional(
+      Type.String({
+        description:
+          "The account's own proxy (docs/proxies.md): socks5:// or socks5h:// only, with optional user:password@ (MTProto goes over TCP, which HTTP CONNECT proxies do not carry for it: http:// and https:// are 422 invalid_parameter). Its MTProto connection (the linking too) goes through it. Checked first (one connection through it to TELEGRAM_DC_ADDRESS: 422 proxy_unreachable or proxy_auth_failed); sealed at rest; GET /senders shows it as scheme://host:port",
+      }),
+    ),
+  },
+  { description: 'Optional: linking by QR code takes no other field (send no body, or {})' },
+);
 
 const fields = {
   status: TelegramSessionStatus,

@@ -13,6 +13,7 @@ import {
 import { LimitReachedError } from '../store/limits.js';
 import type { TelegramSessionRow } from '../store/telegram-sessions.js';
 import { ApiError, invalidParameter, notFound } from './errors.js';
+import { proxyToKeep } from './proxy-setting.js';
 import { rejectUnknownFields } from './unknown-fields.js';
 import { runIdempotent, sendOutcome } from './idempotency.js';
 import { Deleted, OPTIONAL_BODY, SessionIdParams, commonErrors, withErrors } from './schemas.js';
@@ -53,7 +54,8 @@ export function registerTelegramSessionRoutes(app: FastifyInstance, services: Se
           'Returns a QR code (PNG data URI of tg://login?token=…) to scan in Telegram under Settings → Devices → Link Desktop Device. ' +
           'Live codes are renewed as Telegram expires them (GET shows the current one). An account with a cloud password moves to password_needed. ' +
           'Sessions linking or linked are capped per account and environment as WhatsApp sessions are (live: 5 on starter, 20 on growth, 50 on scale, ' +
-          '100 on enterprise; sandbox: 100): one more is 409 limit_reached with details.limit "telegram_sessions" and details.max.',
+          '100 on enterprise; sandbox: 100): one more is 409 limit_reached with details.limit "telegram_sessions" and details.max. ' +
+          'With {"proxy": "socks5://…"} the account connects through its own SOCKS5 proxy (docs/proxies.md), checked first.',
         tags: ['telegram'],
         body: CreateTelegramSessionBody,
         response: { 201: CreatedTelegramSession, ...withErrors(400, 409, 422, 502, 503) },
@@ -68,7 +70,10 @@ export function registerTelegramSessionRoutes(app: FastifyInstance, services: Se
     },
     async (request, reply) => {
       const caller = request.caller!;
-      rejectUnknownFields(request.body, []);
+      rejectUnknownFields(request.body, ['proxy']);
+      // Checked before anything is made (docs/proxies.md): the linking itself goes through it; SOCKS5 only.
+      const proxyField = (request.body as { proxy?: unknown }).proxy;
+      const proxy = proxyField === undefined ? undefined : await proxyToKeep(services, proxyField, { platform: 'telegram', kind: 'telegram_account', env: caller.env, field: 'proxy' });
       const outcome = await runIdempotent(
         services,
         request,
@@ -76,7 +81,7 @@ export function registerTelegramSessionRoutes(app: FastifyInstance, services: Se
         caller,
         async () => {
           try {
-            const created = await sessions.create(owner(caller));
+            const created = await sessions.create(owner(caller), proxy ? { proxy } : {});
             const body = { session_id: created.row.id, status: created.row.status, qr_code: created.qrCode, created_at: new Date(Number(created.row.created_at)).toISOString() };
             return { statusCode: 201, body };
           } catch (error) {

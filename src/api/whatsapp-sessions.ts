@@ -4,6 +4,7 @@ import type { Services } from '../services.js';
 import { SessionStateError, SIMULATED_EVENTS, WhatsappUnavailableError, type SimulatedEvent } from '../platforms/whatsapp/sessions.js';
 import { LimitReachedError } from '../store/limits.js';
 import { ApiError, invalidParameter, notFound } from './errors.js';
+import { proxyToKeep } from './proxy-setting.js';
 import { rejectUnknownFields } from './unknown-fields.js';
 import { runIdempotent, sendOutcome } from './idempotency.js';
 import {
@@ -39,7 +40,8 @@ export function registerWhatsappSessionRoutes(app: FastifyInstance, services: Se
           'With {"phone_number": "<digits>"}: returns an 8-character pairing_code to type on that phone under Linked devices → ' +
           'Link with phone number instead (valid as long as a QR code). Sandbox keys get a code that depends only on the number. ' +
           'Sessions linking or linked are capped per account and environment (live: 5 on starter, 20 on growth, 50 on scale, 100 on enterprise; ' +
-          'sandbox: 100): one more is 409 limit_reached with details.limit "whatsapp_sessions" and details.max.',
+          'sandbox: 100): one more is 409 limit_reached with details.limit "whatsapp_sessions" and details.max. ' +
+          'With {"proxy": "<url>"} the session connects through its own proxy (docs/proxies.md), checked first.',
         tags: ['whatsapp'],
         body: CreateWhatsappSessionBody,
         response: { 201: CreatedWhatsappSession, ...withErrors(400, 409, 422, 502) },
@@ -55,11 +57,14 @@ export function registerWhatsappSessionRoutes(app: FastifyInstance, services: Se
     async (request, reply) => {
       const caller = request.caller!;
       const owner = { accountId: caller.accountId, env: caller.env };
-      rejectUnknownFields(request.body, ['phone_number']);
+      rejectUnknownFields(request.body, ['phone_number', 'proxy']);
       const phoneNumber = request.body.phone_number;
       if (phoneNumber !== undefined && !PHONE_NUMBER.test(phoneNumber)) {
         throw invalidParameter('phone_number', 'phone_number must be the phone number with country code: 7 to 15 digits, no "+"');
       }
+      // Checked before anything is made (docs/proxies.md, "Checked when set"): the linking itself goes through it.
+      const proxy =
+        request.body.proxy === undefined ? undefined : await proxyToKeep(services, request.body.proxy, { platform: 'whatsapp', kind: 'whatsapp_session', env: caller.env, field: 'proxy' });
       const outcome = await runIdempotent(
         services,
         request,
@@ -67,7 +72,7 @@ export function registerWhatsappSessionRoutes(app: FastifyInstance, services: Se
         caller,
         async () => {
           try {
-            const created = await sessions.create(owner, phoneNumber !== undefined ? { phoneNumber } : {});
+            const created = await sessions.create(owner, { ...(phoneNumber !== undefined ? { phoneNumber } : {}), ...(proxy ? { proxy } : {}) });
             const code = created.pairingCode !== undefined ? { pairing_code: created.pairingCode } : { qr_code: created.qrCode };
             return { statusCode: 201, body: { session_id: created.row.id, ...code, status: created.row.status } };
           } catch (error) {

@@ -21,6 +21,12 @@ export function kindProblem(proxy: ProxyAddress, kind: string): string | null {
   return `${why}: proxy must use ${schemes.map((s) => `${s}://`).join(' or ')}`;
 }
 
+/** Where a WebSocket URL connects: its host and port (ws 80, wss 443 when none is written). */
+export function webSocketHostOf(url: string): { host: string; port: number } {
+  const parsed = new URL(url);
+  return { host: parsed.hostname.replace(/^\[|\]$/g, ''), port: Number(parsed.port) || (parsed.protocol === 'wss:' ? 443 : 80) };
+}
+
 export type Lookup = (host: string) => Promise<string[]>;
 const systemLookup: Lookup = async (host) => (await dnsLookup(host, { all: true })).map((a) => a.address);
 

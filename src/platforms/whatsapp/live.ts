@@ -40,6 +40,7 @@ export function createLiveWhatsapp(options: LiveWhatsappOptions): LiveWhatsapp {
     now: options.now ?? Date.now,
     holderId: `wa_${randomUUID()}`,
     onHeard: options.onHeard,
+    proxies: options.proxies,
     links: new Map<string, Link>(),
     state: { serving: false, stopped: false },
     log: (id) => logger.child({ session_id: id }),
@@ -49,7 +50,7 @@ export function createLiveWhatsapp(options: LiveWhatsappOptions): LiveWhatsapp {
   connections = createConnections(ctx, leases);
   const linking = createLinking(ctx, connections);
   const sending = createSending(ctx, connections, leases.restore);
-  const { dropLink } = connections;
+  const { dropLink, followProxyChange } = connections;
 
   return {
     holderId: ctx.holderId,
@@ -57,6 +58,10 @@ export function createLiveWhatsapp(options: LiveWhatsappOptions): LiveWhatsapp {
     remove: linking.remove,
     serveDeliveries: leases.serveDeliveries,
     acquire: sending.acquire,
+    async proxyChanged(sessionId) {
+      const link = ctx.links.get(sessionId);
+      if (link) await followProxyChange(link);
+    },
     async stop(opts = {}) {
       if (ctx.state.stopped) return;
       ctx.state.stopped = true;

@@ -15,6 +15,7 @@ import {
 import { WhatsappUnavailableError, type LiveWhatsapp } from './live.js';
 import { endLiveSession } from '../../store/whatsapp-live.js';
 import { findAffinity } from '../../store/affinity.js';
+import { setSenderProxy, type KeptProxy } from '../../store/sender-proxy.js';
 
 /** How long a QR code can be scanned (the reference promises about 45 seconds). */
 export const QR_VALIDITY_MS = 45_000;
@@ -46,6 +47,8 @@ export type CreatedSession =
 /** How to link: by QR code (default), or by a pairing code for this phone number (digits with country code). */
 export interface LinkRequest {
   phoneNumber?: string;
+  /** The session's own proxy, checked and sealed by the caller (docs/proxies.md): kept before its first connection. */
+  proxy?: KeptProxy;
 }
 
 // The alphabet of WhatsApp pairing codes (Crockford base 32 without 0, O, I, U).
@@ -147,6 +150,8 @@ export function createWhatsappSessions(deps: {
         last_connected_at: null,
       };
       await insertWhatsappSession(db, row);
+      // The sandbox keeps it (its syntax checked) so an integration can be written offline.
+      if (link.proxy) await setSenderProxy(db, { accountId: owner.accountId, env: owner.env, platform: 'whatsapp', senderKey: row.id }, 'whatsapp_session', link.proxy);
       // A pairing code links the same way as a scan: the sandbox connects it after autoScanSeconds, or on `simulate scan`.
       if (link.phoneNumber !== undefined) return { row, pairingCode: sandboxPairingCode(link.phoneNumber) };
       return { row, qrCode: await qrDataUri(pairingPayload()) };

@@ -1,4 +1,7 @@
+import type { Agent as HttpsAgent } from 'node:https';
 import type { Logger } from 'pino';
+import { parseProxyUrl } from '../../core/proxy-url.js';
+import { proxiedNodeAgent } from '../proxy/node-agent.js';
 
 /**
  * The seam between the service and the WhatsApp Web protocol: the few parts of a Baileys socket the
@@ -173,6 +176,11 @@ export interface SocketFactoryInput {
    * recipient's device could not decrypt it and asks for it again; undefined when it is not kept.
    */
   getMessage(key: ResendRequestKey): Promise<unknown>;
+  /**
+   * The proxy this connection goes through, with its credentials (docs/proxies.md): its WebSocket and its
+   * media uploads. Null: direct. Never logged.
+   */
+  proxyUrl: string | null;
 }
 
 export type WhatsappSocketFactory = (input: SocketFactoryInput) => WhatsappSocket | Promise<WhatsappSocket>;
@@ -219,12 +227,39 @@ function currentWebVersion(b: Baileys): Promise<WaVersion | undefined> {
 }
 let webVersion: { at: number; value: Promise<WaVersion | undefined> } | undefined;
 
-/** The real socket: a Baileys linked device with the given auth state. */
-export function createBaileysSocketFactory(): WhatsappSocketFactory {
-  return async ({ auth, logger, qrTimeoutMs, getMessage }) => {
+/** WhatsApp Web's own socket (Baileys' DEFAULT_CONNECTION_CONFIG.waWebSocketUrl). */
+export const WHATSAPP_WEB_SOCKET_URL = 'wss://web.whatsapp.com/ws/chat';
+
+/**
+ * Baileys' `agent` (its WebSocket) and `fetchAgent` (its media uploads) for a proxy: Node agents whose
+ * every connection is a tunnel through it (proxy/node-agent.ts). In 7.0.0-rc14 on Node, uploads go
+ * through `https.request({ agent: fetchAgent })` (lib/Utils/messages-media.js, uploadWithNodeHttp), so
+ * `fetchAgent` is a Node agent for https, not an undici dispatcher.
+ */
+export function proxyAgentsFor(proxyUrl: string | null, webSocketUrl: string): { agent?: HttpsAgent; fetchAgent?: HttpsAgent } {
+  if (proxyUrl === null) return {};
+  const proxy = parseProxyUrl(proxyUrl);
+  // Checked when set and before each connection (connection-proxy.ts): never a reason to go direct.
+  if ('problem' in proxy) throw new Error(`the session's proxy cannot be used: ${proxy.problem}`);
+  return {
+    // Baileys types both as https.Agent; a ws:// socket (a test's, a relay's) needs an http one, which `ws` takes as well.
+    agent: proxiedNodeAgent(proxy, new URL(webSocketUrl).protocol === 'ws:' ? 'http:' : 'https:') as HttpsAgent,
+    fetchAgent: proxiedNodeAgent(proxy, 'https:') as HttpsAgent,
+  };
+}
+
+/**
+ * The real socket: a Baileys linked device with the given auth state. `webSocketUrl`: where it connects
+ * (WHATSAPP_WEB_SOCKET_URL; another than WhatsApp's own is a test's or a relay's, and WhatsApp is then
+ * not asked for its current Web version).
+ */
+export function createBaileysSocketFactory(options: { webSocketUrl?: string } = {}): WhatsappSocketFactory {
+  const webSocketUrl = options.webSocketUrl ?? WHATSAPP_WEB_SOCKET_URL;
+  return async ({ auth, logger, qrTimeoutMs, getMessage, proxyUrl }) => {
+    const agents = proxyAgentsFor(proxyUrl, webSocketUrl);
     const b = await loadBaileys();
     const { makeWASocket, makeCacheableSignalKeyStore, Browsers } = b;
-    const version = await currentWebVersion(b);
+    const version = webSocketUrl === WHATSAPP_WEB_SOCKET_URL ? await currentWebVersion(b) : undefined;
     type Config = Parameters<typeof makeWASocket>[0];
     // Baileys talks a lot at info level; its warnings and errors are worth keeping.
     const socketLogger = logger.child({ component: 'baileys' }, { level: logger.levelVal > 40 ? logger.level : 'warn' });
@@ -233,6 +268,8 @@ export function createBaileysSocketFactory(): WhatsappSocketFactory {
       auth: { creds: auth.creds as unknown as Config['auth']['creds'], keys },
       logger: socketLogger,
       browser: Browsers.ubuntu('Chrome'),
+      waWebSocketUrl: webSocketUrl,
+      ...agents,
       ...(version ? { version } : {}),
       qrTimeout: qrTimeoutMs,
       // A sending device: no history download, and the phone keeps its notifications.

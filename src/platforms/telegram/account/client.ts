@@ -1,4 +1,5 @@
 import type { Api } from 'telegram';
+import { isSocks, parseProxyUrl } from '../../../core/proxy-url.js';
 
 /**
  * The edge between voicenote and the MTProto library (GramJS, npm `telegram`): the few calls a linked
@@ -40,6 +41,40 @@ export interface TelegramClientOptions {
    * voicenote passes 0: every wait comes back as the error and rests the sender instead.
    */
   floodSleepThreshold: number;
+  /**
+   * The account's SOCKS5 proxy in GramJS's shape (its `ProxyInterface`, network/connection/TCPMTProxy.d.ts):
+   * every MTProto connection goes through it (extensions/PromisedNetSockets.js hands it to the `socks`
+   * package; without it the socket connects directly). None: direct.
+   */
+  proxy?: GramjsSocksProxy;
+}
+
+/** GramJS's `SocksProxyType`: `ip` may be a name (the `socks` package resolves the proxy's own host). */
+export interface GramjsSocksProxy {
+  ip: string;
+  port: number;
+  socksType: 5;
+  username?: string;
+  password?: string;
+  /** Seconds GramJS waits for the proxy (its default is 5). */
+  timeout?: number;
+}
+
+/**
+ * A SOCKS5 proxy URL (checked: connection-proxy.ts) in GramJS's shape. Telegram's data centres are
+ * addresses, not names, so socks5:// and socks5h:// mean the same here. Undefined for none.
+ */
+export function gramjsProxyOf(url: string | null, timeoutSeconds = 10): GramjsSocksProxy | undefined {
+  if (url === null) return undefined;
+  const proxy = parseProxyUrl(url);
+  if ('problem' in proxy || !isSocks(proxy)) throw new Error("the account's proxy is not a SOCKS5 proxy");
+  return {
+    ip: proxy.host,
+    port: proxy.port,
+    socksType: 5,
+    ...(proxy.username !== null ? { username: proxy.username, password: proxy.password ?? '' } : {}),
+    timeout: timeoutSeconds,
+  };
 }
 
 /** No FLOOD_WAIT is slept through inside the library (see TelegramClientOptions.floodSleepThreshold). */

@@ -2,7 +2,8 @@ import type { Kysely } from 'kysely';
 import type { Logger } from 'pino';
 import type { SecretBox } from '../../../core/secret-box.js';
 import type { Database } from '../../../store/schema.js';
-import type { TelegramAccountClient, TelegramClientFactory } from './client.js';
+import type { ConnectionProxies } from '../../proxy/connection-proxy.js';
+import { gramjsProxyOf, type GramjsSocksProxy, type TelegramAccountClient, type TelegramClientFactory } from './client.js';
 import type { UpdateFeed } from './update-feed.js';
 
 /** What the parts of live Telegram accounts (linking, leases, sending) share. */
@@ -120,6 +121,8 @@ export interface LiveTelegramOptions extends TelegramAccountTuning {
    * sessions held under it, so it is the process's one holder id (shared with WhatsApp sessions).
    */
   holderId?: string;
+  /** The proxy of each account's next connection, checked (docs/proxies.md); none: every account connects directly. */
+  proxies?: ConnectionProxies;
 }
 
 export type Phase = 'linking' | 'password' | 'open' | 'closed';
@@ -134,6 +137,8 @@ export interface AccountLink {
   completing: Promise<void> | undefined;
   /** The account's updates in order, once it is linked (update-feed.ts). */
   feed?: UpdateFeed;
+  /** The proxy URL its connection went through (null: direct), to see a change (never logged). */
+  proxyUrl?: string | null;
 }
 
 export interface AccountContext {
@@ -146,6 +151,7 @@ export interface AccountContext {
   readonly now: () => number;
   readonly holderId: string;
   readonly links: Map<string, AccountLink>;
+  readonly proxies: ConnectionProxies | undefined;
   readonly state: { serving: boolean; stopped: boolean };
 }
 
@@ -157,6 +163,16 @@ export function closeLink(link: AccountLink): void {
   link.phase = 'closed';
   clearTimeout(link.renewTimer);
   link.client.disconnect().catch(() => undefined);
+}
+
+/**
+ * The proxy of a session's next connection in GramJS's shape, checked first (connection-proxy.ts): throws
+ * a ProxyFailure (the sender marked `proxy_unreachable`) rather than connect directly. `{}`: direct.
+ */
+export async function proxyOptionFor(ctx: AccountContext, sessionId: string): Promise<{ proxy?: GramjsSocksProxy }> {
+  if (!ctx.proxies) return {};
+  const proxy = gramjsProxyOf((await ctx.proxies.next(sessionId)).url);
+  return proxy ? { proxy } : {};
 }
 
 /** The login URL a QR code shows: Telegram's token in base64url, as the official apps encode it. */

@@ -1,12 +1,16 @@
 import type { TelegramAccountClient, TelegramClientFactory } from './client.js';
 import { loadTelegram } from './client.js';
 
+// GramJS's first data centre (telegram/client/telegramBaseClient.js: DEFAULT_DC_ID 4, DEFAULT_IPV4_IP, port 80 without WSS).
+const DEFAULT_DC = { host: '149.154.167.91', port: 80 };
+
 /**
  * The real client: a GramJS TelegramClient over TCP, with a StringSession that holds the auth key and
  * data centre (exported for sealing, never written to disk by the library), its own logging off (it
- * would print to the console), and updates taken raw.
+ * would print to the console), and updates taken raw. `dc`: TELEGRAM_DC_ADDRESS, where a new login
+ * starts (a test's or a relay's when it is not GramJS's own).
  */
-export const createGramjsClientFactory = (): TelegramClientFactory => (options) => {
+export const createGramjsClientFactory = (factoryOptions: { dc?: { host: string; port: number } } = {}): TelegramClientFactory => (options) => {
   let client: import('telegram').TelegramClient | undefined;
   const handlers: Array<(update: unknown) => void> = [];
   const reconnectHandlers: Array<() => void> = [];
@@ -24,7 +28,11 @@ export const createGramjsClientFactory = (): TelegramClientFactory => (options) 
       // Sessions are held by one process under a lease; no second copy of the key on disk.
       useWSS: false,
       floodSleepThreshold: options.floodSleepThreshold,
+      // Through the account's SOCKS5 proxy when it has one (docs/proxies.md); GramJS never goes around it.
+      ...(options.proxy ? { proxy: options.proxy } : {}),
     });
+    // A new login starts at TELEGRAM_DC_ADDRESS when it is not GramJS's own (DEFAULT_DC_ID 4 is kept).
+    if (!options.session && factoryOptions.dc && factoryOptions.dc.host !== DEFAULT_DC.host) client.session.setDC(4, factoryOptions.dc.host, factoryOptions.dc.port);
     client.addEventHandler((update: unknown) => {
       // MTProtoSender reports its reconnections as UpdateConnectionState (network/MTProtoSender.js, connect()).
       if (update instanceof UpdateConnectionState) {

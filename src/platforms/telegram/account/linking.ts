@@ -11,10 +11,12 @@ import {
   type Owner,
   type TelegramSessionRow,
 } from '../../../store/telegram-sessions.js';
+import { setSenderProxy, type KeptProxy } from '../../../store/sender-proxy.js';
 import { FLOOD_SLEEP_THRESHOLD, loadTelegram, rpcErrorName } from './client.js';
 import {
   closeLink,
   loginUrl,
+  proxyOptionFor,
   PasswordTries,
   TelegramSessionStateError,
   TelegramNotConfiguredError,
@@ -168,7 +170,7 @@ export function createAccountLinking(
     scanned,
 
     /** A row in qr_pending, a connection, and the first login URL to draw. */
-    async create(owner: Owner): Promise<{ row: TelegramSessionRow; qr: string }> {
+    async create(owner: Owner, request: { proxy?: KeptProxy } = {}): Promise<{ row: TelegramSessionRow; qr: string }> {
       const creds = credentials();
       const createdAt = ctx.now();
       const row: TelegramSessionRow = {
@@ -189,8 +191,17 @@ export function createAccountLinking(
         last_connected_at: null,
       };
       await insertTelegramSession(db, row);
+      // Its proxy (checked by the caller) is kept before the first connection, which goes through it.
+      if (request.proxy) await setSenderProxy(db, { accountId: owner.accountId, env: owner.env, platform: 'telegram', senderKey: row.id }, 'telegram_account', request.proxy);
       await claimTelegramSession(db, row.id, holderId, Date.now(), tuning.leaseMs);
-      const link: AccountLink = { id: row.id, client: ctx.clientFactory({ ...creds, floodSleepThreshold: FLOOD_SLEEP_THRESHOLD }), phase: 'linking', renewTimer: undefined, completing: undefined };
+      let proxy: Awaited<ReturnType<typeof proxyOptionFor>>;
+      try {
+        proxy = await proxyOptionFor(ctx, row.id);
+      } catch (error) {
+        await deleteTelegramSession(db, owner, row.id);
+        throw new TelegramUnavailableError(error instanceof Error ? error.message : "the account's proxy did not carry the connection");
+      }
+      const link: AccountLink = { id: row.id, client: ctx.clientFactory({ ...creds, floodSleepThreshold: FLOOD_SLEEP_THRESHOLD, ...proxy }), phase: 'linking', renewTimer: undefined, completing: undefined };
       links.set(row.id, link);
       link.client.onUpdate((update) => {
         if (link.phase === 'open') return hooks.received(link, update);

@@ -11,16 +11,19 @@ import {
   type TelegramSessionRow,
 } from '../../../store/telegram-sessions.js';
 import { FLOOD_SLEEP_THRESHOLD, rpcErrorName, type TelegramAccountClient } from './client.js';
-import { ACCOUNT_DEFAULTS, closeLink, withTimeout, type AccountContext, type AccountLink, type LiveTelegramOptions, type TelegramAccountTuning } from './context.js';
+import { ACCOUNT_DEFAULTS, closeLink, proxyOptionFor, withTimeout, type AccountContext, type AccountLink, type LiveTelegramOptions, type TelegramAccountTuning } from './context.js';
 import { createAccountLinking } from './linking.js';
 import { createUpdateFeed } from './update-feed.js';
 
 /** Telegram's answers that mean the authorization is gone (logged out from the phone, revoked). */
 import { REVOKED } from './revoked.js';
+import type { KeptProxy } from '../../../store/sender-proxy.js';
 
 export interface LiveTelegramAccounts {
   readonly holderId: string;
-  create(owner: Owner): Promise<{ row: TelegramSessionRow; qr: string }>;
+  create(owner: Owner, request?: { proxy?: KeptProxy }): Promise<{ row: TelegramSessionRow; qr: string }>;
+  /** The account's proxy was changed: if this process holds its connection, it lets it go, and it is taken over again through the new one. */
+  proxyChanged(id: string): Promise<void>;
   password(owner: Owner, id: string, password: string): Promise<TelegramSessionRow | undefined>;
   /** Logs the authorization out at Telegram (auth.logOut) when it can, then erases the session and its keys. */
   remove(owner: Owner, id: string): Promise<boolean>;
@@ -57,6 +60,7 @@ export function createLiveTelegramAccounts(options: LiveTelegramOptions): LiveTe
     now: options.now ?? Date.now,
     holderId: options.holderId ?? `tg_${randomUUID()}`,
     links: new Map(),
+    proxies: options.proxies,
     state: { serving: false, stopped: false },
   };
   const { db, links, holderId, secretBox } = ctx;
@@ -135,6 +139,14 @@ export function createLiveTelegramAccounts(options: LiveTelegramOptions): LiveTe
     }
     for (const id of ids) {
       const link = links.get(id);
+      if (link && held.has(id)) {
+        // A proxy changed in another process (PATCH /senders/{id}) applies from here too.
+        if (link.phase === 'open' && link.proxyUrl !== undefined && ctx.proxies) {
+          const current = await ctx.proxies.current(id);
+          if (current !== undefined && current !== link.proxyUrl) await proxyChanged(id).catch(() => undefined);
+        }
+        continue;
+      }
       if (!link || held.has(id)) continue;
       // Deleted (DELETE answered elsewhere, which logged it out) or taken over: let the connection go.
       links.delete(id);
@@ -152,6 +164,17 @@ export function createLiveTelegramAccounts(options: LiveTelegramOptions): LiveTe
     log(id).warn({ reason }, 'the Telegram authorization is gone; the session is disconnected');
     await transitionTelegramSession(db, id, ['connected'], { status: 'disconnected', auth_key: null }, ctx.now());
     await releaseAffinity(db, id, holderId);
+  }
+
+  /** The account's proxy changed: its connection here is let go and taken over again (by the scan here or elsewhere) through the new one. */
+  async function proxyChanged(id: string): Promise<void> {
+    const link = links.get(id);
+    if (!link || link.phase !== 'open') return;
+    log(id).info("the Telegram account's proxy changed; connecting again through the new one");
+    links.delete(id);
+    closeLink(link);
+    await releaseAffinity(db, id, holderId);
+    if (ctx.state.serving) await restore(id);
   }
 
   function open(id: string, client: TelegramAccountClient): AccountLink {
@@ -184,8 +207,17 @@ export function createLiveTelegramAccounts(options: LiveTelegramOptions): LiveTe
           await releaseAffinity(db, id, holderId);
           return undefined;
         }
+        let proxy: Awaited<ReturnType<typeof proxyOptionFor>>;
+        try {
+          proxy = await proxyOptionFor(ctx, id);
+        } catch {
+          // Its proxy does not answer (the sender says so): nothing connects directly; the scan tries again.
+          await releaseAffinity(db, id, holderId);
+          return undefined;
+        }
         log(id).info('taking over Telegram session');
-        const link = open(id, ctx.clientFactory({ ...ctx.credentials, session, floodSleepThreshold: FLOOD_SLEEP_THRESHOLD }));
+        const link = open(id, ctx.clientFactory({ ...ctx.credentials, session, floodSleepThreshold: FLOOD_SLEEP_THRESHOLD, ...proxy }));
+        link.proxyUrl = (await ctx.proxies?.current(id)) ?? null;
         links.set(id, link);
         ensureRenewing();
         try {
@@ -225,7 +257,8 @@ export function createLiveTelegramAccounts(options: LiveTelegramOptions): LiveTe
 
   return {
     holderId,
-    create: (owner) => linking.create(owner),
+    create: (owner, request) => linking.create(owner, request),
+    proxyChanged,
     password: (owner, id, password) => linking.password(owner, id, password),
     async remove(owner, id) {
       const row = await findTelegramSession(db, owner, id);
@@ -236,8 +269,13 @@ export function createLiveTelegramAccounts(options: LiveTelegramOptions): LiveTe
         if (row.status === 'connected') await linking.logOut(link).catch(() => undefined);
         closeLink(link);
       } else if (row.status === 'connected' && row.auth_key !== null && ctx.credentials) {
-        // Held by another process or by none: log out over a connection of our own with the same key.
-        const client = ctx.clientFactory({ ...ctx.credentials, session: secretBox.open(row.auth_key), floodSleepThreshold: FLOOD_SLEEP_THRESHOLD });
+        // Held by another process or by none: log out over a connection of our own with the same key, through its proxy.
+        const proxy = await proxyOptionFor(ctx, id).catch(() => undefined);
+        if (proxy === undefined) {
+          log(id).warn("the account's proxy did not answer: auth.logOut is not sent (never directly); the keys are erased anyway");
+          return deleteTelegramSession(db, owner, id);
+        }
+        const client = ctx.clientFactory({ ...ctx.credentials, session: secretBox.open(row.auth_key), floodSleepThreshold: FLOOD_SLEEP_THRESHOLD, ...proxy });
         const other = { id, client, phase: 'open' as const, renewTimer: undefined, completing: undefined };
         await withTimeout(client.connect().then(() => linking.logOut(other)), tuning.logoutTimeoutMs).catch((err: unknown) =>
           log(id).warn({ error: rpcErrorName(err) ?? String(err) }, 'auth.logOut failed; the keys are erased anyway'),

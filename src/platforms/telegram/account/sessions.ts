@@ -3,6 +3,7 @@ import type { Kysely } from 'kysely';
 import type { SecretBox } from '../../../core/secret-box.js';
 import { newTelegramSessionId } from '../../../core/ids.js';
 import type { Database } from '../../../store/schema.js';
+import { setSenderProxy, type KeptProxy } from '../../../store/sender-proxy.js';
 import {
   deleteTelegramSession,
   findTelegramSession,
@@ -31,7 +32,8 @@ export type TelegramSimulatedEvent = 'scan' | 'scan_with_password' | 'expire' | 
 export const TELEGRAM_SIMULATED_EVENTS: readonly TelegramSimulatedEvent[] = ['scan', 'scan_with_password', 'expire', 'disconnect'];
 
 export interface TelegramSessions {
-  create(owner: Owner): Promise<{ row: TelegramSessionRow; qrCode: string }>;
+  /** `proxy`: the account's own, checked and sealed by the caller; kept before its first connection. */
+  create(owner: Owner, request?: { proxy?: KeptProxy }): Promise<{ row: TelegramSessionRow; qrCode: string }>;
   get(owner: Owner, id: string): Promise<TelegramSessionRow | undefined>;
   list(owner: Owner): Promise<TelegramSessionRow[]>;
   /** The QR code on screen now for a qr_pending session (the token is renewed while it waits). */
@@ -65,9 +67,9 @@ export function createTelegramSessions(deps: { db: Kysely<Database>; secretBox: 
   }
 
   return {
-    async create(owner) {
+    async create(owner, request = {}) {
       if (owner.env === 'live') {
-        const created = await deps.live.create(owner);
+        const created = await deps.live.create(owner, request);
         return { row: created.row, qrCode: await qrDataUri(created.qr) };
       }
       const createdAt = now();
@@ -90,6 +92,8 @@ export function createTelegramSessions(deps: { db: Kysely<Database>; secretBox: 
         last_connected_at: null,
       };
       await insertTelegramSession(db, row);
+      // The sandbox keeps it (its syntax checked) so an integration can be written offline.
+      if (request.proxy) await setSenderProxy(db, { accountId: owner.accountId, env: owner.env, platform: 'telegram', senderKey: row.id }, 'telegram_account', request.proxy);
       return { row, qrCode: await qrDataUri(url) };
     },
 

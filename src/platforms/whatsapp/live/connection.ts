@@ -41,6 +41,8 @@ export function createConnections(ctx: LiveContext, hooks: LeaseHooks) {
       openWaiters: new Set(),
       awaitingCode: false,
       newChatCap: undefined,
+      proxyUrl: null,
+      proxyFailures: 0,
     };
     links.set(id, link);
     hooks.ensureRenewing();
@@ -53,6 +55,21 @@ export function createConnections(ctx: LiveContext, hooks: LeaseHooks) {
   async function connect(link: Link): Promise<void> {
     if (link.phase === 'closed') return;
     link.phase = 'connecting';
+    // Its proxy first (docs/proxies.md): checked before each connection; one that fails is never a reason to go direct.
+    let proxyUrl: string | null = null;
+    if (ctx.proxies) {
+      try {
+        proxyUrl = (await ctx.proxies.next(link.id)).url;
+      } catch (err) {
+        // The proxy it waits for: only another one (changed meanwhile) is a reason to try before its time.
+        link.proxyUrl = (await ctx.proxies.current(link.id)) ?? link.proxyUrl;
+        if ((link.phase as Phase) !== 'closed') onProxyFailed(link, err);
+        return;
+      }
+      if ((link.phase as Phase) === 'closed') return;
+    }
+    link.proxyUrl = proxyUrl;
+    link.proxyFailures = 0;
     let socket: WhatsappSocket;
     try {
       socket = await socketFactory({
@@ -62,6 +79,7 @@ export function createConnections(ctx: LiveContext, hooks: LeaseHooks) {
         // Baileys' own QR rotation must not outlive ours: only the first code is ever shown.
         qrTimeoutMs: tuning.qrValidityMs + 15_000,
         getMessage: resendAnswers(ctx, link),
+        proxyUrl,
       });
     } catch (err) {
       log(link.id).warn({ err }, 'could not open a WhatsApp socket');
@@ -224,6 +242,54 @@ export function createConnections(ctx: LiveContext, hooks: LeaseHooks) {
     link.reconnectTimer.unref();
   }
 
+  /**
+   * The session's proxy did not carry its connection (the sender is already marked `proxy_unreachable`):
+   * a linked session waits and tries again, longer each time, for as long as it takes; it is never voided
+   * for its proxy's sake. A session still linking cannot wait (nobody would see a new code).
+   */
+  function onProxyFailed(link: Link, err: unknown): void {
+    const why = err instanceof Error ? err.message : 'its proxy did not carry the connection';
+    if (link.firstQr) {
+      const waiter = link.firstQr;
+      link.firstQr = undefined;
+      link.phase = 'waiting';
+      waiter.reject(new WhatsappUnavailableError(why));
+      return;
+    }
+    if (!isPaired(link)) {
+      onClosed(link, undefined);
+      return;
+    }
+    link.phase = 'waiting';
+    link.proxyFailures += 1;
+    const delay = Math.min(tuning.reconnectFirstDelayMs * 2 ** Math.min(link.proxyFailures - 1, 20), tuning.reconnectMaxDelayMs);
+    log(link.id).info({ attempt: link.proxyFailures, delay_ms: delay }, 'WhatsApp session waits for its proxy');
+    clearTimeout(link.reconnectTimer);
+    link.reconnectTimer = setTimeout(() => {
+      link.reconnectTimer = undefined;
+      void connect(link);
+    }, delay);
+    link.reconnectTimer.unref();
+  }
+
+  /**
+   * The session's proxy was changed (PATCH /senders/{id}, here or in another process): a linked session
+   * connects again now, through the new one. Nothing happens while it is being linked (the change applies
+   * from its next connection).
+   */
+  async function followProxyChange(link: Link): Promise<void> {
+    if (!ctx.proxies || link.phase === 'closed' || link.phase === 'connecting' || !isPaired(link)) return;
+    const current = await ctx.proxies.current(link.id);
+    if (current === undefined || current === link.proxyUrl || (link.phase as Phase) === 'closed') return;
+    log(link.id).info('the WhatsApp session\'s proxy changed; connecting again through the new one');
+    const socket = link.socket;
+    link.socket = undefined;
+    clearTimeout(link.reconnectTimer);
+    link.reconnectTimer = undefined;
+    endQuietly(socket);
+    await connect(link);
+  }
+
   /** Ends the session for good: a final status, the creds voided, the socket closed, the lease let go. */
   async function voidSession(link: Link, status: 'disconnected' | 'qr_expired', why: string, sender?: 'expired' | 'disconnected'): Promise<void> {
     log(link.id).info({ status }, `WhatsApp session ends: ${why}`);
@@ -291,5 +357,5 @@ export function createConnections(ctx: LiveContext, hooks: LeaseHooks) {
     });
   }
 
-  return { newLink, isPaired, connect, voidSession, closeLocally, dropLink, waitOpen };
+  return { newLink, isPaired, connect, voidSession, closeLocally, dropLink, waitOpen, followProxyChange };
 }

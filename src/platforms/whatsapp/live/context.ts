@@ -8,6 +8,8 @@ import type { StoredAuthState } from '../auth-state.js';
 import { DISCONNECT, type SentWhatsappMessage, type WhatsappSocket, type WhatsappSocketFactory } from '../socket.js';
 import type { OnHeard } from '../../../inbound/recorder.js';
 import type { NewChatCapStatus } from '../../../store/new-chat-cap.js';
+import type { KeptProxy } from '../../../store/sender-proxy.js';
+import type { ConnectionProxies } from '../../proxy/connection-proxy.js';
 
 /**
  * What the parts of live WhatsApp (ownership lease, socket lifecycle, linking, sending) share: the
@@ -54,6 +56,8 @@ export interface LiveWhatsappOptions extends LiveTuning {
   now?: () => number;
   /** The recorder of what a held session hears (replies from the people it wrote to). */
   onHeard?: OnHeard;
+  /** The proxy of each session's next connection, checked (docs/proxies.md); none: every session connects directly. */
+  proxies?: ConnectionProxies;
 }
 
 /** An open socket of a session held by this process, for one delivery at a time. */
@@ -77,7 +81,9 @@ export interface LiveWhatsapp {
    * Starts linking: a row in qr_pending, a socket, and the first QR code (raw pairing string), or with
    * `phoneNumber` the 8-character pairing code WhatsApp gave for that number.
    */
-  create(owner: Owner, request?: { phoneNumber?: string }): Promise<LiveCreated>;
+  create(owner: Owner, request?: { phoneNumber?: string; proxy?: KeptProxy }): Promise<LiveCreated>;
+  /** The session's proxy was changed: if this process holds it linked, it connects again through the new one. */
+  proxyChanged(sessionId: string): Promise<void>;
   /** Logs the device out when it can, then erases the session and its credentials. */
   remove(owner: Owner, id: string): Promise<boolean>;
   /** This process runs a delivery worker: it takes over connected sessions nobody holds. */
@@ -105,6 +111,10 @@ export interface Link {
   awaitingCode: boolean;
   /** WhatsApp's new-chat message cap as last heard: its warnings space the session's sends further apart. */
   newChatCap: NewChatCapStatus | undefined;
+  /** The proxy URL the current connection went through (null: direct), to see a change (never logged). */
+  proxyUrl: string | null;
+  /** Connections its proxy did not carry in a row (they wait longer each time, and never end the session). */
+  proxyFailures: number;
 }
 
 export type LiveCreated = { row: WhatsappSessionRow; qr: string; pairingCode?: undefined } | { row: WhatsappSessionRow; pairingCode: string; qr?: undefined };
@@ -156,6 +166,8 @@ export interface LiveContext {
   readonly holderId: string;
   /** Where replies heard by a held session go; none: not listened to. */
   readonly onHeard: OnHeard | undefined;
+  /** The proxy of each session's next connection; undefined: direct. */
+  readonly proxies: ConnectionProxies | undefined;
   /** The sessions this process holds, by id. */
   readonly links: Map<string, Link>;
   readonly state: { serving: boolean; stopped: boolean };

@@ -38,6 +38,11 @@ export function createLeases(ctx: LiveContext, connections: () => Connections) {
     }
     for (const id of ids) {
       const link = links.get(id);
+      if (link && held.has(id)) {
+        // A proxy changed in another process (PATCH /senders/{id}) applies from here too.
+        await connections().followProxyChange(link).catch((err: unknown) => log(id).warn({ err }, 'could not follow a change of the session\'s proxy'));
+        continue;
+      }
       if (!link || held.has(id)) continue;
       // Deleted while we held it (DELETE answered by another process): unlink the device as DELETE promises.
       const row = await findSessionById(db, id).catch(() => null);

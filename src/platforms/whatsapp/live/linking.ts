@@ -1,6 +1,7 @@
 import { newWhatsappSessionId } from '../../../core/ids.js';
 import { claimSession, deleteSessionAndAuth, findSessionById } from '../../../store/whatsapp-live.js';
 import { findWhatsappSession, insertWhatsappSession, type Owner, type WhatsappSessionRow } from '../../../store/whatsapp-sessions.js';
+import { setSenderProxy, type KeptProxy } from '../../../store/sender-proxy.js';
 import { newAuthCreds, openAuthValue, sealAuthValue } from '../auth-state.js';
 import type { AuthCreds, KeyData, WhatsappSocket } from '../socket.js';
 import type { Connections } from './connection.js';
@@ -16,7 +17,7 @@ export function createLinking(ctx: LiveContext, connections: Connections) {
   const log = (id: string) => ctx.log(id);
   const { newLink, isPaired, connect, voidSession, closeLocally, dropLink } = connections;
 
-  async function create(owner: Owner, request: { phoneNumber?: string } = {}): Promise<LiveCreated> {
+  async function create(owner: Owner, request: { phoneNumber?: string; proxy?: KeptProxy } = {}): Promise<LiveCreated> {
     if (state.stopped) throw new WhatsappUnavailableError('the service is shutting down');
     const createdAt = now();
     const creds = await newAuthCreds();
@@ -35,6 +36,8 @@ export function createLinking(ctx: LiveContext, connections: Connections) {
       last_connected_at: null,
     };
     await insertWhatsappSession(db, row);
+    // Its proxy (checked by the caller) is kept before the first connection, which goes through it.
+    if (request.proxy) await setSenderProxy(db, { accountId: owner.accountId, env: owner.env, platform: 'whatsapp', senderKey: row.id }, 'whatsapp_session', request.proxy);
     // A new id: nobody else can hold it yet.
     await claimSession(db, row.id, holderId, Date.now(), tuning.leaseMs);
     const link = newLink(row.id, creds);
@@ -87,14 +90,23 @@ export function createLinking(ctx: LiveContext, connections: Connections) {
       // Nobody holds it: unlink the device from here, after the stored credentials are gone.
       detachedLogout = { creds: await openAuthValue<AuthCreds>(secretBox, row.auth_state).catch(() => ({}) as AuthCreds) };
     }
+    // The short-lived socket goes through the session's proxy, read before its record goes (docs/proxies.md).
+    let proxyUrl: string | null | undefined = null;
+    if (detachedLogout && typeof detachedLogout.creds.me?.id === 'string' && ctx.proxies) {
+      proxyUrl = await ctx.proxies.next(id).then(
+        (proxy) => proxy.url,
+        () => undefined,
+      );
+      if (proxyUrl === undefined) log(id).warn('the session\'s proxy did not answer: the deleted device is not logged out from here (never directly)');
+    }
     // Held by another live process: it sees the row gone at its next lease renewal and logs out then.
     const removed = await deleteSessionAndAuth(db, id);
-    if (detachedLogout && typeof detachedLogout.creds.me?.id === 'string') void logoutDetached(id, detachedLogout.creds);
+    if (detachedLogout && typeof detachedLogout.creds.me?.id === 'string' && proxyUrl !== undefined) void logoutDetached(id, detachedLogout.creds, proxyUrl);
     return removed;
   }
 
   /** Unlinks a device whose session nobody holds: connect with its creds, log out, forget. */
-  async function logoutDetached(id: string, creds: AuthCreds): Promise<void> {
+  async function logoutDetached(id: string, creds: AuthCreds, proxyUrl: string | null): Promise<void> {
     const memory = new Map<string, unknown>();
     const keys = {
       async get(type: string, ids: string[]) {
@@ -114,7 +126,7 @@ export function createLinking(ctx: LiveContext, connections: Connections) {
     let socket: WhatsappSocket | undefined;
     try {
       // Connected only to log out: it answers no resend request.
-      socket = await socketFactory({ sessionId: id, auth: { creds, keys }, logger: log(id), qrTimeoutMs: tuning.qrValidityMs, getMessage: async () => undefined });
+      socket = await socketFactory({ sessionId: id, auth: { creds, keys }, logger: log(id), qrTimeoutMs: tuning.qrValidityMs, getMessage: async () => undefined, proxyUrl });
       const opened = new Promise<boolean>((resolve) => {
         socket!.ev.on('connection.update', (update) => {
           if (update.connection === 'open') resolve(true);
