@@ -27,6 +27,8 @@ describe('loadConfig: the documented defaults', () => {
       telegramApiId: undefined,
       telegramApiHash: undefined,
       linkedinApiRoot: 'https://www.linkedin.com',
+      whatsappWebSocketUrl: 'wss://web.whatsapp.com/ws/chat',
+      telegramDcAddress: { host: '149.154.167.91', port: 80 },
       audioAllowPrivateUrls: false,
       ffmpegPath: undefined,
       logLevel: 'info',
@@ -208,6 +210,8 @@ const BAD_VALUES: Array<{ env: Record<string, string>; variable: string }> = [
   { env: { TRUST_PROXY: '10.0.0.0/33' }, variable: 'TRUST_PROXY' },
   { env: { TRUST_PROXY: '99' }, variable: 'TRUST_PROXY' },
   { env: { OUTBOUND_PROXY: 'ftp://proxy.example:21' }, variable: 'OUTBOUND_PROXY' },
+  { env: { WHATSAPP_WEB_SOCKET_URL: 'https://web.whatsapp.com/ws/chat' }, variable: 'WHATSAPP_WEB_SOCKET_URL' },
+  { env: { TELEGRAM_DC_ADDRESS: '149.154.167.91' }, variable: 'TELEGRAM_DC_ADDRESS' },
   { env: { OUTBOUND_PROXY: 'proxy.example:3128' }, variable: 'OUTBOUND_PROXY' },
 ];
 

@@ -2,7 +2,8 @@ import { PRIVATE_URLS_HINT } from '../audio/url-check.js';
 import { parseProxyUrl, proxyUrlOf, shownProxy, type ProxyAddress } from '../core/proxy-url.js';
 import { kindProblem, privateAddressProblem, probeProxy, webSocketHostOf } from '../platforms/proxy/check.js';
 import type { Services } from '../services.js';
-import type { KeptProxy } from '../store/sender-proxy.js';
+import { setSenderProxy, type KeptProxy } from '../store/sender-proxy.js';
+import type { SenderRecordsTable } from '../store/schema.js';
 import { ApiError, invalidParameter } from './errors.js';
 
 /**
@@ -55,4 +56,17 @@ export function checkedProxySyntax(value: unknown, sender: { kind: string; field
   const problem = kindProblem(proxy, sender.kind);
   if (problem) throw invalidParameter(sender.field, problem);
   return proxy;
+}
+
+/**
+ * Keeps (or with null clears) a sender's proxy, whichever way it was set (PATCH /senders/{id}, the
+ * dashboard): a WhatsApp socket or Telegram account connection held by this process connects again
+ * through the new one now; other processes see the change at their next lease renewal.
+ */
+export async function applySenderProxy(services: Services, record: Pick<SenderRecordsTable, 'account_id' | 'env' | 'platform' | 'sender_key' | 'kind'>, kept: KeptProxy | null): Promise<void> {
+  const ref = { accountId: record.account_id, env: record.env, platform: record.platform, senderKey: record.sender_key };
+  await setSenderProxy(services.db.kysely, ref, record.kind, kept);
+  if (record.env !== 'live') return;
+  if (record.kind === 'whatsapp_session') await services.whatsappLive.proxyChanged(record.sender_key);
+  if (record.kind === 'telegram_account') await services.telegramAccounts.proxyChanged(record.sender_key);
 }

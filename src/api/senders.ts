@@ -4,9 +4,9 @@ import { Type } from '@sinclair/typebox';
 import type { Services } from '../services.js';
 import { NEW_CHAT_CAP_STATUSES } from '../store/new-chat-cap.js';
 import { findSender, listSenders, SENDER_STATUSES, type SenderPage } from '../store/senders.js';
-import { findSenderRecord, setSenderProxy } from '../store/sender-proxy.js';
+import { findSenderRecord } from '../store/sender-proxy.js';
 import { invalidParameter, notFound } from './errors.js';
-import { proxyToKeep } from './proxy-setting.js';
+import { applySenderProxy, proxyToKeep } from './proxy-setting.js';
 import { rejectUnknownFields } from './unknown-fields.js';
 import { withErrors } from './schemas.js';
 
@@ -143,12 +143,8 @@ export function registerSenderRoutes(app: FastifyInstance, services: Services): 
       const owner = { accountId: caller.accountId, env: caller.env };
       const record = await findSenderRecord(services.db.kysely, owner, request.params.sender_id);
       if (!record) throw notFound(`sender ${request.params.sender_id}`);
-      const ref = { accountId: record.account_id, env: record.env, platform: record.platform, senderKey: record.sender_key };
       const kept = request.body.proxy === null ? null : await proxyToKeep(services, request.body.proxy, { platform: record.platform, kind: record.kind, env: record.env, field: 'proxy' });
-      await setSenderProxy(services.db.kysely, ref, record.kind, kept);
-      // A live socket or MTProto connection held here connects again through the new proxy (other processes see it at their next lease renewal).
-      if (record.env === 'live' && record.kind === 'whatsapp_session') await services.whatsappLive.proxyChanged(record.sender_key);
-      if (record.env === 'live' && record.kind === 'telegram_account') await services.telegramAccounts.proxyChanged(record.sender_key);
+      await applySenderProxy(services, record, kept);
       return (await findSender(services.db.kysely, owner, record.id, services.rhythmDefaults))!;
     },
   );

@@ -74,9 +74,10 @@ export function registerTelegramSessionCommands(program: Command): void {
   common(group.command('create').description('start linking: writes the QR code to scan (Settings → Devices → Link Desktop Device)'))
     .option('--qr-file <path>', 'where to write the QR code PNG (default: <session id>.png)')
     .option('--wait', 'wait for the scan, keeping the QR file current, and print the session once it is linked (or asks for its password, or expires)')
-    .action(async (options: Common & { qrFile?: string; wait?: boolean }) => {
+    .option('--proxy <url>', "the account's own SOCKS5 proxy (socks5:// or socks5h://, with user:password@); checked first, and its linking already goes through it")
+    .action(async (options: Common & { qrFile?: string; wait?: boolean; proxy?: string }) => {
       const client = clientOf(options, 'create');
-      const body = await call<TelegramSessionView>(client, 'POST', '/telegram/sessions');
+      const body = await call<TelegramSessionView>(client, 'POST', '/telegram/sessions', options.proxy !== undefined ? { proxy: options.proxy } : undefined);
       if (options.json && !options.wait) return json(body);
       const file = await saveQr(body, options.qrFile);
       if (!options.json) {

@@ -1,4 +1,5 @@
 import type { Kysely } from 'kysely';
+import { forgetSessionProxy } from './sender-proxy.js';
 import { telegramSessionView } from '../core/telegram-session-views.js';
 import { claimAffinity, dropAffinity, lockHeldAffinity } from './affinity.js';
 import { checkSessionRoom, withinLimit } from './limits.js';
@@ -91,6 +92,7 @@ export async function deleteTelegramSession(db: Kysely<Database>, owner: Owner, 
   if (deleted) {
     await dropAffinity(db, id);
     await deleteAccountState(db, id);
+    await forgetSessionProxy(db, 'telegram', id);
   }
   return deleted;
 }

@@ -1,4 +1,5 @@
 import type { Kysely } from 'kysely';
+import { forgetSessionProxy } from './sender-proxy.js';
 import { claimAffinity, dropAffinity, lockHeldAffinity, releaseAffinity, renewAffinities } from './affinity.js';
 import { followWhatsappSession, type SenderStatus } from './senders.js';
 import { recordSessionStatusChange } from './webhook-outbox.js';
@@ -171,6 +172,7 @@ export async function deleteSessionAndAuth(db: Kysely<Database>, sessionId: stri
     await trx.deleteFrom('whatsapp_keys').where('session_id', '=', sessionId).execute();
     await forgetSentMessages(trx, sessionId);
     const result = await trx.deleteFrom('whatsapp_sessions').where('id', '=', sessionId).executeTakeFirst();
+    await forgetSessionProxy(trx, 'whatsapp', sessionId);
     return Number(result.numDeletedRows) > 0;
   });
 }

@@ -1,4 +1,5 @@
 import type { Kysely } from 'kysely';
+import { forgetSessionProxy } from './sender-proxy.js';
 import type { Database, WhatsappSessionsTable } from './schema.js';
 import { checkSessionRoom, withinLimit } from './limits.js';
 import { followWhatsappSession } from './senders.js';
@@ -77,5 +78,7 @@ export async function deleteWhatsappSession(db: Kysely<Database>, owner: Owner, 
     .where('account_id', '=', owner.accountId)
     .where('env', '=', owner.env)
     .executeTakeFirst();
-  return Number(result.numDeletedRows) > 0;
+  const deleted = Number(result.numDeletedRows) > 0;
+  if (deleted) await forgetSessionProxy(db, 'whatsapp', id);
+  return deleted;
 }

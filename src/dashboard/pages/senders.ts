@@ -3,8 +3,8 @@ import type { SenderView } from '../../store/sender-view.js';
 import { findSender, listSenders } from '../../store/senders.js';
 import type { DashboardContext } from '../context.js';
 import { ApiError } from '../../api/errors.js';
-import { proxyToKeep } from '../../api/proxy-setting.js';
-import { findSenderRecord, setSenderProxy } from '../../store/sender-proxy.js';
+import { applySenderProxy, proxyToKeep } from '../../api/proxy-setting.js';
+import { findSenderRecord } from '../../store/sender-proxy.js';
 import { ctxOf, field, type DashboardDeps } from '../deps.js';
 import { html, type Html } from '../html.js';
 import { platformLabel } from '../labels.js';
@@ -26,12 +26,11 @@ const senderJson = (s: SenderView) => ({ ...s, status_text: STATUS_TEXT[s.status
 const todayText = (s: SenderView): string => (s.daily_cap === null ? `${s.sent_today}` : `${s.sent_today} of ${s.daily_cap}`);
 const timeOrDash = (iso: string | null): Html => (iso === null ? html`—` : html`<time datetime="${iso}">${iso.slice(0, 19).replace('T', ' ')} UTC</time>`);
 
-/** The sender's proxy (scheme://host:port only) and a form to set or clear it (docs/proxies.md): bots and LinkedIn cookies only. */
+/** The sender's proxy (scheme://host:port only) and a form to set or clear it (docs/proxies.md), for every kind of sender. */
 function proxyCell(ctx: DashboardContext, s: SenderView): Html {
-  if (s.kind !== 'telegram_bot' && s.kind !== 'linkedin_cookie') return html`${s.proxy ?? '—'}`;
   return html`<form method="post" action="/dashboard/senders/${s.id}/proxy" class="inline">
 <input type="hidden" name="_csrf" value="${ctx.csrf}">
-<input type="text" name="proxy" value="" placeholder="${s.proxy ?? 'socks5://user:password@host:1080'}" aria-label="Proxy of ${s.label ?? s.id} (empty clears it)" autocomplete="off">
+<input type="text" name="proxy" value="" placeholder="${s.proxy ?? (s.kind === 'telegram_account' ? 'socks5://user:password@host:1080 (SOCKS5 only)' : 'socks5://user:password@host:1080')}" aria-label="Proxy of ${s.label ?? s.id} (empty clears it)" autocomplete="off">
 <button type="submit" aria-label="Set the proxy of ${s.label ?? s.id}">Set</button>
 </form>${s.proxy ? html` <span>now ${s.proxy}</span>` : ''}`;
 }
@@ -65,7 +64,7 @@ export function registerSenderPages(app: FastifyInstance, deps: DashboardDeps): 
       { sections: deps.sections, section: 'senders', title: 'Senders', path: '/dashboard/senders', notice },
       html`<p>Each sender this environment (${ctx.env}) has used, as the platforms last told of it. A resting or restricted sender's notes wait in the queue until "Until"; an expired one's fail.</p>
 ${senderRows(ctx, data)}
-<p>A Telegram bot or LinkedIn cookie can leave through a proxy of its own: give its URL (the password is kept sealed and never shown again), or leave the field empty to clear it.</p>`,
+<p>Every sender can leave through a proxy of its own (a Telegram account through a SOCKS5 one only): give its URL (the password is kept sealed and never shown again), or leave the field empty to clear it.</p>`,
     );
   };
 
@@ -79,7 +78,7 @@ ${senderRows(ctx, data)}
     const given = field(request.body, 'proxy').trim();
     try {
       const kept = given === '' ? null : await proxyToKeep(deps.services, given, { platform: record.platform, kind: record.kind, env: record.env, field: 'proxy' });
-      await setSenderProxy(db.kysely, { accountId: record.account_id, env: record.env, platform: record.platform, senderKey: record.sender_key }, record.kind, kept);
+      await applySenderProxy(deps.services, record, kept);
       return sendPage(reply, await render(ctx, { kind: 'ok', text: kept ? `The sender now goes through ${kept.shown}.` : 'The sender has no proxy of its own now.' }));
     } catch (error) {
       if (!(error instanceof ApiError)) throw error;

@@ -10,6 +10,8 @@ import type { Database } from '../../store/schema.js';
 import { Agent, request } from '../../core/http-client.js';
 import { ProxyDispatchers } from '../proxy/dispatchers.js';
 import { senderProxyUrl } from '../proxy/sender-proxy-url.js';
+import { proxyFailureOf } from '../proxy/tunnel.js';
+import { followLiveSenderProxy } from '../../store/sender-proxy.js';
 import { readUpdate, type TelegramUpdate } from './updates.js';
 
 /**
@@ -104,8 +106,9 @@ export function startTelegramListener(options: TelegramListenerOptions): Telegra
       const body = { timeout: pollSeconds, allowed_updates: ALLOWED_UPDATES, ...(bot.update_offset !== null ? { offset: Number(bot.update_offset) } : {}) };
       let status: number;
       let answer: { ok?: boolean; result?: TelegramUpdate[]; description?: string; parameters?: { retry_after?: unknown } };
+      let proxy: string | null = null;
       try {
-        const proxy = await senderProxyUrl({ db, secretBox: options.secretBox, outboundProxy: options.outboundProxy }, { platform: 'telegram', senderKey });
+        proxy = await senderProxyUrl({ db, secretBox: options.secretBox, outboundProxy: options.outboundProxy }, { platform: 'telegram', senderKey });
         const response = await request(`${options.apiRoot}/bot${token}/getUpdates`, {
           method: 'POST',
           headers: { 'content-type': 'application/json' },
@@ -115,11 +118,20 @@ export function startTelegramListener(options: TelegramListenerOptions): Telegra
         });
         status = response.statusCode;
         answer = (await response.body.json().catch(() => ({}))) as typeof answer;
-      } catch {
+      } catch (error) {
         if (stopping.signal.aborted) return;
+        // Its proxy did not carry the poll (never tried directly instead): the bot shows `disconnected`
+        // (`proxy_unreachable`) until a poll goes through it again (docs/proxies.md, "Fail closed").
+        const failure = proxyFailureOf(error);
+        if (failure) {
+          log.warn({ bot: senderKey, why: failure.message }, "the bot's proxy did not carry its long poll; nothing is read directly");
+          await followLiveSenderProxy(db, 'telegram', senderKey, false).catch(() => undefined);
+        }
         await backOff();
         continue;
       }
+      // Telegram answered through its proxy: a bot its proxy had cut off is `ok` again.
+      if (proxy !== null && failures > 0) await followLiveSenderProxy(db, 'telegram', senderKey, true).catch(() => undefined);
       if (status === 409 && /webhook/i.test(answer.description ?? '')) {
         const reason = 'the bot has a webhook set, so Telegram refuses getUpdates (409 Conflict); its webhook is left alone: use a bot dedicated to voicenote to have its replies heard';
         await refuseListening(db, senderKey, reason, Date.now());

@@ -278,7 +278,8 @@ export function createConnections(ctx: LiveContext, hooks: LeaseHooks) {
    * from its next connection).
    */
   async function followProxyChange(link: Link): Promise<void> {
-    if (!ctx.proxies || link.phase === 'closed' || link.phase === 'connecting' || !isPaired(link)) return;
+    // A connection being made (its proxy checked, its socket not made yet) reads the proxy itself.
+    if (!ctx.proxies || link.phase === 'closed' || (link.phase === 'connecting' && !link.socket) || !isPaired(link)) return;
     const current = await ctx.proxies.current(link.id);
     if (current === undefined || current === link.proxyUrl || (link.phase as Phase) === 'closed') return;
     log(link.id).info('the WhatsApp session\'s proxy changed; connecting again through the new one');
