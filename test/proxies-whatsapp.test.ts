@@ -3,7 +3,7 @@ import { after, before, describe } from 'node:test';
 import { it } from './fixtures/timed.js';
 import { closeAll } from './fixtures/close-all.js';
 import { captureLogs } from './fixtures/log-capture.js';
-import { assertErrorEnvelope, closeSharedAudio, STORAGE_LABEL, startTestApp, type TestAccount, type TestApp } from './fixtures/app-harness.js';
+import { assertErrorEnvelope, closeSharedAudio, defaultSendBody, STORAGE_LABEL, startTestApp, type TestAccount, type TestApp } from './fixtures/app-harness.js';
 import { startHttpConnectProxy, startSocks5Proxy, type TestProxy } from './fixtures/proxies.js';
 import { startFakeWhatsappWeb, type FakeWhatsappWeb } from './fakes/whatsapp-web-socket.js';
 import { startWebhookReceiver, type WebhookReceiver } from './fakes/webhook-receiver.js';
@@ -153,6 +153,15 @@ describe(`a proxy per WhatsApp session, with Baileys' own socket (${STORAGE_LABE
     assert.equal(cut.reason, 'proxy_unreachable');
     assert.equal(cut.proxy, `socks5://127.0.0.1:${socksProxy.port}`);
     await eventually(() => receiver.received.some((r) => r.body.includes('proxy_unreachable')), 'sender.updated saying so');
+    // A note meanwhile waits, then fails proxy_unreachable naming the proxy, never sent another way.
+    const note = await t.send(account.liveKey, defaultSendBody('whatsapp', t.voiceUrl, id));
+    seen.push(note.body);
+    assert.equal(note.statusCode, 202, note.body);
+    await t.app.services.db.kysely.updateTable('messages').set({ created_at: Date.now() - 2 * 60 * 60_000, next_attempt_at: Date.now() }).where('id', '=', note.json().id).execute();
+    const failed = await t.waitForStatus(account.liveKey, note.json().id, ['failed', 'delivered'], 30_000);
+    seen.push(JSON.stringify(failed));
+    assert.equal(failed.error.code, 'proxy_unreachable', JSON.stringify(failed));
+    assert.match(failed.error.message, new RegExp(`socks5://127\\.0\\.0\\.1:${socksProxy.port}`));
     assert.equal(web.connections.length, before.connections, 'no connection reached WhatsApp directly');
 
     socksProxy.restore();

@@ -74,6 +74,8 @@ export function createWhatsappAdapter(deps: { db: Kysely<Database>; live: LiveWh
           notAttempted: true,
         });
       }
+      // Its proxy does not carry its connection: the note waits, and fails proxy_unreachable if it never does (docs/proxies.md).
+      if (acquired.reason === 'proxy_unreachable') throw new DeliveryError('proxy_unreachable', acquired.message, true);
       // Reconnecting: back off as for any transient failure.
       throw new DeliveryError('session_not_connected', 'the WhatsApp session is not connected right now; will retry', true);
     }

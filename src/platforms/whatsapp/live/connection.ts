@@ -43,6 +43,7 @@ export function createConnections(ctx: LiveContext, hooks: LeaseHooks) {
       newChatCap: undefined,
       proxyUrl: null,
       proxyFailures: 0,
+      proxyFailure: undefined,
     };
     links.set(id, link);
     hooks.ensureRenewing();
@@ -70,6 +71,7 @@ export function createConnections(ctx: LiveContext, hooks: LeaseHooks) {
     }
     link.proxyUrl = proxyUrl;
     link.proxyFailures = 0;
+    link.proxyFailure = undefined;
     let socket: WhatsappSocket;
     try {
       socket = await socketFactory({
@@ -262,6 +264,7 @@ export function createConnections(ctx: LiveContext, hooks: LeaseHooks) {
     }
     link.phase = 'waiting';
     link.proxyFailures += 1;
+    link.proxyFailure = why;
     const delay = Math.min(tuning.reconnectFirstDelayMs * 2 ** Math.min(link.proxyFailures - 1, 20), tuning.reconnectMaxDelayMs);
     log(link.id).info({ attempt: link.proxyFailures, delay_ms: delay }, 'WhatsApp session waits for its proxy');
     clearTimeout(link.reconnectTimer);

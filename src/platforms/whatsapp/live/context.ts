@@ -73,7 +73,11 @@ export interface HeldSession {
  * Why a session's socket is not available here: `held_elsewhere` (another live process has it: that
  * process's worker should deliver), `not_open` (reconnecting here), `no_credentials`, `not_held`.
  */
-export type Acquired = { held: HeldSession } | { held?: undefined; reason: 'held_elsewhere' | 'not_held' | 'not_open' | 'no_credentials' };
+export type Acquired =
+  | { held: HeldSession }
+  | { held?: undefined; reason: 'held_elsewhere' | 'not_held' | 'not_open' | 'no_credentials' }
+  /** Its proxy does not carry its connection (docs/proxies.md): `message` names the proxy by scheme, host and port. */
+  | { held?: undefined; reason: 'proxy_unreachable'; message: string };
 
 export interface LiveWhatsapp {
   readonly holderId: string;
@@ -115,6 +119,8 @@ export interface Link {
   proxyUrl: string | null;
   /** Connections its proxy did not carry in a row (they wait longer each time, and never end the session). */
   proxyFailures: number;
+  /** Why its proxy did not carry the last one (scheme, host and port only), until one goes through. */
+  proxyFailure: string | undefined;
 }
 
 export type LiveCreated = { row: WhatsappSessionRow; qr: string; pairingCode?: undefined } | { row: WhatsappSessionRow; pairingCode: string; qr?: undefined };

@@ -44,7 +44,9 @@ export function createSending(ctx: LiveContext, connections: Connections, restor
         return { reason: heldElsewhere ? 'held_elsewhere' : 'not_held' };
       }
     }
-    if (!(await waitOpen(link, tuning.connectWaitMs))) return { reason: 'not_open' };
+    // Waiting for its proxy: the note waits too (retried as any transient fault), saying why.
+    if (link.phase === 'waiting' && link.proxyFailure) return { reason: 'proxy_unreachable', message: link.proxyFailure };
+    if (!(await waitOpen(link, tuning.connectWaitMs))) return link.proxyFailure ? { reason: 'proxy_unreachable', message: link.proxyFailure } : { reason: 'not_open' };
     return { held: heldSession(link) };
   }
 
