@@ -313,6 +313,7 @@ export function startWorker(services: Services, tuning: WorkerTuning = {}): Runn
     apiRoot: config.telegramApiRoot,
     onHeard: services.onHeard,
     ...(config.outboundProxy !== undefined ? { outboundProxy: config.outboundProxy } : {}),
+    allowPrivateProxies: config.audioAllowPrivateUrls,
     ...(listenTuning.listenScanMs !== undefined ? { scanMs: listenTuning.listenScanMs } : {}),
     ...(listenTuning.listenPollSeconds !== undefined ? { pollSeconds: listenTuning.listenPollSeconds } : {}),
   });
@@ -408,6 +409,7 @@ export function createWorker(services: Services, audio: AudioSource, tuning: Wor
     accountSharePercent: config.workerAccountShare,
     senderKind: (platform, senderKey) => services.platforms.get(platform)?.senderKind?.(senderKey) ?? platform,
     ...(services.config.outboundProxy !== undefined ? { outboundProxy: services.config.outboundProxy } : {}),
+    allowPrivateProxies: services.config.audioAllowPrivateUrls,
     gate: createRhythmGate({ db: db.kysely, platforms: services.platforms, logger: services.logger, ...(services.rhythmDefaults ? { defaults: services.rhythmDefaults } : {}) }),
     ...(services.now ? { windowClock: services.now } : {}),
     ...workerTuning,

@@ -7,7 +7,8 @@ import type { RecipientCheck } from '../platforms/platform.js';
 import type { Services } from '../services.js';
 import { RECIPIENT_CHECK_DAILY_BUDGET, takeRecipientCheck } from '../store/recipient-check-budget.js';
 import { findRecipientCheck, saveRecipientCheck, type RecipientCheckRow } from '../store/recipient-checks.js';
-import { senderProxyUrl } from '../platforms/proxy/sender-proxy-url.js';
+import { senderProxyUrl, UnreadableProxy } from '../platforms/proxy/sender-proxy-url.js';
+import { ProxyFailure } from '../platforms/proxy/tunnel.js';
 import { isFresh, keptAnswer } from './kept-recipient-checks.js';
 import { findSenderByRef } from '../store/senders.js';
 import { findSuppression } from '../store/suppressions.js';
@@ -99,10 +100,13 @@ export function registerRecipientCheckRoute(app: FastifyInstance, services: Serv
       if (!platform.recipientExists) return answer({ exists: null, reason: `${platform.name} is not asked ahead: the send itself resolves the recipient` });
       // Asked through the sender's proxy, as its sends are (docs/proxies.md).
       const proxy = await senderProxyUrl(
-        { db: services.db.kysely, secretBox: services.secretBox, outboundProxy: services.config.outboundProxy },
+        { db: services.db.kysely, secretBox: services.secretBox, outboundProxy: services.config.outboundProxy, allowPrivate: services.config.audioAllowPrivateUrls },
         senderKey ? { ...owner, platform: platform.name, senderKey } : { platform: platform.name, senderKey: '' },
-      ).catch(() => undefined);
-      if (proxy === undefined) return answer({ exists: null, reason: "the sender's proxy cannot be read (was SECRET_KEY changed since it was set?); set it again with PATCH /senders/{id}" });
+      ).catch((error: unknown) =>
+        // Its own words only when they are ours (they name the proxy by scheme, host and port); nothing else of a failure is told.
+        error instanceof UnreadableProxy || error instanceof ProxyFailure ? error : new Error("the sender's proxy cannot be used right now"),
+      );
+      if (proxy instanceof Error) return answer({ exists: null, reason: proxy.message });
       if (!senderKey) return answer(await platform.recipientExists({ session, recipient: body.recipient, owner, proxy }, services));
       // Every live check asks the platform as the sender, and bulk lookups get senders banned: a fresh
       // kept answer is given again, and the others count under the sender's daily budget.

@@ -5,6 +5,7 @@ import { extendLease } from '../store/messages.js';
 import { cancelClaimedSuppressed, findSuppression } from '../store/suppressions.js';
 import type { MessageRow } from '../store/messages.js';
 import { senderProxyUrl, UnreadableProxy } from '../platforms/proxy/sender-proxy-url.js';
+import { proxyFailureOf } from '../platforms/proxy/tunnel.js';
 import { DeliveryError, SenderRestricted, type FailureCode, type PlatformSession } from '../platforms/platform.js';
 import { AUDIO_CODES, outcomeOf, type Outcome } from './outcome.js';
 import { Deferral, type ClaimedRhythms } from './rhythm-gate.js';
@@ -199,9 +200,15 @@ async function proxyOf(deps: AttemptDeps, message: MessageRow): Promise<string |
   const ref = senderOf(message);
   if (message.env !== 'live' || !ref) return message.env === 'live' ? (deps.options.outboundProxy ?? null) : null;
   try {
-    return await senderProxyUrl({ db: deps.options.db.kysely, secretBox: deps.options.secretBox, outboundProxy: deps.options.outboundProxy }, ref);
+    return await senderProxyUrl(
+      { db: deps.options.db.kysely, secretBox: deps.options.secretBox, outboundProxy: deps.options.outboundProxy, allowPrivate: deps.options.allowPrivateProxies ?? false },
+      ref,
+    );
   } catch (error) {
     if (error instanceof UnreadableProxy) throw new DeliveryError('proxy_unreachable', error.message, false);
+    // Its address now falls under the private-address rule: the note waits as for a proxy that does not answer.
+    const failure = proxyFailureOf(error);
+    if (failure) throw new DeliveryError('proxy_unreachable', failure.message, true);
     throw error;
   }
 }
@@ -253,7 +260,11 @@ async function attempt(deps: AttemptDeps, job: Job): Promise<void> {
     // The recipient may have been listed (an opt-out, the API) since the note was claimed: never sent then.
     if (await findSuppression(db.kysely, { accountId: message.account_id, env: message.env }, message.platform, message.recipient)) throw new RecipientSuppressed();
     signal.throwIfAborted();
-    const proxy = await proxyOf(deps, message);
+    const proxy = await proxyOf(deps, message).catch((error: unknown) => {
+      // A proxy refused by the private-address rule is its sender's, as one that does not answer: the sender says so.
+      if (error instanceof DeliveryError && error.code === 'proxy_unreachable' && error.transient) job.reachedPlatform = true;
+      throw error;
+    });
     job.reachedPlatform = true;
     const adapter = adapterFor(message.env === 'live' ? 'live' : 'test', message.platform);
     const deliveryJob = {

@@ -85,6 +85,8 @@ export interface WorkerOptions {
   gate?: DeliveryGate;
   /** OUTBOUND_PROXY: the proxy of live senders without one of their own (docs/proxies.md). */
   outboundProxy?: string;
+  /** ALLOW_PRIVATE_URLS: a sender's proxy at a private address is used; otherwise it is checked again before each attempt. */
+  allowPrivateProxies?: boolean;
   /** The kind of a sender (`whatsapp_session`, `telegram_bot`, …) by its platform and key, for its record (docs/senders.md, "Senders"). */
   senderKind?(platform: string, senderKey: string): string;
   /** Told of each message this worker settled as delivered, once its outcome is written (the sandbox's answering recipients). */

@@ -43,6 +43,8 @@ export function linkedinListenProxies(deps: {
   db: Kysely<Database>;
   secretBox: SecretBox;
   outboundProxy: string | undefined;
+  /** ALLOW_PRIVATE_URLS: otherwise a cookie's own proxy is held to the private-address rule again at each connection. */
+  allowPrivate: boolean;
   apiRoot: string;
   timeoutMs: number;
   log: Logger;

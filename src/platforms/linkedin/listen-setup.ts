@@ -82,5 +82,6 @@ export function startLinkedinListening(
     ...(tuning.streamIdleMs !== undefined ? { streamIdleMs: tuning.streamIdleMs } : {}),
     ...(tuning.proxyRetryMs !== undefined ? { proxyRetryMs: tuning.proxyRetryMs } : {}),
     ...(services.config.outboundProxy !== undefined ? { outboundProxy: services.config.outboundProxy } : {}),
+    allowPrivateProxies: services.config.audioAllowPrivateUrls,
   });
 }

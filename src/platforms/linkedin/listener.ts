@@ -92,6 +92,8 @@ export interface LinkedinListenerOptions {
   streamIdleMs?: number;
   /** OUTBOUND_PROXY: the proxy of li_ats without one of their own (docs/proxies.md). */
   outboundProxy?: string;
+  /** ALLOW_PRIVATE_URLS: a cookie's proxy at a private address is used; otherwise it is checked again before each connection. */
+  allowPrivateProxies?: boolean;
   /** A look whose proxy did not carry it is tried again after this long (default 5 min). */
   proxyRetryMs?: number;
 }
@@ -123,7 +125,7 @@ export function startLinkedinListener(options: LinkedinListenerOptions): Linkedi
   const log = logger.child({ component: 'linkedin-listener' });
   const proxyRetryMs = options.proxyRetryMs ?? 5 * 60_000;
   // Every look and stream of an li_at through its proxy, never directly instead (docs/proxies.md).
-  const proxies = linkedinListenProxies({ db, secretBox: options.secretBox, outboundProxy: options.outboundProxy, apiRoot, timeoutMs, log });
+  const proxies = linkedinListenProxies({ db, secretBox: options.secretBox, outboundProxy: options.outboundProxy, allowPrivate: options.allowPrivateProxies ?? false, apiRoot, timeoutMs, log });
   const streams = keepLinkedinStreams({
     db,
     log,

@@ -4,8 +4,8 @@ import { parseProxyUrl, shownProxy, type ProxyAddress, type ProxyScheme } from '
 import type { SecretBox } from '../../core/secret-box.js';
 import type { Database } from '../../store/schema.js';
 import { followLiveSenderProxy } from '../../store/sender-proxy.js';
-import { privateAddressProblem, probeProxy, type Lookup } from './check.js';
-import { senderProxyUrl } from './sender-proxy-url.js';
+import { probeProxy, type Lookup } from './check.js';
+import { holdToAddressRule, senderProxyUrl } from './sender-proxy-url.js';
 import { ProxyFailure } from './tunnel.js';
 
 /**
@@ -93,8 +93,11 @@ export function connectionProxies(deps: {
       }
       // The operator's own default is of their choice; a sender's is held to the rule at every connection.
       if (own) {
-        const problem = await privateAddressProblem(proxy, { allowPrivate: deps.allowPrivate, ...(deps.lookup ? { lookup: deps.lookup } : {}) });
-        if (problem) return fail(senderKey, new ProxyFailure('unreachable', `the proxy ${shownProxy(proxy)} is refused: ${problem}`));
+        try {
+          await holdToAddressRule(url, { allowPrivate: deps.allowPrivate, ...(deps.lookup ? { lookup: deps.lookup } : {}) });
+        } catch (error) {
+          return fail(senderKey, error instanceof ProxyFailure ? error : new ProxyFailure('unreachable', "the sender's proxy is refused"));
+        }
       }
       const failure = await probeProxy(proxy, deps.target, deps.timeoutMs);
       if (failure) return fail(senderKey, failure);

@@ -44,6 +44,8 @@ export interface TelegramListenerOptions {
   leaseMs?: number;
   /** OUTBOUND_PROXY: the proxy of bots without one of their own (docs/proxies.md). */
   outboundProxy?: string;
+  /** ALLOW_PRIVATE_URLS: a bot's proxy at a private address is used; otherwise it is checked again before each poll. */
+  allowPrivateProxies?: boolean;
 }
 
 export interface TelegramListener {
@@ -108,7 +110,10 @@ export function startTelegramListener(options: TelegramListenerOptions): Telegra
       let answer: { ok?: boolean; result?: TelegramUpdate[]; description?: string; parameters?: { retry_after?: unknown } };
       let proxy: string | null = null;
       try {
-        proxy = await senderProxyUrl({ db, secretBox: options.secretBox, outboundProxy: options.outboundProxy }, { platform: 'telegram', senderKey });
+        proxy = await senderProxyUrl(
+          { db, secretBox: options.secretBox, outboundProxy: options.outboundProxy, allowPrivate: options.allowPrivateProxies ?? false },
+          { platform: 'telegram', senderKey },
+        );
         const response = await request(`${options.apiRoot}/bot${token}/getUpdates`, {
           method: 'POST',
           headers: { 'content-type': 'application/json' },
