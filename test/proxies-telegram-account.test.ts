@@ -8,7 +8,7 @@ import { assertErrorEnvelope, closeSharedAudio, STORAGE_LABEL, startTestApp, wit
 import { startHttpConnectProxy, startSocks5Proxy, type TestProxy } from './fixtures/proxies.js';
 import { FakeTelegram } from './fakes/telegram-mtproto.js';
 import { startWebhookReceiver, type WebhookReceiver } from './fakes/webhook-receiver.js';
-import { decodeQr, eventually, JANE, sendersOf } from './fixtures/telegram-account.js';
+import { decodeQr, eventually, JANE, sendersOf, sendFrom } from './fixtures/telegram-account.js';
 import { gramjsProxyOf, type TelegramClientFactory, type TelegramClientOptions } from '../src/platforms/telegram/account/client.js';
 import { createGramjsClientFactory } from '../src/platforms/telegram/account/gramjs-client.js';
 
@@ -154,6 +154,15 @@ describe(`a proxy per Telegram account (${STORAGE_LABEL})`, () => {
         assert.equal(cut.reason, 'proxy_unreachable');
         await eventually(() => receiver.received.some((r) => r.body.includes('proxy_unreachable')), 'sender.updated saying so');
         assert.equal(made.filter((m) => m.instance === 'two').length, 0, 'no connection was made without the proxy');
+        // A note meanwhile waits, then fails proxy_unreachable naming the proxy.
+        const note = await sendFrom(two, key, sessionId, '@bob_builder');
+        assert.equal(note.statusCode, 202, note.body);
+        await two.app.services.db.kysely.updateTable('messages').set({ created_at: Date.now() - 2 * 60 * 60_000, next_attempt_at: Date.now() }).where('id', '=', note.json().id).execute();
+        const failed = await two.waitForStatus(key, note.json().id, ['failed', 'delivered'], 30_000);
+        seen.push(JSON.stringify(failed));
+        assert.equal(failed.error.code, 'proxy_unreachable', JSON.stringify(failed));
+        assert.match(failed.error.message, new RegExp(`socks5h://127\\.0\\.0\\.1:${socksB.port}`));
+        assert.equal(made.filter((m) => m.instance === 'two').length, 0, 'still none');
 
         socksB.restore();
         await eventually(() => made.find((m) => m.instance === 'two'), 'taken over through the proxy');

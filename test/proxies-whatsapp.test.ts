@@ -1,4 +1,9 @@
 import assert from 'node:assert/strict';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import { after, before, describe } from 'node:test';
 import { it } from './fixtures/timed.js';
 import { closeAll } from './fixtures/close-all.js';
@@ -10,7 +15,9 @@ import { startWebhookReceiver, type WebhookReceiver } from './fakes/webhook-rece
 import { eventually } from './fakes/whatsapp-socket.js';
 import { newWhatsappSessionId } from '../src/core/ids.js';
 import { newAuthCreds, sealAuthValue } from '../src/platforms/whatsapp/auth-state.js';
-import { createBaileysSocketFactory } from '../src/platforms/whatsapp/socket.js';
+import { createBaileysSocketFactory, proxyAgentsFor } from '../src/platforms/whatsapp/socket.js';
+import { parseProxyUrl } from '../src/core/proxy-url.js';
+import { proxiedNodeAgent } from '../src/platforms/proxy/node-agent.js';
 import { insertWhatsappSession } from '../src/store/whatsapp-sessions.js';
 import { setSenderProxy } from '../src/store/sender-proxy.js';
 
@@ -188,6 +195,38 @@ describe(`a proxy per WhatsApp session, with Baileys' own socket (${STORAGE_LABE
 
     const removed = await call({ method: 'DELETE', url: `${API}/whatsapp/sessions/${id}`, key: account.liveKey });
     assert.equal(removed.statusCode, 200, removed.body);
+  });
+
+  it("a voice note's media upload goes through the session's proxy: Baileys' own upload with its fetchAgent", async () => {
+    // What the socket is given: Node agents (rc14 uploads with https.request and `agent: fetchAgent`, lib/Utils/messages-media.js).
+    const agents = proxyAgentsFor(socksProxy.url, 'wss://web.whatsapp.com/ws/chat');
+    assert.equal((agents.fetchAgent as unknown as { protocol: string }).protocol, 'https:');
+    assert.equal((agents.agent as unknown as { protocol: string }).protocol, 'https:');
+    assert.deepEqual(proxyAgentsFor(null, web.url), {});
+    // Baileys' upload function itself, to a plain-HTTP media host on loopback through an agent for http.
+    const uploads: number[] = [];
+    const media = http.createServer((request, response) => {
+      uploads.push(request.socket.remotePort!);
+      request.resume().on('end', () => response.end(JSON.stringify({ url: 'https://mmg.example/x', direct_path: '/v/x' })));
+    });
+    await new Promise<void>((resolve) => media.listen(0, '127.0.0.1', resolve));
+    const dir = await mkdtemp(path.join(tmpdir(), 'wa-upload-'));
+    try {
+      const file = path.join(dir, 'note.enc');
+      await writeFile(file, Buffer.alloc(4096, 7));
+      const { uploadWithNodeHttp } = await import('@whiskeysockets/baileys');
+      const parsed = parseProxyUrl(httpProxy.url);
+      assert.ok(!('problem' in parsed));
+      const { port } = media.address() as AddressInfo;
+      const result = await uploadWithNodeHttp({ url: `http://127.0.0.1:${port}/mms/audio/abc`, filePath: file, headers: {}, timeoutMs: 5_000, agent: proxiedNodeAgent(parsed, 'http:') as never });
+      assert.equal(result?.direct_path, '/v/x');
+      assert.equal(uploads.length, 1);
+      assert.ok(httpProxy.upstreamPorts().has(uploads[0]!), 'the upload came through the proxy');
+      assert.ok(httpProxy.tunnels.some((tunnel) => tunnel.destination === `127.0.0.1:${port}`));
+    } finally {
+      media.close();
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 
   it('a Telegram account refuses an HTTP proxy, naming the schemes it takes', async () => {

@@ -84,6 +84,9 @@ export function createAccountAdapter(deps: { db: Kysely<Database>; accounts: Liv
     frozenUntil.delete(id);
     const link = await accounts.acquire(id);
     if (link) return link;
+    // Its proxy does not carry its connection: the note waits, and fails proxy_unreachable if it never does (docs/proxies.md).
+    const proxyFailure = accounts.proxyFailure(id);
+    if (proxyFailure) throw new DeliveryError('proxy_unreachable', proxyFailure, true);
     if (heldElsewhere(await findAffinity(db, id), accounts.holderId, Date.now())) {
       throw new DeliveryError('session_not_connected', 'the Telegram session is held by another process; will retry', true, 250 + Math.round(Math.random() * 500), { notAttempted: true });
     }

@@ -24,6 +24,8 @@ export interface LiveTelegramAccounts {
   create(owner: Owner, request?: { proxy?: KeptProxy }): Promise<{ row: TelegramSessionRow; qr: string }>;
   /** The account's proxy was changed: if this process holds its connection, it lets it go, and it is taken over again through the new one. */
   proxyChanged(id: string): Promise<void>;
+  /** Why the account's proxy did not carry its last connection here (scheme, host and port only), until one goes through. */
+  proxyFailure(id: string): string | undefined;
   password(owner: Owner, id: string, password: string): Promise<TelegramSessionRow | undefined>;
   /** Logs the authorization out at Telegram (auth.logOut) when it can, then erases the session and its keys. */
   remove(owner: Owner, id: string): Promise<boolean>;
@@ -71,6 +73,8 @@ export function createLiveTelegramAccounts(options: LiveTelegramOptions): LiveTe
   let scanTimer: NodeJS.Timeout | undefined;
   let scanning: Promise<void> | undefined;
   const restoring = new Map<string, Promise<AccountLink | undefined>>();
+  // Why an account's proxy did not carry its last connection here (ProxyFailure's words: the proxy's scheme, host and port).
+  const proxyFailures = new Map<string, string>();
 
   function ensureRenewing(): void {
     if (renewTimer || ctx.state.stopped) return;
@@ -210,8 +214,10 @@ export function createLiveTelegramAccounts(options: LiveTelegramOptions): LiveTe
         let proxy: Awaited<ReturnType<typeof proxyOptionFor>>;
         try {
           proxy = await proxyOptionFor(ctx, id);
-        } catch {
+          proxyFailures.delete(id);
+        } catch (error) {
           // Its proxy does not answer (the sender says so): nothing connects directly; the scan tries again.
+          proxyFailures.set(id, error instanceof Error ? error.message : "the account's proxy did not carry the connection");
           await releaseAffinity(db, id, holderId);
           return undefined;
         }
@@ -259,6 +265,7 @@ export function createLiveTelegramAccounts(options: LiveTelegramOptions): LiveTe
     holderId,
     create: (owner, request) => linking.create(owner, request),
     proxyChanged,
+    proxyFailure: (id) => proxyFailures.get(id),
     password: (owner, id, password) => linking.password(owner, id, password),
     async remove(owner, id) {
       const row = await findTelegramSession(db, owner, id);
