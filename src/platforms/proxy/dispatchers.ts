@@ -1,8 +1,9 @@
 import type { Dispatcher } from 'undici';
 import { Agent } from '../../core/http-client.js';
-import { parseProxyUrl, type ProxyAddress } from '../../core/proxy-url.js';
+import { parseProxyUrl } from '../../core/proxy-url.js';
 import { DeliveryError } from '../platform.js';
-import { openTunnelTo, proxyFailureOf } from './tunnel.js';
+import { proxyFailureOf } from './tunnel.js';
+import { proxiedAgent } from './undici-agent.js';
 
 /**
  * One undici Agent per proxy for an adapter's HTTP calls (docs/proxies.md): every connection it opens is
@@ -14,22 +15,6 @@ type AgentOptions = ConstructorParameters<typeof Agent>[0];
 
 // Enough for every sender a process serves at once; the oldest is closed past it (made again when needed).
 const MAX_AGENTS = 512;
-const DEFAULT_CONNECT_TIMEOUT_MS = 10_000;
-
-/** An Agent whose connections all go through `proxy`. */
-export function proxiedAgent(proxy: ProxyAddress, options: AgentOptions & { connectTimeoutMs?: number } = {}): Agent {
-  const { connectTimeoutMs = DEFAULT_CONNECT_TIMEOUT_MS, ...rest } = options;
-  return new Agent({
-    ...rest,
-    connect: (opts, callback) => {
-      const port = Number(opts.port) || (opts.protocol === 'https:' ? 443 : 80);
-      openTunnelTo(proxy, { protocol: opts.protocol, hostname: opts.hostname, port, servername: opts.servername ?? null }, { timeoutMs: connectTimeoutMs, alpn: ['http/1.1'] }).then(
-        (socket) => callback(null, socket as never),
-        (error: Error) => callback(error, null),
-      );
-    },
-  });
-}
 
 /** An adapter's dispatchers: its own direct one for senders without a proxy, one per proxy for the others. */
 export class ProxyDispatchers {

@@ -2,6 +2,7 @@ import type { Agent as HttpsAgent } from 'node:https';
 import type { Logger } from 'pino';
 import { parseProxyUrl } from '../../core/proxy-url.js';
 import { proxiedNodeAgent } from '../proxy/node-agent.js';
+import { proxiedAgent } from '../proxy/undici-agent.js';
 
 /**
  * The seam between the service and the WhatsApp Web protocol: the few parts of a Baileys socket the
@@ -214,13 +215,17 @@ const VERSION_TTL_MS = 6 * 60 * 60_000;
  * WhatsApp Web refuses clients that announce a version it retired, and the one built into a Baileys
  * release ages: ask WhatsApp for the current one (briefly, cached), else use Baileys' own.
  */
-function currentWebVersion(b: Baileys): Promise<WaVersion | undefined> {
+function currentWebVersion(b: Baileys, proxyUrl: string | null): Promise<WaVersion | undefined> {
   const at = Date.now();
   if (!webVersion || at - webVersion.at > VERSION_TTL_MS) {
+    // Asked through the connecting session's proxy when it has one, as everything it does (docs/proxies.md).
+    const proxy = proxyUrl === null ? null : parseProxyUrl(proxyUrl);
+    const dispatcher = proxy && !('problem' in proxy) ? proxiedAgent(proxy, { connectTimeoutMs: 5_000 }) : undefined;
     const value = b
-      .fetchLatestWaWebVersion({ signal: AbortSignal.timeout(5_000) })
+      .fetchLatestWaWebVersion({ signal: AbortSignal.timeout(5_000), ...(dispatcher ? { dispatcher } : {}) } as Parameters<Baileys['fetchLatestWaWebVersion']>[0])
       .then((found) => (found.isLatest ? (found.version as WaVersion) : undefined))
-      .catch(() => undefined);
+      .catch(() => undefined)
+      .finally(() => void dispatcher?.close().catch(() => undefined));
     webVersion = { at, value };
   }
   return webVersion.value;
@@ -259,7 +264,7 @@ export function createBaileysSocketFactory(options: { webSocketUrl?: string } = 
     const agents = proxyAgentsFor(proxyUrl, webSocketUrl);
     const b = await loadBaileys();
     const { makeWASocket, makeCacheableSignalKeyStore, Browsers } = b;
-    const version = webSocketUrl === WHATSAPP_WEB_SOCKET_URL ? await currentWebVersion(b) : undefined;
+    const version = webSocketUrl === WHATSAPP_WEB_SOCKET_URL ? await currentWebVersion(b, proxyUrl) : undefined;
     type Config = Parameters<typeof makeWASocket>[0];
     // Baileys talks a lot at info level; its warnings and errors are worth keeping.
     const socketLogger = logger.child({ component: 'baileys' }, { level: logger.levelVal > 40 ? logger.level : 'warn' });
