@@ -99,11 +99,18 @@ export async function followLiveSenderProxy(db: Kysely<Database>, platform: stri
 
 /**
  * A WhatsApp session or Telegram account was deleted with its credentials: its proxy's go too (the
- * sender's record stays, as the history of what it sent). A record that never sent (a linking that
- * failed or was never finished) goes whole: it would list a sender that never was.
+ * sender's record stays, as the history of what it sent). A record made only to keep the proxy (it never
+ * sent: a linking that failed or was never used) goes whole: it would list a sender that never was.
  */
 export async function forgetSessionProxy(db: Kysely<Database>, platform: string, sessionId: string, now = Date.now()): Promise<void> {
-  await db.deleteFrom('sender_records').where('platform', '=', platform).where('sender_key', '=', sessionId).where('last_sent_at', 'is', null).execute();
+  await db
+    .deleteFrom('sender_records')
+    .where('platform', '=', platform)
+    .where('sender_key', '=', sessionId)
+    .where('last_sent_at', 'is', null)
+    .where('failure_code', 'is', null)
+    .where('proxy_sealed', 'is not', null)
+    .execute();
   await db
     .updateTable('sender_records')
     .set({ proxy_sealed: null, proxy_shown: null, updated_at: now })
