@@ -20,7 +20,7 @@ import { createLogger } from '../src/logger.js';
 
 after(closeSharedAudio);
 
-describe(`proxies: the private-address rule at every connection (${STORAGE_LABEL})`, () => {
+describe(`proxies: the private-address rule at every connection, and sandbox sessions (${STORAGE_LABEL})`, () => {
   let proxy: TestProxy;
   let t: TestApp;
 
@@ -86,5 +86,28 @@ describe(`proxies: the private-address rule at every connection (${STORAGE_LABEL
     const row = await db.selectFrom('sender_records').select(['status', 'reason']).where('sender_key', '=', ref.senderKey).executeTakeFirstOrThrow();
     assert.deepEqual([row.status, row.reason], ['disconnected', 'proxy_unreachable']);
     assert.equal(proxy.tunnels.length, 0);
+  });
+
+  it('a sandbox WhatsApp session and Telegram account keep a proxy after its syntax check only; HTTP is refused for a Telegram account there too', async () => {
+    const account = await t.createAccount();
+    const secret = 'sandbox-Pr0xy-Pa55';
+    const wa = await t.request({ method: 'POST', url: '/api/v1/whatsapp/sessions', key: account.testKey, body: { proxy: `http://u:${secret}@proxy.example:3128` } });
+    assert.equal(wa.statusCode, 201, wa.body);
+    const tg = await t.request({ method: 'POST', url: '/api/v1/telegram/sessions', key: account.testKey, body: { proxy: `socks5h://u:${secret}@proxy.example` } });
+    assert.equal(tg.statusCode, 201, tg.body);
+    const httpForAccount = await t.request({ method: 'POST', url: '/api/v1/telegram/sessions', key: account.testKey, body: { proxy: 'https://proxy.example:443' } });
+    assert.equal(httpForAccount.statusCode, 422, httpForAccount.body);
+    assert.equal(httpForAccount.json().error.details.field, 'proxy');
+    const listed = await t.request({ method: 'GET', url: '/api/v1/senders', key: account.testKey });
+    assert.ok(!listed.body.includes(secret));
+    const shown = listed.json().data.map((s: { kind: string; proxy: string }) => `${s.kind} ${s.proxy}`).sort();
+    assert.deepEqual(shown, ['telegram_account socks5h://proxy.example:1080', 'whatsapp_session http://proxy.example:3128']);
+    // PATCH clears and sets them as for any sender.
+    const telegramSender = listed.json().data.find((s: { kind: string }) => s.kind === 'telegram_account');
+    const cleared = await t.request({ method: 'PATCH', url: `/api/v1/senders/${telegramSender.id}`, key: account.testKey, body: { proxy: null } });
+    assert.equal(cleared.json().proxy, null);
+    const refused = await t.request({ method: 'PATCH', url: `/api/v1/senders/${telegramSender.id}`, key: account.testKey, body: { proxy: 'http://proxy.example:3128' } });
+    assert.equal(refused.statusCode, 422, refused.body);
+    assert.match(refused.json().error.message, /socks5:\/\/ or socks5h:\/\//);
   });
 });
