@@ -18,8 +18,7 @@ import type { PlatformAdapter, PlatformContext, PlatformDefinition } from './pla
 import { createPlatformRegistry } from './platforms/registry.js';
 import { createWhatsappSessions } from './platforms/whatsapp/sessions.js';
 import { createLiveWhatsapp, type LiveTuning } from './platforms/whatsapp/live.js';
-import { connectionProxies } from './platforms/proxy/connection-proxy.js';
-import { schemesFor, webSocketHostOf } from './platforms/proxy/check.js';
+import { platformConnectionProxies } from './platforms/proxy/connection-proxy.js';
 import { createBaileysSocketFactory, type WhatsappSocketFactory } from './platforms/whatsapp/socket.js';
 import { startRetention } from './housekeeping/retention.js';
 import { startSenderEndWatch } from './delivery/sender-ends.js';
@@ -34,7 +33,7 @@ import { createRecorder } from './inbound/recorder.js';
 import { recordEventually } from './inbound/record-eventually.js';
 import type { MessageRow } from './store/messages.js';
 import { SandboxReplier } from './inbound/sandbox-replies.js';
-import { startTelegramListener } from './platforms/telegram/listener.js';
+import { startTelegramListening } from './platforms/telegram/listener.js';
 import { listenTuningOf, startLinkedinListening } from './platforms/linkedin/listen-setup.js';
 import { WebhookSender, type WebhookSenderOptions } from './webhooks/sender.js';
 import { sweepDueSandboxSessions, sweepDueSandboxTelegramSessions } from './webhooks/session-sweep.js';
@@ -157,18 +156,7 @@ export async function openServices(config: Config, options: Omit<AppOptions, 'wo
   // Sockets push a message once: one that could not be recorded is tried again here until it is.
   const onPushed = recordEventually(onHeard, logger);
   // The proxies of long-lived connections (a WhatsApp socket, a Telegram account's MTProto): decided and checked before each one.
-  const senderConnectionProxies = (platform: 'whatsapp' | 'telegram') =>
-    connectionProxies({
-      db: db.kysely,
-      secretBox,
-      outboundProxy: config.outboundProxy,
-      allowPrivate: config.audioAllowPrivateUrls,
-      platform,
-      target: platform === 'whatsapp' ? webSocketHostOf(config.whatsappWebSocketUrl) : config.telegramDcAddress,
-      schemes: schemesFor(platform === 'whatsapp' ? 'whatsapp_session' : 'telegram_account'),
-      timeoutMs: options.proxyCheckTimeoutMs ?? 10_000,
-      log: logger,
-    });
+  const proxyDeps = { db: db.kysely, secretBox, log: logger, timeoutMs: options.proxyCheckTimeoutMs ?? 10_000 };
   const whatsappLive = createLiveWhatsapp({
     onHeard: onPushed,
     ...options.whatsappLive,
@@ -176,7 +164,7 @@ export async function openServices(config: Config, options: Omit<AppOptions, 'wo
     secretBox,
     logger,
     socketFactory: options.whatsappSocketFactory ?? createBaileysSocketFactory({ webSocketUrl: config.whatsappWebSocketUrl }),
-    proxies: senderConnectionProxies('whatsapp'),
+    proxies: platformConnectionProxies('whatsapp', config, proxyDeps),
     ...(options.now ? { now: options.now } : {}),
   });
   const whatsappSessions = createWhatsappSessions({
@@ -192,7 +180,7 @@ export async function openServices(config: Config, options: Omit<AppOptions, 'wo
     secretBox,
     logger,
     clientFactory: options.telegramClientFactory ?? createGramjsClientFactory({ dc: config.telegramDcAddress }),
-    proxies: senderConnectionProxies('telegram'),
+    proxies: platformConnectionProxies('telegram', config, proxyDeps),
     holderId: whatsappLive.holderId,
     ...(config.telegramApiId !== undefined && config.telegramApiHash !== undefined ? { apiId: config.telegramApiId, apiHash: config.telegramApiHash } : {}),
     ...(options.now ? { now: options.now } : {}),
@@ -305,18 +293,7 @@ export function startWorker(services: Services, tuning: WorkerTuning = {}): Runn
   const replierRecords = recordEventually(services.onHeard, logger);
   const replier = new SandboxReplier(replierRecords, tuning.sandboxClock ? { now: tuning.sandboxClock } : {});
   // Telegram bots that asked to be listened to: one poller per bot across all processes (a lease).
-  const listenTuning = (tuning.platformTuning?.telegram ?? {}) as { listenScanMs?: number; listenPollSeconds?: number };
-  const telegramListener = startTelegramListener({
-    db: services.db.kysely,
-    secretBox: services.secretBox,
-    logger,
-    apiRoot: config.telegramApiRoot,
-    onHeard: services.onHeard,
-    ...(config.outboundProxy !== undefined ? { outboundProxy: config.outboundProxy } : {}),
-    allowPrivateProxies: config.audioAllowPrivateUrls,
-    ...(listenTuning.listenScanMs !== undefined ? { scanMs: listenTuning.listenScanMs } : {}),
-    ...(listenTuning.listenPollSeconds !== undefined ? { pollSeconds: listenTuning.listenPollSeconds } : {}),
-  });
+  const telegramListener = startTelegramListening(services, (tuning.platformTuning?.telegram ?? {}) as { listenScanMs?: number; listenPollSeconds?: number });
   // LinkedIn senders that asked to be listened to: their conversations read at growing intervals.
   const linkedinListener = startLinkedinListening(services, listenTuningOf(tuning.platformTuning));
   const { sandboxClock: _sandboxClock, ...workerTuning } = tuning;

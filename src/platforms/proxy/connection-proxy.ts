@@ -4,7 +4,7 @@ import { parseProxyUrl, shownProxy, type ProxyAddress, type ProxyScheme } from '
 import type { SecretBox } from '../../core/secret-box.js';
 import type { Database } from '../../store/schema.js';
 import { followLiveSenderProxy } from '../../store/sender-proxy.js';
-import { probeProxy, type Lookup } from './check.js';
+import { probeProxy, schemesFor, webSocketHostOf, type Lookup } from './check.js';
 import { holdToAddressRule, senderProxyUrl } from './sender-proxy-url.js';
 import { ProxyFailure } from './tunnel.js';
 
@@ -105,4 +105,20 @@ export function connectionProxies(deps: {
       return { url, proxy };
     },
   };
+}
+
+/** The proxies of one platform's long-lived connections, from the service's settings. */
+export function platformConnectionProxies(
+  platform: 'whatsapp' | 'telegram',
+  settings: { outboundProxy: string | undefined; audioAllowPrivateUrls: boolean; whatsappWebSocketUrl: string; telegramDcAddress: { host: string; port: number } },
+  deps: { db: Kysely<Database>; secretBox: SecretBox; log: Logger; timeoutMs: number },
+): ConnectionProxies {
+  return connectionProxies({
+    ...deps,
+    outboundProxy: settings.outboundProxy,
+    allowPrivate: settings.audioAllowPrivateUrls,
+    platform,
+    target: platform === 'whatsapp' ? webSocketHostOf(settings.whatsappWebSocketUrl) : settings.telegramDcAddress,
+    schemes: schemesFor(platform === 'whatsapp' ? 'whatsapp_session' : 'telegram_account'),
+  });
 }

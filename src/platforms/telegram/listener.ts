@@ -13,6 +13,7 @@ import { senderProxyUrl } from '../proxy/sender-proxy-url.js';
 import { proxyFailureOf } from '../proxy/tunnel.js';
 import { followLiveSenderProxy } from '../../store/sender-proxy.js';
 import { readUpdate, type TelegramUpdate } from './updates.js';
+import type { PlatformServices } from '../platform.js';
 
 /**
  * Listens to the Telegram bots that asked for it (`listen: true`): a bot's updates come only through
@@ -205,4 +206,23 @@ export function startTelegramListener(options: TelegramListenerOptions): Telegra
       await Promise.allSettled([...pollers.values()]);
     },
   };
+}
+
+/** The listener of a process, from its services and the tests' tuning (`platformTuning.telegram`). */
+export function startTelegramListening(
+  services: PlatformServices & { secretBox: SecretBox; onHeard: OnHeard },
+  tuning: { listenScanMs?: number; listenPollSeconds?: number },
+): TelegramListener {
+  const { config } = services;
+  return startTelegramListener({
+    db: services.db.kysely,
+    secretBox: services.secretBox,
+    logger: services.logger,
+    apiRoot: config.telegramApiRoot,
+    onHeard: services.onHeard,
+    ...(config.outboundProxy !== undefined ? { outboundProxy: config.outboundProxy } : {}),
+    allowPrivateProxies: config.audioAllowPrivateUrls,
+    ...(tuning.listenScanMs !== undefined ? { scanMs: tuning.listenScanMs } : {}),
+    ...(tuning.listenPollSeconds !== undefined ? { pollSeconds: tuning.listenPollSeconds } : {}),
+  });
 }
