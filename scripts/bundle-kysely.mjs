@@ -27,7 +27,8 @@ await build({
 
 // `from 'kysely'` as tsc writes it (type-only imports are gone by then).
 const SPECIFIER = /(\bfrom\s*|\bimport\s*\(\s*)(['"])kysely\2/g;
-let rewritten = 0;
+// tsc builds incrementally (dist/.tsbuildinfo): files it did not emit again already point at the bundle.
+let pointing = 0;
 for (const file of await compiledFiles(dist)) {
   if (file === bundle) continue;
   const text = await readFile(file, 'utf8');
@@ -35,12 +36,10 @@ for (const file of await compiledFiles(dist)) {
   let target = relative(dirname(file), bundle).split(sep).join('/');
   if (!target.startsWith('.')) target = `./${target}`;
   const next = text.replace(SPECIFIER, (_, lead, quote) => `${lead}${quote}${target}${quote}`);
-  if (next !== text) {
-    await writeFile(file, next);
-    rewritten++;
-  }
+  if (next !== text) await writeFile(file, next);
+  if (next.includes(`${target}'`) || next.includes(`${target}"`)) pointing++;
 }
-if (rewritten === 0) throw new Error('bundle-kysely: no compiled file imports kysely; is dist/ built?');
+if (pointing === 0) throw new Error('bundle-kysely: no compiled file imports kysely; is dist/ built?');
 
 async function compiledFiles(dir) {
   const files = [];
