@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // Runs the test files several processes at a time and ends with each file's wall time, slowest first.
 //
-//   node scripts/run-tests.mjs [--jobs N] [--batch-ms MS] [--record] [FILE…]   (default: every test/*.test.ts)
+//   node scripts/run-tests.mjs [--jobs N] [--batch-ms MS] [--record] [--check-imports] [FILE…]   (default: every test/*.test.ts)
 //
 // Files are run in batches, one Node process a batch (scripts/test-batch.mjs): the files of a batch
 // one after another, each as a suite of its own, so a file's hooks and failures stay its own. A file's
@@ -11,9 +11,10 @@
 // checkout's last run (test-artifacts/) or else by test/file-times.json, which `--record` rewrites from a
 // whole run so that a fresh clone starts in a good order too.
 //
-// Jobs: TEST_JOBS or --jobs, default 4 on two cores (most files wait on sockets, timers and child
-// processes more than they compute). Each file's output is printed whole when it fails (every file's
-// with TEST_VERBOSE=1), so lines of files that ran together never mix.
+// Jobs: TEST_JOBS or --jobs, default three times the cores, 6 on two (most files wait on sockets,
+// timers and child processes more than they compute: 4 left a third of two cores idle). --check-imports
+// runs `npm run check:imports` beside the files (what `npm test` does). Each file's output is printed
+// whole when it fails (every file's with TEST_VERBOSE=1), so lines of files that ran together never mix.
 //
 // The TypeScript is compiled to JavaScript once per run (scripts/compile-tests.mjs) and runs under
 // plain Node: loading the app through tsx's loader cost each process about a second of CPU more.
@@ -36,19 +37,21 @@ const FILE_TIMEOUT_MS = Number(process.env.TEST_FILE_TIMEOUT_MS ?? '') || 600_00
 
 function parseArgs(argv) {
   const files = [];
-  let jobs = Number(process.env.TEST_JOBS ?? '') || Math.max(2, availableParallelism() * 2);
+  let jobs = Number(process.env.TEST_JOBS ?? '') || Math.max(2, availableParallelism() * 3);
   let record = false;
+  let checkImports = false;
   let batchTargetMs = Number(process.env.TEST_BATCH_MS ?? '') || DEFAULT_BATCH_MS;
   for (let i = 0; i < argv.length; i += 1) {
     const arg = argv[i];
     if (arg === '--record') record = true;
+    else if (arg === '--check-imports') checkImports = true;
     else if (arg === '--jobs') jobs = Number(argv[++i]);
     else if (arg.startsWith('--jobs=')) jobs = Number(arg.slice('--jobs='.length));
     else if (arg === '--batch-ms') batchTargetMs = Number(argv[++i]);
     else files.push(arg);
   }
   if (!Number.isInteger(jobs) || jobs < 1) throw new Error('--jobs takes a whole number of at least 1');
-  return { jobs, files, record, batchTargetMs };
+  return { jobs, files, record, batchTargetMs, checkImports };
 }
 
 async function allTestFiles() {
@@ -227,17 +230,30 @@ function batchesOf(files, times, targetMs) {
   return batches.sort((a, b) => b.ms - a.ms);
 }
 
+function runImportCheck() {
+  return new Promise((resolve) => {
+    const child = spawn('npm', ['run', '--silent', 'check:imports'], { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] });
+    const chunks = [];
+    child.stdout.on('data', (c) => chunks.push(c));
+    child.stderr.on('data', (c) => chunks.push(c));
+    child.on('close', (code) => resolve({ code: code ?? 1, output: Buffer.concat(chunks).toString('utf8') }));
+  });
+}
+
 function seconds(ms) {
   return `${(ms / 1000).toFixed(1)} s`;
 }
 
 async function main() {
-  const { jobs, files: asked, record, batchTargetMs } = parseArgs(process.argv.slice(2));
+  const { jobs, files: asked, record, batchTargetMs, checkImports } = parseArgs(process.argv.slice(2));
   const files = asked.length ? asked.map((f) => relative(root, resolve(process.cwd(), f))) : await allTestFiles();
   const times = { ...(await readTimes(recordedTimesFile)), ...(await readTimes(timesFile)) };
   const batches = batchesOf(files, times, batchTargetMs);
   const started = Date.now();
   compiledDir = await compileForTests(root);
+  // The import rules (`npm run check:imports`) checked beside the tests: a few seconds of CPU while
+  // the first files wait on their servers.
+  const importCheck = checkImports ? runImportCheck() : undefined;
   const results = [];
   let next = 0;
   let batchCpuMs = 0;
@@ -260,6 +276,8 @@ async function main() {
     await removeCompiled(compiledDir);
   }
   const wall = Date.now() - started;
+  const imports = await importCheck;
+  if (imports) process.stdout.write(`\nimport rules (npm run check:imports): ${imports.code === 0 ? imports.output.trim().split('\n').at(-1) : `FAILED\n${imports.output}`}\n`);
 
   const failed = results.filter((r) => r.code !== 0 || r.fail > 0);
   const total = (key) => results.reduce((sum, r) => sum + r[key], 0);
@@ -280,7 +298,7 @@ async function main() {
   const measured = Object.fromEntries(results.filter((r) => /^test\/[^/]+\.test\.ts$/.test(r.file)).map((r) => [r.file, r.ms]));
   await writeTimes(timesFile, { ...(await readTimes(timesFile)), ...measured });
   if (record) await writeTimes(recordedTimesFile, measured);
-  process.exitCode = failed.length ? 1 : 0;
+  process.exitCode = failed.length || (imports && imports.code !== 0) ? 1 : 0;
 }
 
 await main();
