@@ -153,12 +153,12 @@ describe(`LinkedIn senders listened to (${STORAGE_LABEL})`, () => {
       fake.flagAutomated(resting.liAt);
       await eventually(() => fake.calls.some((c) => c.status === 999), 'a look refused as automated', 5_000);
       // The realtime stream's opening may meet the 999 at the same moment as the look (both in flight
-      // before either rests the li_at): at most those two; after them, nothing while it rests.
-      await sleep(300);
-      const refused = fake.calls.filter((c) => c.status === 999).length;
-      assert.ok(refused <= 2, `refused calls at the first 999: ${refused}`);
-      await sleep(2_500);
-      assert.equal(fake.calls.filter((c) => c.status === 999).length, refused, 'no look while the li_at rests');
+      // before either rests the li_at, and on a busy machine one answered well after the other): one
+      // refusal of each at most. A look while the li_at rests (the next was due 1.6 s after the note)
+      // would be a second refused look.
+      await sleep(2_800);
+      const refused = fake.calls.filter((c) => c.status === 999).map((c) => c.step);
+      assert.equal(new Set(refused).size, refused.length, `no look while the li_at rests (refused: ${refused.join(', ')})`);
       assert.equal((await listenerRows(t)).length, 1, 'still listened to');
 
       const expired = newLinkedinSession(fake);
