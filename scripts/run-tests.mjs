@@ -6,7 +6,7 @@
 // Files are run in batches, one Node process a batch (scripts/test-batch.mjs): the files of a batch
 // one after another, each as a suite of its own, so a file's hooks and failures stay its own. A file's
 // own process cost about 1.8 s of CPU before its first test, as much as a small file's tests; 127 files
-// made that a third of the suite's CPU. Batches hold about --batch-ms (TEST_BATCH_MS, default 45 s) of
+// made that a third of the suite's CPU. Batches hold about --batch-ms (TEST_BATCH_MS, default 90 s) of
 // their files' last times; a file that slow runs alone. The slowest batches start first, by this
 // checkout's last run (test-artifacts/) or else by test/file-times.json, which `--record` rewrites from a
 // whole run so that a fresh clone starts in a good order too.
@@ -31,7 +31,7 @@ const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const timesFile = join(root, 'test-artifacts', 'test-file-times.json');
 const recordedTimesFile = join(root, 'test', 'file-times.json');
 /** A batch's share of the run, by its files' last times: files faster than this share a process. */
-const DEFAULT_BATCH_MS = 45_000;
+const DEFAULT_BATCH_MS = 90_000;
 /** A whole batch's limit, so one that hangs fails the run instead of holding it (tests have their own). */
 const FILE_TIMEOUT_MS = Number(process.env.TEST_FILE_TIMEOUT_MS ?? '') || 600_000;
 
