@@ -189,16 +189,22 @@ function runBatch(batch) {
       const summaries = marked(SUMMARY_MARK);
       const usage = marked(USAGE_MARK);
       const parts = outputByFile(output, batch);
-      resolve(
-        batch.map((file) => {
-          const summary = summaries.find((s) => s.file === file);
-          // A file with no summary never ended: the batch died (or was stopped) before or during it.
-          if (!summary) return { file, ms: 0, ownCpuMs: 0, code: 1, signal, output: parts[file], tests: 0, pass: 0, fail: 0, skipped: 0, todo: 0, cancelled: 0 };
-          const failed = summary.fail > 0 || summary.fileFailed;
-          const used = usage.find((u) => u.file === file) ?? { ms: summary.ms, cpuMs: 0 };
-          return { ...summary, file, ms: used.ms, ownCpuMs: used.cpuMs, code: failed ? 1 : 0, signal, output: parts[file] + (summary.error ? `\n${summary.error}\n` : '') };
-        }).map((result, i) => (i === 0 ? { ...result, batchCpuMs: cpuMs, batchMs } : result)),
-      );
+      const results = batch.map((file) => {
+        const summary = summaries.find((s) => s.file === file);
+        // A file with no summary never ended: the batch died (or was stopped) before or during it.
+        if (!summary) return { file, ms: 0, ownCpuMs: 0, code: 1, signal, output: parts[file], tests: 0, pass: 0, fail: 0, skipped: 0, todo: 0, cancelled: 0 };
+        const failed = summary.fail > 0 || summary.fileFailed;
+        const used = usage.find((u) => u.file === file) ?? { ms: summary.ms, cpuMs: 0 };
+        return { ...summary, file, ms: used.ms, ownCpuMs: used.cpuMs, code: failed ? 1 : 0, signal, output: parts[file] + (summary.error ? `\n${summary.error}\n` : '') };
+      });
+      // Every file passed and yet the process failed (an error after the last test, a crash on the way
+      // out): the batch's last file carries the failure, with the process's output.
+      if ((code !== 0 || signal) && results.every((r) => r.code === 0)) {
+        const last = results.at(-1);
+        last.code = 1;
+        last.output += `\nthe batch's process ended with ${signal ? `signal ${signal}` : `code ${code}`} after its files passed\n`;
+      }
+      resolve(results.map((result, i) => (i === 0 ? { ...result, batchCpuMs: cpuMs, batchMs } : result)));
     });
   });
 }
