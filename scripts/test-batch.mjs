@@ -8,12 +8,13 @@
 //
 // Each file becomes a top-level suite named by its path, and the file is imported inside that suite,
 // so everything it declares — suites, tests, and its top-level `before`/`after` hooks — belongs to it:
-// a file's `after` runs when its own tests end, not at the end of the batch. Files are imported one
-// after another (the next once the previous is loaded) and run in the order given.
-import { after, before, describe } from 'node:test';
-import { USAGE_MARK } from './test-batch-reporter.mjs';
+// a file's `after` runs when its own tests end, not at the end of the batch. Each file's import starts
+// as its suite is declared (all of them at the start, in order); their tests run one file after
+// another, in the order given.
 import { join } from 'node:path';
+import { after, before, describe } from 'node:test';
 import { pathToFileURL } from 'node:url';
+import { USAGE_MARK } from './test-batch-reporter.mjs';
 
 const [compiledDir, ...files] = process.argv.slice(2);
 for (const file of files) {
