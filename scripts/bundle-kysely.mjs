@@ -6,36 +6,24 @@
 // same code in one file (BENCHMARKS.md, "Changes measured", 2026-11-27). The sources keep importing
 // 'kysely' (types, tests and `tsx` use the package as it is); only the compiled output changes.
 import { readdir, readFile, writeFile } from 'node:fs/promises';
-import { dirname, join, relative, sep } from 'node:path';
+import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { build } from 'esbuild';
+import { bundleKysely, bundleSpecifier, pointAtBundle } from './kysely-bundle.mjs';
 
 const root = dirname(dirname(fileURLToPath(import.meta.url)));
 const dist = join(root, 'dist');
 const bundle = join(dist, 'vendor', 'kysely.js');
 
-await build({
-  stdin: { contents: "export * from 'kysely';", resolveDir: root, loader: 'js' },
-  bundle: true,
-  format: 'esm',
-  platform: 'node',
-  target: 'node20',
-  outfile: bundle,
-  legalComments: 'eof',
-  logLevel: 'warning',
-});
+await bundleKysely(root, bundle, { target: 'node20', legalComments: 'eof' });
 
-// `from 'kysely'` as tsc writes it (type-only imports are gone by then).
-const SPECIFIER = /(\bfrom\s*|\bimport\s*\(\s*)(['"])kysely\2/g;
 // tsc builds incrementally (dist/.tsbuildinfo): files it did not emit again already point at the bundle.
 let pointing = 0;
 for (const file of await compiledFiles(dist)) {
   if (file === bundle) continue;
   const text = await readFile(file, 'utf8');
   if (!text.includes('kysely')) continue;
-  let target = relative(dirname(file), bundle).split(sep).join('/');
-  if (!target.startsWith('.')) target = `./${target}`;
-  const next = text.replace(SPECIFIER, (_, lead, quote) => `${lead}${quote}${target}${quote}`);
+  const target = bundleSpecifier(file, bundle);
+  const next = pointAtBundle(text, file, bundle);
   if (next !== text) await writeFile(file, next);
   if (next.includes(`${target}'`) || next.includes(`${target}"`)) pointing++;
 }

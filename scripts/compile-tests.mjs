@@ -9,10 +9,11 @@
 // createRequire) must resolve as they do from the source, so the compiled copy keeps its source's
 // `import.meta.url`, `import.meta.dirname` and `import.meta.filename` (replaced in the syntax tree,
 // never inside strings). Nothing else about where a module lives changes.
-import { build, transform } from 'esbuild';
+import { transform } from 'esbuild';
 import { mkdir, mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { dirname, join, relative } from 'node:path';
 import { pathToFileURL } from 'node:url';
+import { bundleKysely, pointAtBundle } from './kysely-bundle.mjs';
 
 /** The folders holding TypeScript that test files import (relative to the checkout's root). */
 const SOURCE_DIRS = ['src', 'test', join('clients', 'typescript', 'src')];
@@ -40,7 +41,10 @@ export async function compileForTests(root) {
   await removeAbandoned(base);
   const outDir = await mkdtemp(join(base, 'run-'));
   const files = (await Promise.all(SOURCE_DIRS.map((dir) => typescriptFiles(join(root, dir))))).flat();
-  const kysely = await bundleKysely(root, outDir);
+  // Kysely in one file, as the build makes it for dist/ (scripts/kysely-bundle.mjs): every compiled
+  // file, the app's and the tests', imports that one copy, so `sql` and the classes are shared.
+  const kysely = join(outDir, 'vendor', 'kysely.js');
+  await bundleKysely(root, kysely, { target: `node${process.versions.node}` });
   await Promise.all(
     files.map(async (file) => {
       const source = await readFile(file, 'utf8');
@@ -66,33 +70,6 @@ export async function compileForTests(root) {
     }),
   );
   return outDir;
-}
-
-/**
- * Kysely's 262 ES modules in one file, as `npm run build` makes for the service (scripts/bundle-kysely.mjs
- * says why): every test file's process loads Kysely, about 200 ms of CPU file by file against about 25 ms
- * from one. Every compiled file (the app's and the tests') imports this one copy, so classes and
- * helpers such as `sql` are the same objects on both sides.
- */
-async function bundleKysely(root, outDir) {
-  const bundle = join(outDir, 'vendor', 'kysely.js');
-  await build({
-    stdin: { contents: "export * from 'kysely';", resolveDir: root, loader: 'js' },
-    bundle: true,
-    format: 'esm',
-    platform: 'node',
-    target: `node${process.versions.node}`,
-    outfile: bundle,
-    logLevel: 'warning',
-  });
-  return bundle;
-}
-
-/** `from 'kysely'` and `import('kysely')`, pointed at the bundle by a path relative to the importing file. */
-function pointAtBundle(code, file, bundle) {
-  let target = relative(dirname(file), bundle).split('\\').join('/');
-  if (!target.startsWith('.')) target = `./${target}`;
-  return code.replace(/(\bfrom\s*|\bimport\s*\(\s*)(['"])kysely\2/g, (_match, lead, quote) => `${lead}${quote}${target}${quote}`);
 }
 
 /** Folders a run left behind when it was killed outright (a day old: no run lasts that long). */

@@ -150,7 +150,8 @@ function boolean(env: Env, name: string, fallback: boolean): boolean {
   throw new ConfigError(name, `expected true or false, got "${raw}"`);
 }
 
-function httpRoot(env: Env, name: string, fallback: string): string {
+/** A URL setting whose scheme is one of `schemes`; `kind` names them in the error ("an http or https URL"). */
+function urlSetting(env: Env, name: string, fallback: string, schemes: readonly string[], kind: string): string {
   const raw = text(env, name) ?? fallback;
   let url: URL;
   try {
@@ -158,20 +159,16 @@ function httpRoot(env: Env, name: string, fallback: string): string {
   } catch {
     throw new ConfigError(name, `not a URL: "${raw}"`);
   }
-  if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new ConfigError(name, 'must be an http or https URL');
-  return raw.replace(/\/+$/, '');
+  if (!schemes.some((scheme) => url.protocol === `${scheme}:`)) throw new ConfigError(name, `must be ${kind}`);
+  return raw;
+}
+
+function httpRoot(env: Env, name: string, fallback: string): string {
+  return urlSetting(env, name, fallback, ['http', 'https'], 'an http or https URL').replace(/\/+$/, '');
 }
 
 function webSocketUrl(env: Env, name: string, fallback: string): string {
-  const raw = text(env, name) ?? fallback;
-  let url: URL;
-  try {
-    url = new URL(raw);
-  } catch {
-    throw new ConfigError(name, `not a URL: "${raw}"`);
-  }
-  if (url.protocol !== 'ws:' && url.protocol !== 'wss:') throw new ConfigError(name, 'must be a ws or wss URL');
-  return raw;
+  return urlSetting(env, name, fallback, ['ws', 'wss'], 'a ws or wss URL');
 }
 
 // GramJS's own first data centre (telegram/client/telegramBaseClient.js, DEFAULT_IPV4_IP, port 80 without WSS).
