@@ -12,15 +12,17 @@ import { asNodeError, voicenoteList, voicenoteRequest } from '../../shared/trans
 import { ENTER_SESSION, voicenoteProperties } from './descriptions';
 
 /** The `session` object of POST /send and POST /recipients/check, from the chosen sender or the fields entered. */
-function sessionOf(ctx: IExecuteFunctions, i: number, platform: string): IDataObject {
+function sessionOf(ctx: IExecuteFunctions, i: number, platform: string, withProxy = false): IDataObject {
   const sender = ctx.getNodeParameter('sender', i) as string;
   if (sender !== ENTER_SESSION) return { session_id: sender };
   const text = (name: string) => String(ctx.getNodeParameter(name, i, '') ?? '').trim();
+  // Send's only: a recipient check goes through the proxy the sender already has.
+  const proxy = () => (withProxy ? text('proxy') : '');
   const entered: IDataObject =
     platform === 'linkedin'
-      ? { li_at: text('liAt'), csrf_token: text('csrfToken'), user_agent: text('userAgent'), cookies: text('cookies') }
+      ? { li_at: text('liAt'), csrf_token: text('csrfToken'), user_agent: text('userAgent'), cookies: text('cookies'), proxy: proxy() }
       : platform === 'telegram'
-        ? { bot_token: text('botToken'), session_id: text('sessionId') }
+        ? { bot_token: text('botToken'), session_id: text('sessionId'), proxy: proxy() }
         : { session_id: text('sessionId') };
   // Only what was entered: the service names the field that is missing or wrong.
   return Object.fromEntries(Object.entries(entered).filter(([, value]) => value !== ''));
@@ -33,7 +35,7 @@ function sendBody(ctx: IExecuteFunctions, i: number): IDataObject {
     platform,
     recipient: String(ctx.getNodeParameter('recipient', i)).trim(),
     audio_url: String(ctx.getNodeParameter('audioUrl', i)).trim(),
-    session: sessionOf(ctx, i, platform),
+    session: sessionOf(ctx, i, platform, true),
   };
   if (extra.duration !== undefined) body.duration = extra.duration;
   if (extra.caption !== undefined && extra.caption !== '') body.caption = extra.caption;
@@ -41,6 +43,8 @@ function sendBody(ctx: IExecuteFunctions, i: number): IDataObject {
   if (extra.recordingIndicator !== undefined) body.recording_indicator = extra.recordingIndicator;
   if (extra.listen !== undefined) body.listen = extra.listen;
   if (extra.cancelOnReply !== undefined) body.cancel_on_reply = extra.cancelOnReply;
+  if (extra.recipientTimeZone !== undefined && extra.recipientTimeZone !== '') body.recipient_time_zone = String(extra.recipientTimeZone).trim();
+  if (extra.dryRun === true) body.dry_run = true;
   return body;
 }
 
@@ -82,6 +86,22 @@ async function runItem(ctx: IExecuteFunctions, i: number, resource: string, oper
     const platform = ctx.getNodeParameter('platform', i) as string;
     const recipient = String(ctx.getNodeParameter('recipient', i)).trim();
     return call({ method: 'POST', path: '/recipients/check', body: { platform, recipient, session: sessionOf(ctx, i, platform) } });
+  }
+  if (resource === 'suppression') {
+    if (operation === 'add') {
+      const note = String(ctx.getNodeParameter('note', i, '') ?? '').trim();
+      const entry: IDataObject = { platform: ctx.getNodeParameter('platform', i) as string, recipient: String(ctx.getNodeParameter('recipient', i)).trim() };
+      if (note) entry.note = note;
+      // One recipient per item: the answer's one entry (the one already listed, when it was).
+      const added = await call({ method: 'POST', path: '/suppressions', body: { recipients: [entry] } });
+      return ((added.data ?? []) as IDataObject[])[0] ?? {};
+    }
+    if (operation === 'getAll') return paged('/suppressions', listQuery(ctx.getNodeParameter('filters', i, {}) as IDataObject));
+    if (operation === 'delete') {
+      const suppressionId = String(ctx.getNodeParameter('suppressionId', i)).trim();
+      await call({ method: 'DELETE', path: `/suppressions/${encodeURIComponent(suppressionId)}` });
+      return { id: suppressionId, deleted: true };
+    }
   }
   if (resource === 'usage' && operation === 'get') return call({ method: 'GET', path: '/usage' });
   throw new NodeOperationError(ctx.getNode(), `The operation "${operation}" of "${resource}" is not known`, { itemIndex: i });

@@ -1,4 +1,5 @@
 import type { INodeProperties, INodePropertyOptions } from 'n8n-workflow';
+import { suppressionProperties } from './suppression';
 
 /** Where the sender comes from when it is not one of the account's listed senders. */
 export const ENTER_SESSION = '__enter';
@@ -19,6 +20,7 @@ export const resourceProperty: INodeProperties = {
   options: [
     { name: 'Recipient', value: 'recipient' },
     { name: 'Sender', value: 'sender' },
+    { name: 'Suppression', value: 'suppression' },
     { name: 'Usage', value: 'usage' },
     { name: 'Voice Note', value: 'voiceNote' },
   ],
@@ -148,6 +150,17 @@ const addressing = (resource: string, operation: string): INodeProperties[] => [
 
 const sendFields: INodeProperties[] = [
   {
+    displayName: 'Proxy',
+    name: 'proxy',
+    type: 'string',
+    typeOptions: { password: true },
+    default: '',
+    placeholder: 'socks5://user:password@proxy.example.com:1080',
+    description:
+      "This sender's own proxy (http://, https://, socks5:// or socks5h://), checked, then kept for its later sends; empty keeps the one it has",
+    displayOptions: { show: { resource: ['voiceNote'], operation: ['send'], sender: [ENTER_SESSION], platform: ['telegram', 'linkedin'] } },
+  },
+  {
     displayName: 'Audio URL',
     name: 'audioUrl',
     type: 'string',
@@ -174,6 +187,14 @@ const sendFields: INodeProperties[] = [
       },
       { displayName: 'Caption', name: 'caption', type: 'string', default: '', description: 'Telegram only, at most 1,024 characters' },
       {
+        displayName: 'Dry Run',
+        name: 'dryRun',
+        type: 'boolean',
+        default: false,
+        description:
+          'Whether to only check the send (sender and its health, quota, rhythm, recipient where cheap, the audio fetched): the output is each check, and nothing is stored, sent or counted',
+      },
+      {
         displayName: 'Duration (Seconds)',
         name: 'duration',
         type: 'number',
@@ -187,7 +208,7 @@ const sendFields: INodeProperties[] = [
         type: 'string',
         default: '',
         description:
-          'Sends with the same key within 24 hours are done once. When not given: n8n-<execution ID>-<item index>, so a retried execution step does not send twice.',
+          'Sends with the same key within 24 hours are done once. When not given: n8n-&lt;execution ID&gt;-&lt;item index&gt;, so a retried execution step does not send twice.',
       },
       {
         displayName: 'Listen for Replies',
@@ -195,6 +216,14 @@ const sendFields: INodeProperties[] = [
         type: 'boolean',
         default: false,
         description: 'Whether to hear the replies to a Telegram bot or a LinkedIn session (WhatsApp sessions are always heard)',
+      },
+      {
+        displayName: 'Recipient Time Zone',
+        name: 'recipientTimeZone',
+        type: 'string',
+        default: '',
+        placeholder: 'America/New_York',
+        description: "The recipient's IANA time zone: the account's send window then applies in this zone as well as its own",
       },
       {
         displayName: 'Recording Indicator',
@@ -294,4 +323,5 @@ export const voicenoteProperties: INodeProperties[] = [
   senderId,
   ...paging('sender'),
   ...addressing('recipient', 'check'),
+  ...suppressionProperties,
 ];
