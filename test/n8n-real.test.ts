@@ -124,7 +124,64 @@ describe(`n8n-nodes-voicenote in a real n8n ${N8N_VERSION} (${STORAGE_LABEL})`, 
     assert.equal(delivered.status, 'delivered');
   });
 
-  test('(b, c) the trigger makes its endpoint, starts on voice_note.replied, refuses a forged delivery, and removes the endpoint when unpublished', async () => {
+  test('a dry run per item with "Continue On Fail": a bad item gives its error, the others their checks; suppressions added, listed and deleted', async () => {
+    const credentials = { voicenoteApi: { id: credentialId, name: 'voicenote sandbox' } };
+    const before = (await t.request({ method: 'GET', url: '/api/v1/messages?limit=100', key: account.testKey })).json().data.length as number;
+    const workflow = await n8n.api('POST', '/workflows', {
+      name: 'dry runs and suppressions',
+      nodes: [
+        { id: 'm', name: 'Manual', type: 'n8n-nodes-base.manualTrigger', typeVersion: 1, position: [0, 0], parameters: {} },
+        { id: 'r', name: 'Recipients', type: 'n8n-nodes-base.set', typeVersion: 3.4, position: [200, 0], parameters: { mode: 'raw', jsonOutput: '{"r": ["123456789", "not a chat"]}' } },
+        { id: 'o', name: 'One Each', type: 'n8n-nodes-base.splitOut', typeVersion: 1, position: [400, 0], parameters: { fieldToSplitOut: 'r' } },
+        {
+          id: 'd',
+          name: 'Dry Run',
+          type: `${PACKAGE}.voicenote`,
+          typeVersion: 1,
+          position: [600, 0],
+          onError: 'continueRegularOutput',
+          parameters: { resource: 'voiceNote', operation: 'send', platform: 'telegram', recipient: '={{ $json.r }}', sender: '__enter', botToken: TELEGRAM_TOKEN, audioUrl: t.voiceUrl, additionalFields: { dryRun: true } },
+          credentials,
+        },
+        { id: 'a', name: 'Suppress', type: `${PACKAGE}.voicenote`, typeVersion: 1, position: [200, 200], parameters: { resource: 'suppression', operation: 'add', platform: 'telegram', recipient: '@SomeOne', note: 'asked by phone' }, credentials },
+        { id: 'l', name: 'Suppressions', type: `${PACKAGE}.voicenote`, typeVersion: 1, position: [400, 200], parameters: { resource: 'suppression', operation: 'getAll', returnAll: true }, credentials },
+        { id: 'x', name: 'Unsuppress', type: `${PACKAGE}.voicenote`, typeVersion: 1, position: [600, 200], parameters: { resource: 'suppression', operation: 'delete', suppressionId: '={{ $json.id }}' }, credentials },
+      ],
+      connections: {
+        Manual: { main: [[{ node: 'Recipients', type: 'main', index: 0 }, { node: 'Suppress', type: 'main', index: 0 }]] },
+        Recipients: { main: [[{ node: 'One Each', type: 'main', index: 0 }]] },
+        'One Each': { main: [[{ node: 'Dry Run', type: 'main', index: 0 }]] },
+        Suppress: { main: [[{ node: 'Suppressions', type: 'main', index: 0 }]] },
+        Suppressions: { main: [[{ node: 'Unsuppress', type: 'main', index: 0 }]] },
+      },
+      settings: { executionOrder: 'v1' },
+    });
+    assert.equal(workflow.status, 200, JSON.stringify(workflow.body));
+    const workflowId = workflow.body.id as string;
+    const started = await n8n.rest('POST', `/workflows/${workflowId}/run`, { triggerToStartFrom: { name: 'Manual' } });
+    assert.equal(started.status, 200, JSON.stringify(started.body));
+    const execution = await waitFor('the manual execution to finish', async () => (await executionsOf(workflowId)).find((e) => e.status !== 'running' && e.status !== 'new'), 60_000);
+    assert.equal(execution.status, 'success', JSON.stringify(execution.data?.resultData?.error ?? execution));
+
+    const [checked, refused] = outputOf(execution, 'Dry Run');
+    assert.equal(checked.dry_run, true, JSON.stringify(checked));
+    assert.equal(checked.message.recipient, '123456789');
+    assert.ok(Array.isArray(checked.checks) && checked.checks.length > 0, JSON.stringify(checked));
+    assert.deepEqual(refused, { error: 'invalid_parameter: telegram recipient must be an integer chat id or @channelusername' });
+    const after = (await t.request({ method: 'GET', url: '/api/v1/messages?limit=100', key: account.testKey })).json().data.length as number;
+    assert.equal(after, before, 'a dry run stores nothing');
+
+    const [added] = outputOf(execution, 'Suppress');
+    assert.match(added.id, /^sup_/);
+    assert.equal(added.recipient, '@someone');
+    assert.equal(added.note, 'asked by phone');
+    assert.deepEqual(outputOf(execution, 'Suppressions').map((entry: { id: string }) => entry.id), [added.id]);
+    assert.deepEqual(outputOf(execution, 'Unsuppress'), [{ id: added.id, deleted: true }]);
+    const left = (await t.request({ method: 'GET', url: '/api/v1/suppressions', key: account.testKey })).json().data;
+    assert.deepEqual(left, [], 'the suppression was deleted');
+  });
+
+  test('(b, c) the trigger makes its endpoint, finds it again after a restart, starts on voice_note.replied, refuses a forged delivery, and removes the endpoint when unpublished', async () => {
     const workflow = await n8n.api('POST', '/workflows', {
       name: 'replies',
       nodes: [
@@ -157,12 +214,38 @@ describe(`n8n-nodes-voicenote in a real n8n ${N8N_VERSION} (${STORAGE_LABEL})`, 
     const hookUrl = `${n8n.url}/webhook/4b1bd5a2-6f0c-4a57-9d7e-2a4c0a6a7c11/webhook`;
     assert.equal(endpoint.url, hookUrl);
     assert.deepEqual(endpoint.events, ['voice_note.replied']);
+    const productionWebhookAnswers = () =>
+      waitFor('the production webhook to answer', async () => {
+        const res = await fetch(hookUrl, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
+        return res.status === 404 ? undefined : res;
+      }, 60_000);
+    await productionWebhookAnswers();
+
+    // n8n restarted twice (same user folder and port). With its default activation (2.x's publication
+    // service) a published workflow's webhooks stay registered across a restart without the trigger
+    // being called; with the classic activation at start (n8n 1.x's, and 2.x's with
+    // N8N_USE_WORKFLOW_PUBLICATION_SERVICE=false) n8n asks the trigger's checkExists again, which must
+    // find the endpoint from the static data instead of making a second one. The deliveries below
+    // verify with the secret kept from before both restarts.
+    const restart = async (env: Record<string, string> = {}) => {
+      const { userFolder } = n8n;
+      const port = Number(new URL(n8n.url).port);
+      const apiKey = n8n.apiKey();
+      await n8n.stop({ keep: true });
+      n8n = await startN8n(N8N_PACKAGE_DIR, { userFolder, port, apiKey, env });
+    };
+    await restart();
+    await productionWebhookAnswers();
+    assert.deepEqual((await endpointsOf(account.testKey)).map((e) => e.id), [endpoint.id], 'the same endpoint, and only it, after a restart');
+    await restart({ N8N_USE_WORKFLOW_PUBLICATION_SERVICE: 'false' });
+    // Its webhooks answer from its database before that activation has run checkExists (and, were it
+    // false, create): the endpoints are compared once n8n logs the activation.
+    await waitFor('n8n to activate the published workflow at start', async () => (n8n.log().includes(`Activated workflow "replies" (ID: ${workflowId})`) ? true : undefined), 120_000).catch((error: Error) => {
+      throw new Error(`${error.message}\n--- n8n's output ---\n${n8n.log().slice(-5_000)}`);
+    });
+    assert.deepEqual((await endpointsOf(account.testKey)).map((e) => e.id), [endpoint.id], 'the same endpoint, and only it, after an activation at start');
 
     // (c) A forged delivery: 401 from the trigger, no execution.
-    await waitFor('the production webhook to answer', async () => {
-      const res = await fetch(hookUrl, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
-      return res.status === 404 ? undefined : res;
-    }, 30_000);
     const forgedBody = JSON.stringify({ type: 'voice_note.replied', timestamp: new Date().toISOString(), data: { id: 'msg_forged' } });
     const forged = await fetch(hookUrl, {
       method: 'POST',
