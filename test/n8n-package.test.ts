@@ -109,6 +109,19 @@ describe('the n8n package n8n-nodes-voicenote', { skip: unavailable ?? false }, 
   });
 });
 
+describe("the package's README", () => {
+  test('shows the example workflow that is in examples/, and every parameter it sets is one the node has', async () => {
+    const readme = await readFile(path.join(N8N_PACKAGE_DIR, 'README.md'), 'utf8');
+    const block = /```json\n([\s\S]*?)\n```/.exec(readme)?.[1];
+    assert.ok(block, 'a JSON block in the README');
+    const example = JSON.parse(await readFile(path.join(N8N_PACKAGE_DIR, 'examples', 'new-row-send-wait-for-reply.json'), 'utf8'));
+    assert.deepEqual(JSON.parse(block), example);
+    const types = example.nodes.map((node: { type: string }) => node.type);
+    assert.ok(types.includes('n8n-nodes-voicenote.voicenote') && types.includes('n8n-nodes-voicenote.voicenoteTrigger'));
+    assert.ok(example.nodes.some((node: { parameters: { events?: string[] } }) => node.parameters.events?.includes('voice_note.replied')));
+  });
+});
+
 /** The compiled check the trigger runs on each delivery (clients/n8n/shared/signature.ts). */
 type SignatureProblem = (secret: string, delivery: { id?: string; timestamp?: string; signature?: string; body: string }, nowSeconds?: number) => string | null;
 

@@ -1,5 +1,7 @@
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
+import { readFile } from 'node:fs/promises';
+import path from 'node:path';
 import { promisify } from 'node:util';
 import { after, before, describe } from 'node:test';
 import { test } from './fixtures/timed.js';
@@ -179,6 +181,14 @@ describe(`n8n-nodes-voicenote in a real n8n ${N8N_VERSION} (${STORAGE_LABEL})`, 
     assert.deepEqual(outputOf(execution, 'Unsuppress'), [{ id: added.id, deleted: true }]);
     const left = (await t.request({ method: 'GET', url: '/api/v1/suppressions', key: account.testKey })).json().data;
     assert.deepEqual(left, [], 'the suppression was deleted');
+  });
+
+  test("the package README's example workflow (new row → send, beside it a trigger on voice_note.replied) imports", async () => {
+    const example = JSON.parse(await readFile(path.join(N8N_PACKAGE_DIR, 'examples', 'new-row-send-wait-for-reply.json'), 'utf8'));
+    const imported = await n8n.api('POST', '/workflows', example);
+    assert.equal(imported.status, 200, JSON.stringify(imported.body));
+    const known = new Set(((await n8n.get('/types/nodes.json')).body as Array<{ name: string }>).map((type) => type.name));
+    for (const node of imported.body.nodes as Array<{ name: string; type: string }>) assert.ok(known.has(node.type), `${node.name}: n8n knows ${node.type}`);
   });
 
   test('(b, c) the trigger makes its endpoint, finds it again after a restart, starts on voice_note.replied, refuses a forged delivery, and removes the endpoint when unpublished', async () => {
