@@ -183,6 +183,30 @@ describe(`n8n-nodes-voicenote in a real n8n ${N8N_VERSION} (${STORAGE_LABEL})`, 
     assert.deepEqual(left, [], 'the suppression was deleted');
   });
 
+  test("Send's sender list is loaded from GET /senders: the account's WhatsApp sessions, then entering one", async () => {
+    const created = await t.request({ method: 'POST', url: '/api/v1/whatsapp/sessions', key: account.testKey });
+    assert.equal(created.statusCode, 201, created.body);
+    const sessionId = created.json().session_id as string;
+    const scanned = await t.request({ method: 'POST', url: `/api/v1/whatsapp/sessions/${sessionId}/simulate`, key: account.testKey, body: { event: 'scan' } });
+    assert.ok(scanned.statusCode < 300, scanned.body);
+    await waitFor('the sandbox session to connect', async () => ((await t.request({ method: 'GET', url: `/api/v1/whatsapp/sessions/${sessionId}`, key: account.testKey })).json().status === 'connected' ? true : undefined), 30_000);
+    // A session becomes a sender with its first note.
+    const sent = await t.send(account.testKey, { platform: 'whatsapp', recipient: '14155550100', audio_url: t.voiceUrl, session: { session_id: sessionId } });
+    assert.equal(sent.statusCode, 202, sent.body);
+    await t.waitForStatus(account.testKey, sent.json().id, ['delivered'], 30_000);
+
+    const options = await n8n.rest('POST', '/dynamic-node-parameters/options', {
+      nodeTypeAndVersion: { name: `${PACKAGE}.voicenote`, version: 1 },
+      path: 'sender',
+      methodName: 'getSenders',
+      currentNodeParameters: { resource: 'voiceNote', operation: 'send', platform: 'whatsapp' },
+      credentials: { voicenoteApi: { id: credentialId, name: 'voicenote sandbox' } },
+    });
+    assert.equal(options.status, 200, JSON.stringify(options.body));
+    const values = (options.body.data as Array<{ name: string; value: string }>).map((option) => option.value);
+    assert.deepEqual(values, [sessionId, '__enter'], JSON.stringify(options.body));
+  });
+
   test("the package README's example workflow (new row → send, beside it a trigger on voice_note.replied) imports", async () => {
     const example = JSON.parse(await readFile(path.join(N8N_PACKAGE_DIR, 'examples', 'new-row-send-wait-for-reply.json'), 'utf8'));
     const imported = await n8n.api('POST', '/workflows', example);
