@@ -216,6 +216,35 @@ describe(`the suppression list and opt-outs (${STORAGE_LABEL})`, () => {
     assert.match(refused.message, /opted out by reply/);
   });
 
+  it('a reply in another language ("¡Baja!") takes the same path: listed, follow-up canceled, quota back, recipient.opted_out, later sends refused', async () => {
+    const a = await t.createAccount();
+    await hook(a.testKey, '/baja');
+    const note = await accepted(a.testKey, telegram({ recipient: '1000024' }));
+    const followUp = await accepted(a.testKey, telegram({ recipient: '1000024', send_at: inMs(2 * DAY) }));
+    await t.waitForStatus(a.testKey, note, ['delivered']);
+    const row = await t.app.services.db.kysely.selectFrom('messages').select(['sender_key', 'account_id', 'env']).where('id', '=', note).executeTakeFirstOrThrow();
+    const sentBefore = await usageSent(a.testKey);
+    // Heard as the sandbox's answering recipients are heard (src/inbound/sandbox-replies.ts), in Spanish.
+    await t.app.services.onHeard({
+      kind: 'reply',
+      platform: 'telegram',
+      senderKey: row.sender_key!,
+      from: '1000024',
+      accountId: row.account_id,
+      env: row.env,
+      reply: { platformId: `es-${note}`, type: 'text', text: '¡Baja!', at: clock.now() },
+    });
+    const [hooked] = await eventually('recipient.opted_out', async () => (eventsAt('/baja', 'recipient.opted_out').length > 0 ? eventsAt('/baja', 'recipient.opted_out') : undefined));
+    const event = JSON.parse(hooked!.body);
+    assert.equal(event.data.reply.text, '¡Baja!');
+    assert.deepEqual(event.data.canceled, [followUp]);
+    assert.equal(event.data.suppression.source, 'reply');
+    const detail = await status(a.testKey, followUp);
+    assert.deepEqual([detail.status, detail.cancel_reason], ['canceled', 'suppressed']);
+    assert.equal(await usageSent(a.testKey), sentBefore - 1, 'given back to the quota');
+    assertErrorEnvelope(await t.send(a.testKey, telegram({ recipient: '1000024' })), 422, 'recipient_suppressed');
+  });
+
   it('the worker checks again before the platform call: a note claimed before its recipient was listed is never sent', async () => {
     const quiet = await startTestApp({ worker: false });
     try {
