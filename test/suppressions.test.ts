@@ -159,22 +159,30 @@ describe(`the suppression list and opt-outs (${STORAGE_LABEL})`, () => {
     assert.equal(assertErrorEnvelope(await list(a.testKey, '?starting_after=msg_1'), 422, 'invalid_parameter').details.field, 'starting_after');
   });
 
-  it('cancels the notes waiting for a recipient once listed: cancel_reason "suppressed", voice_note.canceled, quota back', async () => {
+  it('cancels the notes waiting for a recipient once listed (scheduled, or waiting for a send window): cancel_reason "suppressed", voice_note.canceled, quota back', async () => {
     const a = await t.createAccount();
     await hook(a.testKey, '/listed');
     const later = await accepted(a.testKey, telegram({ recipient: '@Waiting_One', send_at: inMs(DAY) }));
     const otherRecipient = await accepted(a.testKey, telegram({ recipient: '@someone_else', send_at: inMs(DAY) }));
+    // And one waiting for the account's send window, closed now (every day, two hours after this hour, UTC).
+    const hour = new Date(clock.now()).getUTCHours();
+    const hh = (h: number) => `${String(h % 24).padStart(2, '0')}:00`;
+    const window = { days: ['mon', 'tue', 'wed', 'thu', 'fri', 'sat', 'sun'], start: hh(hour + 2), end: hh(hour + 3), time_zone: 'UTC' };
+    assert.equal((await t.request({ method: 'PATCH', url: `${API}/rhythm/telegram`, key: a.testKey, body: { send_window: window } })).statusCode, 200);
+    const waiting = await accepted(a.testKey, telegram({ recipient: '@WAITING_one' }));
+    assert.equal((await t.request({ method: 'GET', url: `${API}/status/${waiting}`, key: a.testKey })).json().waiting_for, 'send_window');
     const sentBefore = await usageSent(a.testKey);
     assert.equal((await add(a.testKey, [{ platform: 'telegram', recipient: '@waiting_one' }])).statusCode, 201);
-    const detail = await status(a.testKey, later);
-    assert.equal(detail.status, 'canceled');
-    assert.equal(detail.cancel_reason, 'suppressed');
+    for (const id of [later, waiting]) {
+      const detail = await status(a.testKey, id);
+      assert.deepEqual([detail.status, detail.cancel_reason], ['canceled', 'suppressed'], id);
+    }
     assert.equal((await status(a.testKey, otherRecipient)).status, 'queued');
-    assert.equal(await usageSent(a.testKey), sentBefore - 1, 'given back to the quota');
-    const event = await eventually('voice_note.canceled', async () => eventsAt('/listed', 'voice_note.canceled')[0]);
-    const body = JSON.parse(event.body);
-    assert.equal(body.data.id, later);
-    assert.equal(body.data.cancel_reason, 'suppressed');
+    assert.equal(await usageSent(a.testKey), sentBefore - 2, 'given back to the quota');
+    const events = await eventually('two voice_note.canceled', async () => (eventsAt('/listed', 'voice_note.canceled').length >= 2 ? eventsAt('/listed', 'voice_note.canceled') : undefined));
+    const bodies = events.map((e) => JSON.parse(e.body).data);
+    assert.deepEqual(bodies.map((d) => d.id).sort(), [later, waiting].sort());
+    assert.ok(bodies.every((d) => d.cancel_reason === 'suppressed'));
   });
 
   it('a sandbox recipient ending in 5 answers "STOP" 4 s after delivery: listed, follow-up canceled, recipient.opted_out, later sends refused', async () => {
