@@ -8,6 +8,7 @@ import { ROOT } from './fixtures/cli-process.js';
 import { SendBody } from '../src/api/schemas.js';
 import { WEBHOOK_EVENT_TYPES } from '../src/webhooks/events.js';
 import { PLATFORM_NAMES, builtInPlatform } from '../src/platforms/registry.js';
+import { BUILT_IN_OPT_OUT_KEYWORDS, foldKeyword } from '../src/core/opt-out-keywords.js';
 
 /** What the README and the guide pages in docs/ promise, held to what the code and its tests do. */
 
@@ -66,6 +67,23 @@ describe('the README and docs/', () => {
     const kinds = new Set(PLATFORM_NAMES.flatMap((name) => ['ws_x', 'ts_x', 'hash'].map((key) => builtInPlatform(name).senderKind?.(key) ?? name)));
     const listed = codeNames(row.split('|')[2]!).filter((n) => /^[a-z]+_[a-z]+$/.test(n));
     assert.deepEqual(listed.sort(), [...kinds].sort());
+  });
+
+  test("the README's opt-out and send-window sections point to their pages; the keyword table is the code's list", async () => {
+    const readme = await doc('README.md');
+    // Each section's pointer (test/docs-links.test.ts checks that the anchors exist).
+    assert.match(readme, /\n## Opt-outs and suppressions\n[\s\S]*?\]\(docs\/sending\.md#opt-outs-and-suppressions\)/);
+    assert.match(readme, /\n## Send windows\n[\s\S]*?\]\(docs\/sending\.md#send-windows\)/);
+    // The table names each language as a person reads it; its keywords, folded as replies are, are the built-in ones.
+    const languages: Record<string, string> = { 'SMS industry': 'sms', English: 'en', Spanish: 'es', Portuguese: 'pt', French: 'fr', German: 'de', Italian: 'it' };
+    const table = new Map(
+      (await doc('docs/sending.md'))
+        .split('\n')
+        .map((line) => /^\| (SMS industry|English|Spanish|Portuguese|French|German|Italian) \| (.+) \|$/.exec(line))
+        .filter((m) => m !== null)
+        .map((m) => [languages[m[1]!]!, m[2]!.split(', ').map(foldKeyword)]),
+    );
+    assert.deepEqual(Object.fromEntries(table), BUILT_IN_OPT_OUT_KEYWORDS);
   });
 
   test('the way to change a login is a command that exists', async () => {
