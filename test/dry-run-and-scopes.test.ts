@@ -191,6 +191,22 @@ describe(`dry runs and key scopes (${STORAGE_LABEL})`, () => {
     assertErrorEnvelope(await t.send(bySession, body({ dry_run: true })), 403, 'sender_not_allowed');
   });
 
+  test('the OpenAPI document names insufficient_scope on every 403, and sender_not_allowed on POST /send', async () => {
+    const doc = (await t.request({ method: 'GET', url: '/api/v1/openapi.json' })).json();
+    const forbidden: Array<[string, string]> = [];
+    for (const [path, operations] of Object.entries<any>(doc.paths)) {
+      for (const [method, operation] of Object.entries<any>(operations)) {
+        const response = operation.responses?.['403'];
+        if (response) forbidden.push([`${method.toUpperCase()} ${path}`, response.description]);
+      }
+    }
+    assert.ok(forbidden.length > 5, JSON.stringify(forbidden));
+    for (const [route, description] of forbidden) assert.match(description, /insufficient_scope/, route);
+    const send = forbidden.find(([route]) => route === 'POST /api/v1/send');
+    assert.ok(send, 'POST /send lists 403');
+    assert.match(send[1], /sender_not_allowed/);
+  });
+
   test('the dashboard makes a key with a scope and senders, and its keys page shows both', async () => {
     const person = await createDashboardAccount(t);
     const client = new FormClient(t, '10.9.0.1');
