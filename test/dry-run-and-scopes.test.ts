@@ -185,6 +185,17 @@ describe(`dry runs and key scopes (${STORAGE_LABEL})`, () => {
       const refused = assertErrorEnvelope(await t.send(limited, body({ session: { bot_token: OTHER_BOT }, dry_run: dryRun })), 403, 'sender_not_allowed');
       assert.deepEqual(refused.details, { scope: 'send', senders: [bot.id] });
     }
+    // Canceling is as limited: a note scheduled from the other bot is not this key's to cancel; its own is.
+    const later = new Date(Date.now() + 86_400_000).toISOString();
+    const others = await t.send(other.testKey, body({ session: { bot_token: OTHER_BOT }, send_at: later }));
+    assert.equal(others.statusCode, 202, others.body);
+    const refusedCancel = assertErrorEnvelope(await t.request({ method: 'POST', url: `/api/v1/messages/${others.json().id}/cancel`, key: limited }), 403, 'sender_not_allowed');
+    assert.deepEqual(refusedCancel.details, { scope: 'send', senders: [bot.id] });
+    assert.equal((await t.request({ method: 'GET', url: `/api/v1/messages/${others.json().id}`, key: limited })).json().status, 'queued', 'still scheduled, and readable');
+    const mine = await t.send(limited, body({ send_at: later }));
+    assert.equal(mine.statusCode, 202, mine.body);
+    assert.equal((await t.request({ method: 'POST', url: `/api/v1/messages/${mine.json().id}/cancel`, key: limited })).statusCode, 200);
+    assertErrorEnvelope(await t.request({ method: 'POST', url: '/api/v1/messages/msg_doesnotexist/cancel', key: limited }), 404, 'not_found');
     // A WhatsApp session named by its own id.
     const session = (await t.request({ method: 'POST', url: '/api/v1/whatsapp/sessions', key: other.testKey })).json().session_id;
     const bySession = (await createKey(t.app.services.db.kysely, other.accountId, 'test', Date.now(), { senders: [session] })).secret;
