@@ -185,6 +185,10 @@ describe(`dry runs and key scopes (${STORAGE_LABEL})`, () => {
       const refused = assertErrorEnvelope(await t.send(limited, body({ session: { bot_token: OTHER_BOT }, dry_run: dryRun })), 403, 'sender_not_allowed');
       assert.deepEqual(refused.details, { scope: 'send', senders: [bot.id] });
     }
+    // Asking about a recipient is as limited.
+    const check = (botToken: string) => t.request({ method: 'POST', url: '/api/v1/recipients/check', key: limited, body: { platform: 'telegram', recipient: '123456789', session: { bot_token: botToken } } });
+    assert.equal((await check(TELEGRAM_TOKEN)).statusCode, 200);
+    assertErrorEnvelope(await check(OTHER_BOT), 403, 'sender_not_allowed');
     // Canceling is as limited: a note scheduled from the other bot is not this key's to cancel; its own is.
     const later = new Date(Date.now() + 86_400_000).toISOString();
     const others = await t.send(other.testKey, body({ session: { bot_token: OTHER_BOT }, send_at: later }));
