@@ -1,6 +1,8 @@
 import assert from 'node:assert/strict';
 import { after, before, describe } from 'node:test';
-import { createKey } from '../src/store/keys.js';
+import { sql } from 'kysely';
+import { newKeyId, newKeySecret } from '../src/core/ids.js';
+import { createKey, hashKeySecret } from '../src/store/keys.js';
 import { closeAll } from './fixtures/close-all.js';
 import { assertErrorEnvelope, closeSharedAudio, STORAGE_LABEL, startTestApp, TELEGRAM_TOKEN, type TestAccount, type TestApp } from './fixtures/app-harness.js';
 import { test } from './fixtures/timed.js';
@@ -142,6 +144,13 @@ describe(`dry runs and key scopes (${STORAGE_LABEL})`, () => {
   test('existing keys are full: they still create sessions (POST beyond send)', async () => {
     const res = await t.request({ method: 'POST', url: '/api/v1/whatsapp/sessions', key: account.testKey });
     assert.equal(res.statusCode, 201, res.body);
+    // A key written as before scopes existed (no scope or senders column given): the storage's default makes it full.
+    const secret = newKeySecret('test');
+    await sql`insert into api_keys (id, account_id, env, prefix, secret_hash, replaces, created_at, expires_at, revoked_at, last_used_at)
+      values (${newKeyId()}, ${account.accountId}, ${'test'}, ${secret.slice(0, 12)}, ${hashKeySecret(secret)}, ${null}, ${Date.now()}, ${null}, ${null}, ${null})`.execute(t.app.services.db.kysely);
+    const old = await t.request({ method: 'POST', url: '/api/v1/whatsapp/sessions', key: secret });
+    assert.equal(old.statusCode, 201, old.body);
+    assert.equal((await t.send(secret, body({ session: { bot_token: OTHER_BOT }, dry_run: true }))).statusCode, 200, 'and sends from any sender');
   });
 
   test('a read key: GET answers, POST /send and cancel are 403 insufficient_scope naming its scope', async () => {
