@@ -48,6 +48,7 @@ describe(`dry runs and key scopes (${STORAGE_LABEL})`, () => {
       send_at: null,
       cancel_on_reply: false,
       recording_indicator: false,
+      recipient_time_zone: null,
     });
     assert.deepEqual(
       answer.checks.map((c: any) => [c.id, c.result]),

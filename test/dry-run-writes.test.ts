@@ -71,6 +71,7 @@ describe(`a dry run writes nothing but a log line (${STORAGE_LABEL})`, () => {
     assert.equal(passing.statusCode, 200, passing.body);
     assert.equal(passing.json().would_send, true, passing.body);
     assert.equal(passing.json().message.sender_id, null, 'the new bot is not made a sender');
+    assert.equal(passing.json().message.recipient_time_zone, 'Europe/Paris', 'what would be sent, its zone too');
     const failing = await t.send(account.testKey, dryBody({ audio_url: t.voiceUrl.replace(/[^/]+$/, 'missing.ogg') }));
     assert.equal(failing.statusCode, 200, failing.body);
     assert.equal(failing.json().would_send, false, failing.body);
