@@ -5,6 +5,7 @@ import { describe } from 'node:test';
 import { test } from './fixtures/timed.js';
 import { INPUT_NAMES } from './fixtures/audio-fixtures.js';
 import { ROOT } from './fixtures/cli-process.js';
+import { TOOLS } from '../src/api/mcp/tools.js';
 import { SendBody } from '../src/api/schemas.js';
 import { WEBHOOK_EVENT_TYPES } from '../src/webhooks/events.js';
 import { PLATFORM_NAMES, builtInPlatform } from '../src/platforms/registry.js';
@@ -90,6 +91,24 @@ describe('the README and docs/', () => {
     const ownerRow = (await doc('docs/operations.md')).split('\n').find((l) => l.startsWith('| `OWNER_EMAIL` |'));
     assert.match(ownerRow ?? '', /voicenote accounts set-login/);
     assert.match(await doc('docs/cli.md'), /voicenote accounts set-login ACCOUNT_ID \[--email E\] \[--password P\] \[--json\]/);
+  });
+
+  test('the README and docs/mcp.md give the same desktop configuration block, for the bin that exists, and name the seven tools', async () => {
+    const jsonBlocks = (text: string) => [...text.matchAll(/```json\n([\s\S]*?)```/g)].map((m) => m[1]!);
+    const section = (text: string, heading: string) => text.split(/^## /m).find((s) => s.startsWith(`${heading}\n`)) ?? '';
+    const readme = section(await doc('README.md'), 'MCP');
+    const page = await doc('docs/mcp.md');
+    const block = jsonBlocks(readme)[0];
+    assert.ok(block, "README's MCP section has the desktop configuration block");
+    assert.equal(block, jsonBlocks(page)[0], 'the same block as docs/mcp.md');
+    const server = JSON.parse(block).mcpServers.voicenote;
+    const bin = JSON.parse(await doc('package.json')).bin.voicenote.replace(/^\.\//, '');
+    assert.deepEqual(server.args, [`/path/to/voicenote/${bin}`, 'mcp']);
+    assert.deepEqual(Object.keys(server.env).sort(), ['VOICENOTE_API_KEY', 'VOICENOTE_URL']);
+    const tools = TOOLS.map((tool) => tool.name).sort();
+    assert.deepEqual([...new Set(codeNames(readme).filter((n) => tools.includes(n)))].sort(), tools, "README's MCP section names every tool");
+    const table = page.split('\n').filter((line) => /^\| `[a-z_]+` \|/.test(line)).map((line) => codeNames(line)[0]!);
+    assert.deepEqual(table.sort(), tools, "docs/mcp.md's table is the tools, each once");
   });
 
   test('the README stays one sitting long, and shows the CLI as a command that runs at once', async () => {
