@@ -4,6 +4,7 @@ import {
   DISCONNECT,
   type AuthState,
   type NewChatCapInfo,
+  type MessageStatusUpdate,
   type ResendRequestKey,
   type SentWhatsappMessage,
   type SocketEvents,
@@ -138,6 +139,12 @@ export class FakeSocket implements WhatsappSocket {
     const held = this.world.heldWhileOffline.get(this.sessionId) ?? [];
     this.world.heldWhileOffline.delete(this.sessionId);
     for (const message of held) this.receive({ ...message, type: 'append' });
+    // Receipts WhatsApp held meanwhile come too, marked `offline`: Baileys queues them
+    // (messages-recv.js:1603-1605, offlineNodeProcessor) for the same handleReceipt as live ones, which
+    // emits `messages.update` with the status (messages-recv.js:1199-1202).
+    const receipts = this.world.receiptsHeldWhileOffline.get(this.sessionId) ?? [];
+    this.world.receiptsHeldWhileOffline.delete(this.sessionId);
+    if (receipts.length > 0) this.emit('messages.update', receipts);
   }
 
   emit<E extends keyof SocketEvents>(event: E, update: SocketEvents[E]): void {
@@ -444,6 +451,8 @@ export class FakeWhatsapp {
   readonly resendRequests: ResendRequest[] = [];
   /** Messages written to a session's number while none of its sockets was open: delivered when one opens. */
   readonly heldWhileOffline = new Map<string, IncomingInput[]>();
+  /** Receipts of a session's notes reported while none of its sockets was open: delivered when one opens. */
+  readonly receiptsHeldWhileOffline = new Map<string, MessageStatusUpdate[]>();
 
   factory(instance: string): WhatsappSocketFactory {
     return ({ sessionId, auth, getMessage }) => {
@@ -467,6 +476,19 @@ export class FakeWhatsapp {
       return;
     }
     this.heldWhileOffline.set(sessionId, [...(this.heldWhileOffline.get(sessionId) ?? []), input]);
+  }
+
+  /**
+   * The recipient's device reports a note of the session reached it, was read or played (3, 4, 5):
+   * at once to its open socket, else held by WhatsApp and delivered when a socket of the session opens.
+   */
+  report(sessionId: string, receipt: MessageStatusUpdate): void {
+    const socket = this.current(sessionId);
+    if (socket?.opened) {
+      socket.emit('messages.update', [receipt]);
+      return;
+    }
+    this.receiptsHeldWhileOffline.set(sessionId, [...(this.receiptsHeldWhileOffline.get(sessionId) ?? []), receipt]);
   }
 
   socketsOf(sessionId: string): FakeSocket[] {
