@@ -152,7 +152,7 @@ describe(`LinkedIn's realtime event stream (${STORAGE_LABEL})`, () => {
       assert.equal(eventsOf(w, 'voice_note.replied').length, 0);
 
       assert.equal(w.clock.release(FIRST_RECONNECT_WAIT_MS), 1);
-      await eventually(() => w.fake.openStreams(w.session.liAt) === 1, 'the stream open again', 10_000);
+      await eventually(() => w.fake.openStreams(w.session.liAt) === 1, 'the stream open again', 30_000);
       const [replied] = await w.receiver.waitFor(1, 'voice_note.replied');
       assert.equal(JSON.parse(replied!.body).data.reply.text, 'Written during the gap');
       // Read by the look made when the stream opened again (three openings: first, failed, again).
