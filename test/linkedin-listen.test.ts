@@ -6,7 +6,7 @@ import { assertErrorEnvelope, closeSharedAudio, defaultSendBody, STORAGE_LABEL, 
 import { startLinkedinVoyagerFake, type LinkedinVoyagerFake, type VoyagerAccount } from './fakes/linkedin-voyager.js';
 import { startWebhookReceiver } from './fakes/webhook-receiver.js';
 import { createDashboardAccount, FormClient } from './fixtures/dashboard-harness.js';
-import { eventually } from './fakes/whatsapp-socket.js';
+import { eventually } from './fixtures/eventually.js';
 import { JANE, newLinkedinSession, USER_AGENT } from './fixtures/linkedin-account.js';
 
 /**

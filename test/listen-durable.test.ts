@@ -9,7 +9,7 @@ import { SANDBOX_REPLY_AFTER_MS } from '../src/inbound/sandbox-replies.js';
 import { randomBytes } from 'node:crypto';
 import { startLinkedinVoyagerFake } from './fakes/linkedin-voyager.js';
 import { startTelegramApi, type TelegramFake } from './fakes/telegram-api.js';
-import { eventually } from './fakes/whatsapp-socket.js';
+import { eventually } from './fixtures/eventually.js';
 
 /**
  * A reply that was heard is never lost: one carrying U+0000 (which PostgreSQL refuses in text) is

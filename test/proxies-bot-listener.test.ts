@@ -6,7 +6,7 @@ import type { TestProxy } from './fixtures/proxies.js';
 import { proxyScene } from './fixtures/proxy-scene.js';
 import { startTelegramApi, type TelegramFake } from './fakes/telegram-api.js';
 import type { WebhookReceiver } from './fakes/webhook-receiver.js';
-import { eventually } from './fakes/whatsapp-socket.js';
+import { eventually } from './fixtures/eventually.js';
 
 /**
  * A Telegram bot's listener (its getUpdates long poll, src/platforms/telegram/listener.ts) fails closed

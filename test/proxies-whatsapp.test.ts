@@ -11,7 +11,7 @@ import type { TestProxy } from './fixtures/proxies.js';
 import { proxyScene } from './fixtures/proxy-scene.js';
 import { startFakeWhatsappWeb, type FakeWhatsappWeb } from './fakes/whatsapp-web-socket.js';
 import type { WebhookReceiver } from './fakes/webhook-receiver.js';
-import { eventually } from './fakes/whatsapp-socket.js';
+import { eventually } from './fixtures/eventually.js';
 import { newWhatsappSessionId } from '../src/core/ids.js';
 import { newAuthCreds, sealAuthValue } from '../src/platforms/whatsapp/auth-state.js';
 import { createBaileysSocketFactory, proxyAgentsFor } from '../src/platforms/whatsapp/socket.js';

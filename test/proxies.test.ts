@@ -9,7 +9,7 @@ import { startLinkedinVoyagerFake, type LinkedinVoyagerFake, type VoyagerAccount
 import { startTelegramApi, type TelegramCall, type TelegramFake } from './fakes/telegram-api.js';
 import type { WebhookReceiver } from './fakes/webhook-receiver.js';
 import { createDashboardAccount, FormClient } from './fixtures/dashboard-harness.js';
-import { eventually } from './fakes/whatsapp-socket.js';
+import { eventually } from './fixtures/eventually.js';
 import { JANE, newLinkedinSession, USER_AGENT } from './fixtures/linkedin-account.js';
 import { ManualClock } from './fixtures/manual-clock.js';
 

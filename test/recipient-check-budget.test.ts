@@ -7,7 +7,8 @@ import assert from 'node:assert/strict';
 import { after, describe } from 'node:test';
 import { it } from './fixtures/timed.js';
 import { startTelegramApi } from './fakes/telegram-api.js';
-import { eventually, FakeWhatsapp } from './fakes/whatsapp-socket.js';
+import { eventually } from './fixtures/eventually.js';
+import { FakeWhatsapp } from './fakes/whatsapp-network.js';
 import { assertErrorEnvelope, closeSharedAudio, FAST_WHATSAPP, startTestApp, STORAGE_LABEL, TELEGRAM_TOKEN, type TestApp } from './fixtures/app-harness.js';
 
 after(closeSharedAudio);
