@@ -74,6 +74,8 @@ export interface AppOptions {
   webhooks?: Pick<WebhookSenderOptions, 'retryDelaysMs' | 'timeoutMs' | 'pollMs' | 'addressPolicy' | 'lookup' | 'concurrency' | 'endpointConcurrency' | 'breaker'>;
   /** Tests: how often event-loop pressure is sampled for load shedding (default 1 s). */
   pressureSampleMs?: number;
+  /** Benchmarks: `per-server` compiles the routes' schemas anew for this app, as Fastify does by itself. */
+  schemaCompilers?: 'shared' | 'per-server';
   /** Tests: the gap between two live LinkedIn deliveries of one account (default 3–5 s), and the per-call timeout. */
   linkedinPace?: LinkedinTuning;
   /** Tests: per-platform tuning by platform name (each platform reads its own entry). */
@@ -335,7 +337,10 @@ export async function createApp(config: Config, options: AppOptions): Promise<Ap
   // Loaded here, not at the top: a `voicenote worker` process never builds the HTTP server, and loading
   // Fastify, the routes and their schemas was most of its start-up.
   const { buildServer } = await import('./server.js');
-  const server = await buildServer(services, options.pressureSampleMs !== undefined ? { pressureSampleMs: options.pressureSampleMs } : {});
+  const server = await buildServer(services, {
+    ...(options.pressureSampleMs !== undefined ? { pressureSampleMs: options.pressureSampleMs } : {}),
+    ...(options.schemaCompilers ? { schemaCompilers: options.schemaCompilers } : {}),
+  });
 
   let closing: Promise<void> | undefined;
   return {

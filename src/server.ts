@@ -53,6 +53,8 @@ function fastifyTrustProxy(setting: boolean | number | string[]): boolean | stri
 export interface ServerOptions {
   /** Tests: how often event-loop pressure is sampled (default 1 s). */
   pressureSampleMs?: number;
+  /** Benchmarks: `per-server` compiles every schema anew for this server, as Fastify does by itself (bench/app-start.ts's baseline). */
+  schemaCompilers?: 'shared' | 'per-server';
 }
 
 /** Builds the HTTP app without listening, so tests can inject requests into it. */
@@ -95,7 +97,7 @@ export async function buildServer(services: Services, options: ServerOptions = {
     // A mistyped field is the caller's error to see, not something to guess around.
     ajv: { customOptions: { coerceTypes: false, removeAdditional: true, allErrors: false } },
     // Compiled schemas are reused by every server of the process (schema-compilers.ts).
-    schemaController: { compilersFactory: sharedSchemaCompilers },
+    ...(options.schemaCompilers === 'per-server' ? {} : { schemaController: { compilersFactory: sharedSchemaCompilers } }),
   });
   // Over the caps, a new connection is closed at once: the process keeps descriptors for its own work,
   // and one client address cannot take every place.

@@ -15,7 +15,7 @@ import { assertErrorEnvelope, closeSharedAudio, FAST_WHATSAPP, STORAGE_LABEL, st
 import { runCli } from './fixtures/cli-process.js';
 import { createDashboardAccount, csrfIn, FormClient } from './fixtures/dashboard-harness.js';
 import { FakeTelegram } from './fakes/telegram-mtproto.js';
-import { FakeWhatsapp } from './fakes/whatsapp-socket.js';
+import { FakeWhatsapp } from './fakes/whatsapp-network.js';
 
 after(closeSharedAudio);
 

@@ -7,7 +7,7 @@ import { after, before, describe } from 'node:test';
 import { it } from './fixtures/timed.js';
 import { closeSharedAudio, defaultSendBody, STORAGE_LABEL, startTestApp, type TestAccount, type TestApp } from './fixtures/app-harness.js';
 import { startTelegramApi, type TelegramFake } from './fakes/telegram-api.js';
-import { eventually } from './fakes/whatsapp-socket.js';
+import { eventually } from './fixtures/eventually.js';
 
 after(closeSharedAudio);
 

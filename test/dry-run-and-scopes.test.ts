@@ -1,6 +1,8 @@
 import assert from 'node:assert/strict';
 import { after, before, describe } from 'node:test';
-import { createKey } from '../src/store/keys.js';
+import { sql } from 'kysely';
+import { newKeyId, newKeySecret } from '../src/core/ids.js';
+import { createKey, hashKeySecret } from '../src/store/keys.js';
 import { closeAll } from './fixtures/close-all.js';
 import { assertErrorEnvelope, closeSharedAudio, STORAGE_LABEL, startTestApp, TELEGRAM_TOKEN, type TestAccount, type TestApp } from './fixtures/app-harness.js';
 import { test } from './fixtures/timed.js';
@@ -46,6 +48,7 @@ describe(`dry runs and key scopes (${STORAGE_LABEL})`, () => {
       send_at: null,
       cancel_on_reply: false,
       recording_indicator: false,
+      recipient_time_zone: null,
     });
     assert.deepEqual(
       answer.checks.map((c: any) => [c.id, c.result]),
@@ -142,6 +145,13 @@ describe(`dry runs and key scopes (${STORAGE_LABEL})`, () => {
   test('existing keys are full: they still create sessions (POST beyond send)', async () => {
     const res = await t.request({ method: 'POST', url: '/api/v1/whatsapp/sessions', key: account.testKey });
     assert.equal(res.statusCode, 201, res.body);
+    // A key written as before scopes existed (no scope or senders column given): the storage's default makes it full.
+    const secret = newKeySecret('test');
+    await sql`insert into api_keys (id, account_id, env, prefix, secret_hash, replaces, created_at, expires_at, revoked_at, last_used_at)
+      values (${newKeyId()}, ${account.accountId}, ${'test'}, ${secret.slice(0, 12)}, ${hashKeySecret(secret)}, ${null}, ${Date.now()}, ${null}, ${null}, ${null})`.execute(t.app.services.db.kysely);
+    const old = await t.request({ method: 'POST', url: '/api/v1/whatsapp/sessions', key: secret });
+    assert.equal(old.statusCode, 201, old.body);
+    assert.equal((await t.send(secret, body({ session: { bot_token: OTHER_BOT }, dry_run: true }))).statusCode, 200, 'and sends from any sender');
   });
 
   test('a read key: GET answers, POST /send and cancel are 403 insufficient_scope naming its scope', async () => {
@@ -185,10 +195,41 @@ describe(`dry runs and key scopes (${STORAGE_LABEL})`, () => {
       const refused = assertErrorEnvelope(await t.send(limited, body({ session: { bot_token: OTHER_BOT }, dry_run: dryRun })), 403, 'sender_not_allowed');
       assert.deepEqual(refused.details, { scope: 'send', senders: [bot.id] });
     }
+    // Asking about a recipient is as limited.
+    const check = (botToken: string) => t.request({ method: 'POST', url: '/api/v1/recipients/check', key: limited, body: { platform: 'telegram', recipient: '123456789', session: { bot_token: botToken } } });
+    assert.equal((await check(TELEGRAM_TOKEN)).statusCode, 200);
+    assertErrorEnvelope(await check(OTHER_BOT), 403, 'sender_not_allowed');
+    // Canceling is as limited: a note scheduled from the other bot is not this key's to cancel; its own is.
+    const later = new Date(Date.now() + 86_400_000).toISOString();
+    const others = await t.send(other.testKey, body({ session: { bot_token: OTHER_BOT }, send_at: later }));
+    assert.equal(others.statusCode, 202, others.body);
+    const refusedCancel = assertErrorEnvelope(await t.request({ method: 'POST', url: `/api/v1/messages/${others.json().id}/cancel`, key: limited }), 403, 'sender_not_allowed');
+    assert.deepEqual(refusedCancel.details, { scope: 'send', senders: [bot.id] });
+    assert.equal((await t.request({ method: 'GET', url: `/api/v1/messages/${others.json().id}`, key: limited })).json().status, 'queued', 'still scheduled, and readable');
+    const mine = await t.send(limited, body({ send_at: later }));
+    assert.equal(mine.statusCode, 202, mine.body);
+    assert.equal((await t.request({ method: 'POST', url: `/api/v1/messages/${mine.json().id}/cancel`, key: limited })).statusCode, 200);
+    assertErrorEnvelope(await t.request({ method: 'POST', url: '/api/v1/messages/msg_doesnotexist/cancel', key: limited }), 404, 'not_found');
     // A WhatsApp session named by its own id.
     const session = (await t.request({ method: 'POST', url: '/api/v1/whatsapp/sessions', key: other.testKey })).json().session_id;
     const bySession = (await createKey(t.app.services.db.kysely, other.accountId, 'test', Date.now(), { senders: [session] })).secret;
     assertErrorEnvelope(await t.send(bySession, body({ dry_run: true })), 403, 'sender_not_allowed');
+  });
+
+  test('the OpenAPI document names insufficient_scope on every 403, and sender_not_allowed on POST /send', async () => {
+    const doc = (await t.request({ method: 'GET', url: '/api/v1/openapi.json' })).json();
+    const forbidden: Array<[string, string]> = [];
+    for (const [path, operations] of Object.entries<any>(doc.paths)) {
+      for (const [method, operation] of Object.entries<any>(operations)) {
+        const response = operation.responses?.['403'];
+        if (response) forbidden.push([`${method.toUpperCase()} ${path}`, response.description]);
+      }
+    }
+    assert.ok(forbidden.length > 5, JSON.stringify(forbidden));
+    for (const [route, description] of forbidden) assert.match(description, /insufficient_scope/, route);
+    const send = forbidden.find(([route]) => route === 'POST /api/v1/send');
+    assert.ok(send, 'POST /send lists 403');
+    assert.match(send[1], /sender_not_allowed/);
   });
 
   test('the dashboard makes a key with a scope and senders, and its keys page shows both', async () => {

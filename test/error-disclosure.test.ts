@@ -16,7 +16,7 @@ import { createAudioAgent, fetchAudio } from '../src/audio/fetch.js';
 import { closeSharedAudio, defaultSendBody, STORAGE_LABEL, startTestApp } from './fixtures/app-harness.js';
 import { startWebhookReceiver } from './fakes/webhook-receiver.js';
 import { captureLogs } from './fixtures/log-capture.js';
-import { eventually } from './fakes/whatsapp-socket.js';
+import { eventually } from './fixtures/eventually.js';
 
 after(closeSharedAudio);
 

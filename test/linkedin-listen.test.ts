@@ -6,7 +6,7 @@ import { assertErrorEnvelope, closeSharedAudio, defaultSendBody, STORAGE_LABEL, 
 import { startLinkedinVoyagerFake, type LinkedinVoyagerFake, type VoyagerAccount } from './fakes/linkedin-voyager.js';
 import { startWebhookReceiver } from './fakes/webhook-receiver.js';
 import { createDashboardAccount, FormClient } from './fixtures/dashboard-harness.js';
-import { eventually } from './fakes/whatsapp-socket.js';
+import { eventually } from './fixtures/eventually.js';
 import { JANE, newLinkedinSession, USER_AGENT } from './fixtures/linkedin-account.js';
 
 /**
@@ -20,15 +20,37 @@ import { JANE, newLinkedinSession, USER_AGENT } from './fixtures/linkedin-accoun
 const LISTEN = { scanMs: 100, intervalsMs: [400, 1_600], dailyMs: 60_000 };
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
+/**
+ * The looks' clock: real time, plus what a test moved it ahead by, so a look due later is due at once
+ * instead of after a sleep. It counts its reads: every scan reads it three times or more (a look a few
+ * more), so a test knows the listener has scanned several times since it moved the clock.
+ */
+class LookClock {
+  ahead = 0;
+  reads = 0;
+  readonly now = (): number => {
+    this.reads += 1;
+    return Date.now() + this.ahead;
+  };
+
+  /** Moves the clock ahead, then waits until the listener has read it 30 times more (several scans). */
+  async moveAhead(ms: number): Promise<void> {
+    this.ahead += ms;
+    const reads = this.reads;
+    await eventually(() => this.reads >= reads + 30, 'several scans after the clock moved', 10_000);
+  }
+}
+
 after(async () => {
   await closeSharedAudio();
 });
 
 
-async function start(): Promise<{ fake: LinkedinVoyagerFake; t: TestApp }> {
+async function start(): Promise<{ fake: LinkedinVoyagerFake; t: TestApp; clock: LookClock }> {
   const fake = await startLinkedinVoyagerFake({ profiles: [JANE] });
-  const t = await startTestApp({ env: { LINKEDIN_API_ROOT: fake.apiRoot }, linkedinPace: { minMs: 0, maxMs: 0 }, platformTuning: { linkedinListen: LISTEN } });
-  return { fake, t };
+  const clock = new LookClock();
+  const t = await startTestApp({ env: { LINKEDIN_API_ROOT: fake.apiRoot }, linkedinPace: { minMs: 0, maxMs: 0 }, platformTuning: { linkedinListen: { ...LISTEN, now: clock.now } } });
+  return { fake, t, clock };
 }
 
 async function sendListened(t: TestApp, key: string, session: VoyagerAccount): Promise<string> {
@@ -50,7 +72,7 @@ const conversationRows = (t: TestApp) => t.app.services.db.kysely.selectFrom('li
 
 describe(`LinkedIn senders listened to (${STORAGE_LABEL})`, () => {
   it('reads the conversation at growing intervals after the note and records the recipient\'s message once', async () => {
-    const { fake, t } = await start();
+    const { fake, t, clock } = await start();
     const receiver = await startWebhookReceiver();
     try {
       const a = await createDashboardAccount(t);
@@ -92,8 +114,8 @@ describe(`LinkedIn senders listened to (${STORAGE_LABEL})`, () => {
       }, 'the second reply', 5_000);
       assert.deepEqual(replies.map((r: any) => r.type), ['text', 'voice']);
       assert.equal((await t.app.services.db.kysely.selectFrom('message_replies').select('platform_reply_id').where('platform_reply_id', '=', replyUrn).execute()).length, 1);
-      // The next look is a day away (a minute here): none meanwhile.
-      await sleep(1_500);
+      // The next look is a day away (a minute here): none in the 50 s after the second.
+      await clock.moveAhead(50_000);
       assert.equal(fake.callsOf('messages', session.liAt).length, 2);
       assert.deepEqual(fake.violations, []);
 
@@ -117,7 +139,7 @@ describe(`LinkedIn senders listened to (${STORAGE_LABEL})`, () => {
   });
 
   it("counts each look under the sender's daily cap, as a note; when the day's places are taken the looks wait for the next day", async () => {
-    const { fake, t } = await start();
+    const { fake, t, clock } = await start();
     try {
       const a = await t.createAccount();
       // Two places a day on LinkedIn for this account: the note takes one, the first look the other.
@@ -125,8 +147,8 @@ describe(`LinkedIn senders listened to (${STORAGE_LABEL})`, () => {
       const session = newLinkedinSession(fake);
       await sendListened(t, a.liveKey, session);
       await eventually(() => fake.callsOf('messages', session.liAt).length >= 1, 'first look', 5_000);
-      // The second look was due 1.6 s after the note: no place is left today, so it waits (no call).
-      await sleep(2_500);
+      // The second look is due 1.6 s after the note: no place is left today, so it waits (no call).
+      await clock.moveAhead(2_000);
       assert.equal(fake.callsOf('messages', session.liAt).length, 1, 'no look over the cap');
       // GET /senders counts notes, not looks.
       const senders = (await t.request({ method: 'GET', url: '/api/v1/senders', key: a.liveKey })).json();
@@ -142,7 +164,7 @@ describe(`LinkedIn senders listened to (${STORAGE_LABEL})`, () => {
   });
 
   it('pauses the looks while the li_at rests after a 999; a signed-out session and 14 days without a note erase the kept session', async () => {
-    const { fake, t } = await start();
+    const { fake, t, clock } = await start();
     try {
       const a = await t.createAccount();
       // A sandbox key never reaches LinkedIn: listen is accepted and nothing is kept.
@@ -155,8 +177,8 @@ describe(`LinkedIn senders listened to (${STORAGE_LABEL})`, () => {
       // The realtime stream's opening may meet the 999 at the same moment as the look (both in flight
       // before either rests the li_at, and on a busy machine one answered well after the other): one
       // refusal of each at most. A look while the li_at rests (the next was due 1.6 s after the note)
-      // would be a second refused look.
-      await sleep(2_800);
+      // would be a second refused look: the clock moves past the second look's time.
+      await clock.moveAhead(2_000);
       const refused = fake.calls.filter((c) => c.status === 999).map((c) => c.step);
       assert.equal(new Set(refused).size, refused.length, `no look while the li_at rests (refused: ${refused.join(', ')})`);
       assert.equal((await listenerRows(t)).length, 1, 'still listened to');

@@ -4,7 +4,7 @@ import { it } from './fixtures/timed.js';
 import { closeSharedAudio, defaultSendBody, STORAGE_LABEL, startTestApp, type TestApp } from './fixtures/app-harness.js';
 import { startLinkedinVoyagerFake, type LinkedinVoyagerFake, type VoyagerAccount } from './fakes/linkedin-voyager.js';
 import { startWebhookReceiver, type WebhookReceiver } from './fakes/webhook-receiver.js';
-import { eventually } from './fakes/whatsapp-socket.js';
+import { eventually } from './fixtures/eventually.js';
 import { JANE, newLinkedinSession, USER_AGENT } from './fixtures/linkedin-account.js';
 import { ManualClock } from './fixtures/manual-clock.js';
 
@@ -152,7 +152,7 @@ describe(`LinkedIn's realtime event stream (${STORAGE_LABEL})`, () => {
       assert.equal(eventsOf(w, 'voice_note.replied').length, 0);
 
       assert.equal(w.clock.release(FIRST_RECONNECT_WAIT_MS), 1);
-      await eventually(() => w.fake.openStreams(w.session.liAt) === 1, 'the stream open again', 10_000);
+      await eventually(() => w.fake.openStreams(w.session.liAt) === 1, 'the stream open again', 30_000);
       const [replied] = await w.receiver.waitFor(1, 'voice_note.replied');
       assert.equal(JSON.parse(replied!.body).data.reply.text, 'Written during the gap');
       // Read by the look made when the stream opened again (three openings: first, failed, again).

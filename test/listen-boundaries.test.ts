@@ -5,7 +5,7 @@ import { assertErrorEnvelope, closeSharedAudio, defaultSendBody, STORAGE_LABEL, 
 import { startLinkedinVoyagerFake } from './fakes/linkedin-voyager.js';
 import { startTelegramApi } from './fakes/telegram-api.js';
 import { startWebhookReceiver } from './fakes/webhook-receiver.js';
-import { eventually } from './fakes/whatsapp-socket.js';
+import { eventually } from './fixtures/eventually.js';
 import { JANE, newLinkedinSession, USER_AGENT } from './fixtures/linkedin-account.js';
 
 /**

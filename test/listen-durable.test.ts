@@ -4,10 +4,12 @@ import { sql } from 'kysely';
 import { it } from './fixtures/timed.js';
 import { dialectOf } from '../src/store/dialect.js';
 import { closeSharedAudio, defaultSendBody, STORAGE_LABEL, startTestApp, TELEGRAM_TOKEN, type TestApp } from './fixtures/app-harness.js';
+import { captureLogs } from './fixtures/log-capture.js';
+import { SANDBOX_REPLY_AFTER_MS } from '../src/inbound/sandbox-replies.js';
 import { randomBytes } from 'node:crypto';
 import { startLinkedinVoyagerFake } from './fakes/linkedin-voyager.js';
 import { startTelegramApi, type TelegramFake } from './fakes/telegram-api.js';
-import { eventually } from './fakes/whatsapp-socket.js';
+import { eventually } from './fixtures/eventually.js';
 
 /**
  * A reply that was heard is never lost: one carrying U+0000 (which PostgreSQL refuses in text) is
@@ -18,7 +20,6 @@ import { eventually } from './fakes/whatsapp-socket.js';
 
 const DAY = 86_400_000;
 const inMs = (ms: number): string => new Date(Date.now() + ms).toISOString();
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 after(async () => {
   await closeSharedAudio();
@@ -138,14 +139,18 @@ describe(`what is heard is recorded, whatever the storage says at first (${STORA
   });
 
   it('a message pushed once (the sandbox recipient answering) while the storage refuses it is tried again and recorded', async () => {
-    const t = await startTestApp();
+    // The sandbox's clock: its recipient answers 4 s after the delivery by it, moved on below.
+    let ahead = 0;
+    const logs = captureLogs('warn');
+    const t = await startTestApp({ now: () => Date.now() + ahead, logger: logs.logger });
     try {
       const a = await t.createAccount();
       const note = await accepted(t, a.testKey, { ...defaultSendBody('telegram', t.voiceUrl), recipient: '1000016' });
       const outage = await refuseReplies(t);
       await t.waitForStatus(a.testKey, note, ['delivered']);
-      // The sandbox recipient answers 4 s after the delivery: while the storage still refuses it.
-      await sleep(5_500);
+      // The answer comes due while the storage still refuses it: it is tried, and refused.
+      ahead = SANDBOX_REPLY_AFTER_MS;
+      await eventually(() => logs.lines.some((line) => String(line.msg).startsWith('could not record what was heard')), 'the answer tried during the outage', 30_000);
       assert.deepEqual((await detail(t, a.testKey, note)).replies, []);
       await outage.restore();
       const replies = await eventually(async () => {

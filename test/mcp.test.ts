@@ -1,9 +1,12 @@
 import assert from 'node:assert/strict';
+import { createServer } from 'node:net';
 import { after, before, describe } from 'node:test';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
+import { SendBody } from '../src/api/schemas.js';
+import { SEND_FIELDS } from '../src/api/send.js';
 import { createKey } from '../src/store/keys.js';
 import { BIN, childEnv } from './fixtures/cli-process.js';
 import { closeAll } from './fixtures/close-all.js';
@@ -42,15 +45,17 @@ describe(`MCP server, both transports, against a sandbox service (${STORAGE_LABE
   });
   after(() => closeAll(t));
 
+  // The built bin with plain node, as a desktop client starts it.
+  const stdioTo = (url: string, key: string): Transport =>
+    new StdioClientTransport({
+      command: process.execPath,
+      args: [BIN, 'mcp'],
+      env: Object.fromEntries(Object.entries(childEnv({ VOICENOTE_URL: url, VOICENOTE_API_KEY: key })).filter((e): e is [string, string] => e[1] !== undefined)),
+      stderr: 'pipe',
+    });
+
   const transports: Record<string, (key: string) => Transport> = {
-    stdio: (key) =>
-      new StdioClientTransport({
-        // The built bin with plain node, as a desktop client starts it.
-        command: process.execPath,
-        args: [BIN, 'mcp'],
-        env: Object.fromEntries(Object.entries(childEnv({ VOICENOTE_URL: base, VOICENOTE_API_KEY: key })).filter((e): e is [string, string] => e[1] !== undefined)),
-        stderr: 'pipe',
-      }),
+    stdio: (key) => stdioTo(base, key),
     http: (key) => new StreamableHTTPClientTransport(new URL(`${base}/mcp`), { requestInit: { headers: { authorization: `Bearer ${key}` } } }),
   };
 
@@ -97,11 +102,30 @@ describe(`MCP server, both transports, against a sandbox service (${STORAGE_LABE
         }
         const send = tools.find((tool) => tool.name === 'send_voice_note')!;
         const properties = Object.keys(send.inputSchema.properties ?? {});
-        for (const field of ['platform', 'recipient', 'audio_url', 'session', 'caption', 'send_at', 'cancel_on_reply', 'dry_run', 'idempotency_key']) {
+        for (const field of ['platform', 'recipient', 'audio_url', 'session', 'caption', 'send_at', 'cancel_on_reply', 'recipient_time_zone', 'dry_run', 'idempotency_key']) {
           assert.ok(properties.includes(field), `send_voice_note takes ${field}`);
         }
         assert.deepEqual(send.inputSchema.required, ['platform', 'recipient', 'audio_url', 'session']);
         assert.deepEqual(tools.find((tool) => tool.name === 'get_voice_note')!.inputSchema.required, ['message_id']);
+      });
+
+      test("each tool's input schema is the API's own: every field of POST /send, the query of GET /messages and /senders, the body of /recipients/check", async () => {
+        const { tools } = await client.listTools();
+        const input = (tool: string) => tools.find((x) => x.name === tool)!.inputSchema as { properties: Record<string, unknown>; required?: string[] };
+        const doc = (await t.request({ method: 'GET', url: '/api/v1/openapi.json' })).json();
+        // A field added to POST /send is a field of the tool, with the API's own schema (description and all).
+        assert.deepEqual(Object.keys(input('send_voice_note').properties).sort(), [...SEND_FIELDS, 'idempotency_key'].sort());
+        for (const [field, schema] of Object.entries(SendBody.properties)) {
+          // dry_run is the tool's own: its default is true (the API's is false).
+          if (field === 'dry_run') continue;
+          assert.deepEqual(input('send_voice_note').properties[field], JSON.parse(JSON.stringify(schema)), `send_voice_note.${field} is POST /send's`);
+        }
+        const queryOf = (path: string) => doc.paths[path].get.parameters.filter((p: any) => p.in === 'query').map((p: any) => p.name).sort();
+        assert.deepEqual(Object.keys(input('list_voice_notes').properties).sort(), queryOf('/api/v1/messages'));
+        assert.deepEqual(Object.keys(input('list_senders').properties).sort(), queryOf('/api/v1/senders'));
+        const checkBody = doc.paths['/api/v1/recipients/check'].post.requestBody.content['application/json'].schema;
+        assert.deepEqual(Object.keys(input('check_recipient').properties).sort(), Object.keys(checkBody.properties).sort());
+        assert.deepEqual(input('check_recipient').required, checkBody.required);
       });
 
       test('send_voice_note without dry_run: false checks everything and sends and counts nothing', async () => {
@@ -198,6 +222,23 @@ describe(`MCP server, both transports, against a sandbox service (${STORAGE_LABE
       });
     });
   }
+
+  test('stdio: a service that cannot be reached is a tool error service_unavailable, its address not shown to the model', async () => {
+    // A loopback port that was just free: nothing answers there.
+    const probe = createServer();
+    await new Promise<void>((resolve) => probe.listen(0, '127.0.0.1', resolve));
+    const port = (probe.address() as { port: number }).port;
+    await new Promise((resolve) => probe.close(resolve));
+    const client = await connected(stdioTo(`http://127.0.0.1:${port}`, account.testKey));
+    try {
+      const answer = await call(client, 'get_usage');
+      assert.equal(answer.isError, true);
+      assert.equal(answer.structuredContent.error.code, 'service_unavailable');
+      assert.doesNotMatch(JSON.stringify(answer), new RegExp(`127\\.0\\.0\\.1|${port}|at \\S+\\.(js|ts):\\d+`), 'no address, no stack');
+    } finally {
+      await client.close();
+    }
+  });
 
   test('POST /mcp without a key is 401 in the error envelope; with one it carries the rate-limit headers', async () => {
     const initialize = { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'x', version: '1' } } };

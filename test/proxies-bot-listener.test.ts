@@ -1,13 +1,12 @@
 import assert from 'node:assert/strict';
 import { after, before, describe } from 'node:test';
 import { it } from './fixtures/timed.js';
-import { closeAll } from './fixtures/close-all.js';
-import { captureLogs } from './fixtures/log-capture.js';
 import { closeSharedAudio, defaultSendBody, STORAGE_LABEL, startTestApp, type TestApp } from './fixtures/app-harness.js';
-import { startHttpConnectProxy, type TestProxy } from './fixtures/proxies.js';
+import type { TestProxy } from './fixtures/proxies.js';
+import { proxyScene } from './fixtures/proxy-scene.js';
 import { startTelegramApi, type TelegramFake } from './fakes/telegram-api.js';
-import { startWebhookReceiver, type WebhookReceiver } from './fakes/webhook-receiver.js';
-import { eventually } from './fakes/whatsapp-socket.js';
+import type { WebhookReceiver } from './fakes/webhook-receiver.js';
+import { eventually } from './fixtures/eventually.js';
 
 /**
  * A Telegram bot's listener (its getUpdates long poll, src/platforms/telegram/listener.ts) fails closed
@@ -28,21 +27,16 @@ describe(`a Telegram bot's listener through its proxy (${STORAGE_LABEL})`, () =>
   let proxy: TestProxy;
   let receiver: WebhookReceiver;
   let t: TestApp;
-  const logs = captureLogs('debug');
+  const scene = proxyScene(PASSWORD);
+  const { logs } = scene;
 
   before(async () => {
     fake = await startTelegramApi();
-    proxy = await startHttpConnectProxy({ credentials: { username: 'agency', password: PASSWORD } });
-    receiver = await startWebhookReceiver();
+    ({ httpProxy: proxy, receiver } = await scene.start());
     t = await startTestApp({ env: { TELEGRAM_API_ROOT: fake.apiRoot }, logger: logs.logger, platformTuning: { telegram: { listenScanMs: 100, listenPollSeconds: 1 } } });
   });
 
-  after(async () => {
-    await closeAll(t, fake, proxy, receiver);
-    for (const text of [...logs.lines.map((l) => JSON.stringify(l)), ...receiver.received.map((r) => r.body)]) {
-      assert.ok(!text.includes(PASSWORD), `the proxy password leaked: ${text.slice(0, 300)}`);
-    }
-  });
+  after(() => scene.close(t, fake));
 
   it('a stopped proxy makes the listened bot disconnected (proxy_unreachable) with no direct poll, then ok when it answers again', async () => {
     const account = await t.createAccount();

@@ -3,11 +3,11 @@ import net from 'node:net';
 import { after, before, describe } from 'node:test';
 import { it } from './fixtures/timed.js';
 import { closeAll } from './fixtures/close-all.js';
-import { captureLogs } from './fixtures/log-capture.js';
 import { assertErrorEnvelope, closeSharedAudio, STORAGE_LABEL, startTestApp, withRestartableStorage, type TestApp } from './fixtures/app-harness.js';
-import { startHttpConnectProxy, startSocks5Proxy, type TestProxy } from './fixtures/proxies.js';
+import { startSocks5Proxy, type TestProxy } from './fixtures/proxies.js';
+import { proxyScene } from './fixtures/proxy-scene.js';
 import { FakeTelegram } from './fakes/telegram-mtproto.js';
-import { startWebhookReceiver, type WebhookReceiver } from './fakes/webhook-receiver.js';
+import type { WebhookReceiver } from './fakes/webhook-receiver.js';
 import { decodeQr, eventually, JANE, sendersOf, sendFrom } from './fixtures/telegram-account.js';
 import { gramjsProxyOf, type TelegramClientFactory, type TelegramClientOptions } from '../src/platforms/telegram/account/client.js';
 import { createGramjsClientFactory } from '../src/platforms/telegram/account/gramjs-client.js';
@@ -23,7 +23,6 @@ import { createGramjsClientFactory } from '../src/platforms/telegram/account/gra
 
 const API = '/api/v1';
 const PASSWORD = 'tg-Pr0xy-Secret-Pa55';
-const credentials = { username: 'agency', password: PASSWORD };
 
 after(closeSharedAudio);
 
@@ -56,26 +55,19 @@ describe(`a proxy per Telegram account (${STORAGE_LABEL})`, () => {
   let socksB: TestProxy;
   let httpProxy: TestProxy;
   let receiver: WebhookReceiver;
-  const logs = captureLogs('debug');
-  const seen: string[] = [];
+  const scene = proxyScene(PASSWORD);
+  const { credentials, logs, seen } = scene;
   /** Every connection the apps made, by instance, with the options GramJS would have been given. */
   const made: Array<{ instance: string; options: TelegramClientOptions }> = [];
 
   before(async () => {
     world = new FakeTelegram();
     dc = await startFakeDc();
-    socksA = await startSocks5Proxy({ credentials });
+    ({ socksProxy: socksA, httpProxy, receiver } = await scene.start());
     socksB = await startSocks5Proxy({ credentials });
-    httpProxy = await startHttpConnectProxy({ credentials });
-    receiver = await startWebhookReceiver();
   });
 
-  after(async () => {
-    await closeAll(dc, socksA, socksB, httpProxy, receiver);
-    for (const text of [...seen, ...logs.lines.map((l) => JSON.stringify(l)), ...receiver.received.map((r) => r.body)]) {
-      assert.ok(!text.includes(PASSWORD), `the proxy password leaked: ${text.slice(0, 300)}`);
-    }
-  });
+  after(() => scene.close(dc, socksB));
 
   const recording = (instance: string): TelegramClientFactory => {
     const factory = world.factory(instance);

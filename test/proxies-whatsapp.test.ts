@@ -6,13 +6,12 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, describe } from 'node:test';
 import { it } from './fixtures/timed.js';
-import { closeAll } from './fixtures/close-all.js';
-import { captureLogs } from './fixtures/log-capture.js';
 import { assertErrorEnvelope, closeSharedAudio, defaultSendBody, STORAGE_LABEL, startTestApp, type TestAccount, type TestApp } from './fixtures/app-harness.js';
-import { startHttpConnectProxy, startSocks5Proxy, type TestProxy } from './fixtures/proxies.js';
+import type { TestProxy } from './fixtures/proxies.js';
+import { proxyScene } from './fixtures/proxy-scene.js';
 import { startFakeWhatsappWeb, type FakeWhatsappWeb } from './fakes/whatsapp-web-socket.js';
-import { startWebhookReceiver, type WebhookReceiver } from './fakes/webhook-receiver.js';
-import { eventually } from './fakes/whatsapp-socket.js';
+import type { WebhookReceiver } from './fakes/webhook-receiver.js';
+import { eventually } from './fixtures/eventually.js';
 import { newWhatsappSessionId } from '../src/core/ids.js';
 import { newAuthCreds, sealAuthValue } from '../src/platforms/whatsapp/auth-state.js';
 import { createBaileysSocketFactory, proxyAgentsFor } from '../src/platforms/whatsapp/socket.js';
@@ -31,7 +30,6 @@ import { setSenderProxy } from '../src/store/sender-proxy.js';
 
 const API = '/api/v1';
 const PASSWORD = 'wa-Pr0xy-Secret-Pa55';
-const credentials = { username: 'agency', password: PASSWORD };
 
 after(closeSharedAudio);
 
@@ -42,14 +40,12 @@ describe(`a proxy per WhatsApp session, with Baileys' own socket (${STORAGE_LABE
   let receiver: WebhookReceiver;
   let t: TestApp;
   let account: TestAccount;
-  const logs = captureLogs('debug');
-  const seen: string[] = [];
+  const scene = proxyScene(PASSWORD);
+  const { logs, seen } = scene;
 
   before(async () => {
     web = await startFakeWhatsappWeb();
-    httpProxy = await startHttpConnectProxy({ credentials });
-    socksProxy = await startSocks5Proxy({ credentials });
-    receiver = await startWebhookReceiver();
+    ({ httpProxy, socksProxy, receiver } = await scene.start());
     t = await startTestApp({
       env: { WHATSAPP_WEB_SOCKET_URL: web.url },
       logger: logs.logger,
@@ -62,13 +58,7 @@ describe(`a proxy per WhatsApp session, with Baileys' own socket (${STORAGE_LABE
     assert.equal(hook.statusCode, 201, hook.body);
   });
 
-  after(async () => {
-    await closeAll(t, web, httpProxy, socksProxy, receiver);
-    // Nothing the service said or wrote carries a proxy's password.
-    for (const text of [...seen, ...logs.lines.map((l) => JSON.stringify(l)), ...receiver.received.map((r) => r.body)]) {
-      assert.ok(!text.includes(PASSWORD), `the proxy password leaked: ${text.slice(0, 300)}`);
-    }
-  });
+  after(() => scene.close(t, web));
 
   async function call(options: Parameters<TestApp['request']>[0]) {
     const res = await t.request(options);

@@ -2,14 +2,14 @@ import assert from 'node:assert/strict';
 import { after, before, describe } from 'node:test';
 import { it } from './fixtures/timed.js';
 import { closeAll } from './fixtures/close-all.js';
-import { captureLogs } from './fixtures/log-capture.js';
 import { assertErrorEnvelope, closeSharedAudio, defaultSendBody, STORAGE_LABEL, startTestApp, type TestAccount, type TestApp } from './fixtures/app-harness.js';
 import { closedPort, startHttpConnectProxy, startSocks5Proxy, type TestProxy } from './fixtures/proxies.js';
+import { proxyScene } from './fixtures/proxy-scene.js';
 import { startLinkedinVoyagerFake, type LinkedinVoyagerFake, type VoyagerAccount } from './fakes/linkedin-voyager.js';
 import { startTelegramApi, type TelegramCall, type TelegramFake } from './fakes/telegram-api.js';
-import { startWebhookReceiver, type WebhookReceiver } from './fakes/webhook-receiver.js';
+import type { WebhookReceiver } from './fakes/webhook-receiver.js';
 import { createDashboardAccount, FormClient } from './fixtures/dashboard-harness.js';
-import { eventually } from './fakes/whatsapp-socket.js';
+import { eventually } from './fixtures/eventually.js';
 import { JANE, newLinkedinSession, USER_AGENT } from './fixtures/linkedin-account.js';
 import { ManualClock } from './fixtures/manual-clock.js';
 
@@ -59,27 +59,19 @@ describe(`a proxy per Telegram bot (${STORAGE_LABEL})`, () => {
   let receiver: WebhookReceiver;
   let t: TestApp;
   let account: TestAccount;
-  const logs = captureLogs('debug');
-  const seen: string[] = [];
+  const scene = proxyScene(PASSWORD);
+  const { logs, seen } = scene;
 
   before(async () => {
     fake = await startTelegramApi();
-    httpProxy = await startHttpConnectProxy({ credentials });
-    socksProxy = await startSocks5Proxy({ credentials });
-    receiver = await startWebhookReceiver();
+    ({ httpProxy, socksProxy, receiver } = await scene.start());
     t = await startTestApp({ env: { TELEGRAM_API_ROOT: fake.apiRoot }, logger: logs.logger, platformTuning: { telegram: { chatActionEveryMs: 1_000, listenScanMs: 100, listenPollSeconds: 1 } } });
     account = await t.createAccount();
     const hook = await t.request({ method: 'POST', url: `${API}/webhook_endpoints`, key: account.liveKey, body: { url: receiver.url(), events: ['sender.updated', 'voice_note.failed'] } });
     assert.equal(hook.statusCode, 201, hook.body);
   });
 
-  after(async () => {
-    // Nothing the service said or wrote carries a proxy's password.
-    for (const text of [...seen, ...logs.lines.map((l) => JSON.stringify(l)), ...receiver.received.map((r) => r.body)]) {
-      assert.ok(!text.includes(PASSWORD), `the proxy password leaked: ${text.slice(0, 300)}`);
-    }
-    await closeAll(t, fake, httpProxy, socksProxy, receiver);
-  });
+  after(() => scene.close(t, fake));
 
   async function call(options: Parameters<TestApp['request']>[0]) {
     const res = await t.request(options);
@@ -297,12 +289,12 @@ describe(`a LinkedIn cookie's listening through its proxy (${STORAGE_LABEL})`, (
   let t: TestApp;
   let key: string;
   const clock = new ManualClock();
-  const logs = captureLogs('debug');
+  const scene = proxyScene(PASSWORD);
+  const { logs } = scene;
 
   before(async () => {
     fake = await startLinkedinVoyagerFake({ profiles: [JANE] });
-    socksProxy = await startSocks5Proxy({ credentials });
-    receiver = await startWebhookReceiver();
+    ({ socksProxy, receiver } = await scene.start());
     // A first look 200 ms after a note, the next an hour later: only the looks a test asks for happen.
     t = await startTestApp({
       env: { LINKEDIN_API_ROOT: fake.apiRoot },
@@ -316,12 +308,7 @@ describe(`a LinkedIn cookie's listening through its proxy (${STORAGE_LABEL})`, (
     assert.equal(hook.statusCode, 201, hook.body);
   });
 
-  after(async () => {
-    for (const text of [...logs.lines.map((l) => JSON.stringify(l)), ...receiver.received.map((r) => r.body)]) {
-      assert.ok(!text.includes(PASSWORD), `the proxy password leaked: ${text.slice(0, 300)}`);
-    }
-    await closeAll(t, fake, socksProxy, receiver);
-  });
+  after(() => scene.close(t, fake));
 
   /** A listened note of this session through this proxy, delivered, its stream open and its first look made. */
   async function listened(session: VoyagerAccount, proxy: string): Promise<void> {

@@ -5,9 +5,11 @@ import { describe } from 'node:test';
 import { test } from './fixtures/timed.js';
 import { INPUT_NAMES } from './fixtures/audio-fixtures.js';
 import { ROOT } from './fixtures/cli-process.js';
+import { TOOLS } from '../src/api/mcp/tools.js';
 import { SendBody } from '../src/api/schemas.js';
 import { WEBHOOK_EVENT_TYPES } from '../src/webhooks/events.js';
 import { PLATFORM_NAMES, builtInPlatform } from '../src/platforms/registry.js';
+import { BUILT_IN_OPT_OUT_KEYWORDS, foldKeyword } from '../src/core/opt-out-keywords.js';
 
 /** What the README and the guide pages in docs/ promise, held to what the code and its tests do. */
 
@@ -68,10 +70,45 @@ describe('the README and docs/', () => {
     assert.deepEqual(listed.sort(), [...kinds].sort());
   });
 
+  test("the README's opt-out and send-window sections point to their pages; the keyword table is the code's list", async () => {
+    const readme = await doc('README.md');
+    // Each section's pointer (test/docs-links.test.ts checks that the anchors exist).
+    assert.match(readme, /\n## Opt-outs and suppressions\n[\s\S]*?\]\(docs\/sending\.md#opt-outs-and-suppressions\)/);
+    assert.match(readme, /\n## Send windows\n[\s\S]*?\]\(docs\/sending\.md#send-windows\)/);
+    // The table names each language as a person reads it; its keywords, folded as replies are, are the built-in ones.
+    const languages: Record<string, string> = { 'SMS industry': 'sms', English: 'en', Spanish: 'es', Portuguese: 'pt', French: 'fr', German: 'de', Italian: 'it' };
+    const table = new Map(
+      (await doc('docs/sending.md'))
+        .split('\n')
+        .map((line) => /^\| (SMS industry|English|Spanish|Portuguese|French|German|Italian) \| (.+) \|$/.exec(line))
+        .filter((m) => m !== null)
+        .map((m) => [languages[m[1]!]!, m[2]!.split(', ').map(foldKeyword)]),
+    );
+    assert.deepEqual(Object.fromEntries(table), BUILT_IN_OPT_OUT_KEYWORDS);
+  });
+
   test('the way to change a login is a command that exists', async () => {
     const ownerRow = (await doc('docs/operations.md')).split('\n').find((l) => l.startsWith('| `OWNER_EMAIL` |'));
     assert.match(ownerRow ?? '', /voicenote accounts set-login/);
     assert.match(await doc('docs/cli.md'), /voicenote accounts set-login ACCOUNT_ID \[--email E\] \[--password P\] \[--json\]/);
+  });
+
+  test('the README and docs/mcp.md give the same desktop configuration block, for the bin that exists, and name the seven tools', async () => {
+    const jsonBlocks = (text: string) => [...text.matchAll(/```json\n([\s\S]*?)```/g)].map((m) => m[1]!);
+    const section = (text: string, heading: string) => text.split(/^## /m).find((s) => s.startsWith(`${heading}\n`)) ?? '';
+    const readme = section(await doc('README.md'), 'MCP');
+    const page = await doc('docs/mcp.md');
+    const block = jsonBlocks(readme)[0];
+    assert.ok(block, "README's MCP section has the desktop configuration block");
+    assert.equal(block, jsonBlocks(page)[0], 'the same block as docs/mcp.md');
+    const server = JSON.parse(block).mcpServers.voicenote;
+    const bin = JSON.parse(await doc('package.json')).bin.voicenote.replace(/^\.\//, '');
+    assert.deepEqual(server.args, [`/path/to/voicenote/${bin}`, 'mcp']);
+    assert.deepEqual(Object.keys(server.env).sort(), ['VOICENOTE_API_KEY', 'VOICENOTE_URL']);
+    const tools = TOOLS.map((tool) => tool.name).sort();
+    assert.deepEqual([...new Set(codeNames(readme).filter((n) => tools.includes(n)))].sort(), tools, "README's MCP section names every tool");
+    const table = page.split('\n').filter((line) => /^\| `[a-z_]+` \|/.test(line)).map((line) => codeNames(line)[0]!);
+    assert.deepEqual(table.sort(), tools, "docs/mcp.md's table is the tools, each once");
   });
 
   test('the README stays one sitting long, and shows the CLI as a command that runs at once', async () => {

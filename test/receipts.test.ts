@@ -3,7 +3,8 @@ import { after, describe } from 'node:test';
 import { it } from './fixtures/timed.js';
 import { Webhook } from 'standardwebhooks';
 import { closeSharedAudio, FAST_WHATSAPP, startTestApp, STORAGE_LABEL, type TestApp } from './fixtures/app-harness.js';
-import { eventually, FakeWhatsapp } from './fakes/whatsapp-socket.js';
+import { eventually } from './fixtures/eventually.js';
+import { FakeWhatsapp } from './fakes/whatsapp-network.js';
 import { startWebhookReceiver } from './fakes/webhook-receiver.js';
 
 /**
@@ -103,6 +104,49 @@ describe(`listen receipts from a live WhatsApp session (${STORAGE_LABEL})`, () =
       assert.equal(receipts.delivered_to_device_at, receipts.played_at);
     } finally {
       await t.close();
+    }
+  });
+
+  it('a read and a play reported while the session was offline arrive when it reconnects, as Baileys replays them, each announced once', async () => {
+    const world = new FakeWhatsapp();
+    const receiver = await startWebhookReceiver();
+    const t = await startTestApp({ whatsappSocketFactory: world.factory('one'), whatsappLive: FAST_WHATSAPP, webhooks: { pollMs: 100 } });
+    try {
+      const account = await t.createAccount();
+      const key = account.liveKey;
+      const hook = await t.request({ method: 'POST', url: `${API}/webhook_endpoints`, key, body: { url: receiver.url(), events: ['voice_note.read', 'voice_note.played'] } });
+      assert.equal(hook.statusCode, 201, hook.body);
+      const sessionId = await linkedSession(t, world, key);
+      const sent = await t.send(key, { platform: 'whatsapp', recipient: RECIPIENT, audio_url: t.voiceUrl, session: { session_id: sessionId } });
+      const messageId = sent.json().id as string;
+      await t.waitForStatus(key, messageId, ['delivered']);
+      const note = world.sent.at(-1)!;
+      const receipt = (status: number) => ({ key: { id: note.messageId, remoteJid: note.jid, fromMe: true }, update: { status } });
+
+      // The connection drops; the recipient listens meanwhile. WhatsApp holds the receipts for the next connection.
+      const before = world.current(sessionId)!;
+      before.closeWith(428, 'Connection Closed');
+      world.report(sessionId, receipt(4));
+      world.report(sessionId, receipt(5));
+      await eventually(() => {
+        const socket = world.current(sessionId);
+        return socket && socket !== before && socket.opened;
+      }, 'reconnected');
+      assert.equal(world.receiptsHeldWhileOffline.size, 0, 'the held receipts went to the new socket');
+
+      const receipts = await eventually(async () => {
+        const r = (await detail(t, key, messageId)).receipts;
+        return r.read_at && r.played_at ? r : undefined;
+      }, 'read and played after the reconnect');
+      assert.ok(Date.parse(receipts.read_at) <= Date.parse(receipts.played_at));
+      await receiver.waitFor(1, 'voice_note.read');
+      await receiver.waitFor(1, 'voice_note.played');
+      await new Promise((r) => setTimeout(r, 300));
+      const types = receiver.received.map((r) => JSON.parse(r.body).type as string).sort();
+      assert.deepEqual(types, ['voice_note.played', 'voice_note.read']);
+    } finally {
+      await t.close();
+      await receiver.close();
     }
   });
 });

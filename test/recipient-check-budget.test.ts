@@ -7,7 +7,8 @@ import assert from 'node:assert/strict';
 import { after, describe } from 'node:test';
 import { it } from './fixtures/timed.js';
 import { startTelegramApi } from './fakes/telegram-api.js';
-import { eventually, FakeWhatsapp } from './fakes/whatsapp-socket.js';
+import { eventually } from './fixtures/eventually.js';
+import { FakeWhatsapp } from './fakes/whatsapp-network.js';
 import { assertErrorEnvelope, closeSharedAudio, FAST_WHATSAPP, startTestApp, STORAGE_LABEL, TELEGRAM_TOKEN, type TestApp } from './fixtures/app-harness.js';
 
 after(closeSharedAudio);
@@ -92,9 +93,11 @@ describe(`recipient checks: kept answers and a daily budget (${STORAGE_LABEL})`,
       assert.ok(answers.every((a) => a.exists === true));
       const times = fake.calls.filter((c) => c.method.toLowerCase() === 'getchat').map((c) => c.receivedAt).sort((a, b) => a - b);
       assert.equal(times.length, 8);
-      // The Bot API's limit per bot is about 30 messages a second: its slots are 35 ms apart (seven gaps
-      // of 35 ms; a little less as they arrive, the first may wait on its connection longer than the rest).
-      assert.ok(times.at(-1)! - times[0]! >= 5 * 35, `8 getChat calls within ${times.at(-1)! - times[0]!} ms`);
+      // The Bot API's limit per bot is about 30 messages a second: its slots are 35 ms apart, seven gaps
+      // (245 ms) from the first to the last. As they arrive, less: the first may wait on its connection
+      // longer than the rest, and on a busy machine a late call arrives close to the next (146 ms was seen
+      // at a load of 20). Unpaced, the eight arrive within a few milliseconds of each other.
+      assert.ok(times.at(-1)! - times[0]! >= 4 * 35, `8 getChat calls within ${times.at(-1)! - times[0]!} ms`);
     } finally {
       await t.close();
       await fake.close();

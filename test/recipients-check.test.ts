@@ -8,7 +8,8 @@ import { after, describe } from 'node:test';
 import { it } from './fixtures/timed.js';
 import { startTelegramApi } from './fakes/telegram-api.js';
 import { startLinkedinVoyagerFake } from './fakes/linkedin-voyager.js';
-import { eventually, FakeWhatsapp } from './fakes/whatsapp-socket.js';
+import { eventually } from './fixtures/eventually.js';
+import { FakeWhatsapp } from './fakes/whatsapp-network.js';
 import {
   assertErrorEnvelope,
   closeSharedAudio,

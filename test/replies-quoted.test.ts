@@ -9,7 +9,7 @@ import { originTokenFor } from '../src/platforms/linkedin/voyager-requests.js';
 import { startLinkedinVoyagerFake } from './fakes/linkedin-voyager.js';
 import { startTelegramApi } from './fakes/telegram-api.js';
 import { FakeTelegram, type FakeAccount } from './fakes/telegram-mtproto.js';
-import { eventually } from './fakes/whatsapp-socket.js';
+import { eventually } from './fixtures/eventually.js';
 
 /**
  * A reply tied to the note it quotes when the platform says so (a Telegram bot's reply_to_message, a

@@ -2,7 +2,8 @@ import assert from 'node:assert/strict';
 import { after, describe } from 'node:test';
 import { it } from './fixtures/timed.js';
 import { closeSharedAudio, FAST_WHATSAPP, startTestApp, STORAGE_LABEL, type TestApp } from './fixtures/app-harness.js';
-import { eventually, FakeWhatsapp } from './fakes/whatsapp-socket.js';
+import { eventually } from './fixtures/eventually.js';
+import { FakeWhatsapp } from './fakes/whatsapp-network.js';
 import { startWebhookReceiver } from './fakes/webhook-receiver.js';
 
 /**

@@ -4,7 +4,7 @@ import { test } from './fixtures/timed.js';
 import { SENDER_DAYS_KEEP_DAYS, utcDay } from '../src/core/rhythm.js';
 import { purgeOldMessages, purgeOldSenderDays, startRetention } from '../src/housekeeping/retention.js';
 import { createLogger } from '../src/logger.js';
-import { eventually } from './fakes/whatsapp-socket.js';
+import { eventually } from './fixtures/eventually.js';
 import { closeSharedAudio, STORAGE_LABEL, startTestApp, TELEGRAM_TOKEN, withRestartableStorage, type TestApp } from './fixtures/app-harness.js';
 
 /* MESSAGE_RETENTION_DAYS: old settled messages go, with their detail rows; nothing unsettled, nothing recent, no usage. */

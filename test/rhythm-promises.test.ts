@@ -11,7 +11,7 @@ import { allowanceOn, DAY_MS, defaultRhythm, indicatorMs, utcDay } from '../src/
 import { saveRhythm } from '../src/store/rhythm.js';
 import { closeSharedAudio, defaultSendBody, startTestApp, STORAGE_LABEL } from './fixtures/app-harness.js';
 import { startTelegramApi, type TelegramCall } from './fakes/telegram-api.js';
-import { eventually } from './fakes/whatsapp-socket.js';
+import { eventually } from './fixtures/eventually.js';
 
 after(closeSharedAudio);
 

@@ -20,7 +20,8 @@ import {
 } from './fixtures/app-harness.js';
 import { startLinkedinVoyagerFake, type LinkedinVoyagerFake, type VoyagerAccount } from './fakes/linkedin-voyager.js';
 import { startTelegramApi, type TelegramFake } from './fakes/telegram-api.js';
-import { eventually, FakeWhatsapp } from './fakes/whatsapp-socket.js';
+import { eventually } from './fixtures/eventually.js';
+import { FakeWhatsapp } from './fakes/whatsapp-network.js';
 
 /**
  * Secrets never appear in logs, and platform credentials are encrypted at rest.

@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe } from 'node:test';
 import { it } from './fixtures/timed.js';
 import { closeAll } from './fixtures/close-all.js';
-import { nextOpening, parseWindowText, windowProblem, type SendWindow } from '../src/core/send-window.js';
+import { nextOpening, parseWindowText, WEEKDAYS, windowProblem, type SendWindow } from '../src/core/send-window.js';
 import { readSendCsv, sendBody } from '../src/cli/send.js';
 import { assertErrorEnvelope, closeSharedAudio, defaultSendBody, STORAGE_LABEL, startTestApp, type TestAccount, type TestApp } from './fixtures/app-harness.js';
 
@@ -49,11 +49,41 @@ describe('a window in local hours', () => {
     assert.equal(nextOpening(BERLIN_OFFICE, 'Pacific/Auckland', at('2026-03-28T12:00:00Z')), null);
   });
 
+  it('runs past midnight: "sat 22:00-06:00" is Saturday night until Sunday 06:00, in local hours across a change of clocks', () => {
+    const saturdayNight: SendWindow = { days: ['sat'], start: '22:00', end: '06:00', time_zone: 'Europe/Berlin' };
+    // Saturday 28 March 2026, 22:00 in Berlin is 21:00 UTC (winter time)…
+    assert.equal(isoOf(nextOpening(saturdayNight, null, at('2026-03-28T12:00:00Z'))), '2026-03-28T21:00:00.000Z');
+    // …and it closes at 06:00 on Sunday, summer time by then: 04:00 UTC (a night an hour shorter).
+    const late = at('2026-03-29T03:59:00Z');
+    assert.equal(nextOpening(saturdayNight, null, late), late, 'open at 05:59 Berlin time');
+    assert.equal(isoOf(nextOpening(saturdayNight, null, at('2026-03-29T04:00:00Z'))), '2026-04-04T20:00:00.000Z', 'closed at 06:00; next Saturday 22:00 (summer time)');
+    // Clocks go back on Sunday 25 October 2026: opens 22:00 summer time (20:00 UTC), closes 06:00 winter time (05:00 UTC).
+    const daily: SendWindow = { ...saturdayNight, days: [...WEEKDAYS] };
+    const longNight = at('2026-10-25T04:30:00Z');
+    assert.equal(nextOpening(daily, null, longNight), longNight, 'open at 05:30 Berlin time, after the hour shown twice');
+    assert.equal(isoOf(nextOpening(daily, null, at('2026-10-25T05:00:00Z'))), '2026-10-25T21:00:00.000Z', 'closed at 06:00; opens at 22:00 winter time');
+    // The day named is the day it opens: open on Sunday 00:30 because Saturday is listed, not Sunday.
+    const sundayEarly = at('2026-06-13T22:30:00Z'); // Sunday 14 June, 00:30 in Berlin
+    assert.equal(nextOpening(saturdayNight, null, sundayEarly), sundayEarly);
+  });
+
+  it("past midnight with a recipient's zone: goes only while both nights overlap; null when they never do", () => {
+    const weeknights: SendWindow = { days: ['mon', 'tue', 'wed', 'thu', 'fri'], start: '22:00', end: '06:00', time_zone: 'Europe/Berlin' };
+    // Monday night in Berlin is 20:00–04:00 UTC, in New York 02:00–10:00 UTC (both on summer time): 02:00–04:00 UTC on Tuesday.
+    assert.equal(isoOf(nextOpening(weeknights, 'America/New_York', at('2026-03-28T12:00:00Z'))), '2026-03-31T02:00:00.000Z');
+    const both = at('2026-03-31T03:00:00Z');
+    assert.equal(nextOpening(weeknights, 'America/New_York', both), both);
+    assert.equal(isoOf(nextOpening(weeknights, 'America/New_York', at('2026-03-31T04:00:00Z'))), '2026-04-01T02:00:00.000Z');
+    // Auckland's nights (09:00–17:00 UTC) never meet Berlin's.
+    assert.equal(nextOpening(weeknights, 'Pacific/Auckland', at('2026-03-28T12:00:00Z')), null);
+  });
+
   it('reads the CLI\'s text and names what is wrong', () => {
     assert.deepEqual(parseWindowText('mon-fri 09:00-18:00 Europe/Berlin'), BERLIN_OFFICE);
     assert.deepEqual(parseWindowText('sat,sun 10:00-14:00 UTC'), { days: ['sat', 'sun'], start: '10:00', end: '14:00', time_zone: 'UTC' });
     assert.match(String(parseWindowText('mon-fri 09:00-18:00 Mars/Olympus')), /time_zone must be an IANA time zone/);
-    assert.match(String(parseWindowText('mon-fri 18:00-09:00 UTC')), /end must be later in the day than start/);
+    assert.deepEqual(parseWindowText('fri 22:00-06:00 UTC'), { days: ['fri'], start: '22:00', end: '06:00', time_zone: 'UTC' });
+    assert.match(String(parseWindowText('mon-fri 09:00-09:00 UTC')), /end must differ from start/);
     assert.match(String(parseWindowText('weekdays 09:00-18:00 UTC')), /days must be/);
     assert.equal(windowProblem({ ...BERLIN_OFFICE, start: '9am' })?.field, 'send_window.start');
   });
@@ -116,7 +146,8 @@ describe(`the rhythm over HTTP (${STORAGE_LABEL})`, () => {
       [{ send_window: { ...window, days: ['monday'] } }, 'send_window.days'],
       [{ send_window: { ...window, days: [] } }, 'send_window.days'],
       [{ send_window: { ...window, start: '25:00' } }, 'send_window.start'],
-      [{ send_window: { ...window, end: '08:00' } }, 'send_window.end'],
+      [{ send_window: { ...window, end: '09:00' } }, 'send_window.end'],
+      [{ send_window: { ...window, end: '24:01' } }, 'send_window.end'],
       [{ send_window: { ...window, time_zone: undefined } }, 'send_window.time_zone'],
       [{ send_window: 'mon-fri 09:00-18:00 Europe/Berlin' }, 'send_window'],
       [{ daily_cap: 0 }, 'daily_cap'],
@@ -180,7 +211,7 @@ describe(`notes outside their send window wait for it, in the sandbox (${STORAGE
   const passUntil = (iso: string) => pass(at(iso) - now());
   /** A time GET /status shows, read on the windows' clock. */
   const onTestClock = (shown: string): number => Date.parse(shown) + offset;
-  const status = async (id: string) => (await t.request({ method: 'GET', url: `/api/v1/status/${id}`, key: windowed.testKey })).json();
+  const status = async (id: string, key = windowed.testKey) => (await t.request({ method: 'GET', url: `/api/v1/status/${id}`, key })).json();
   const send = async (key: string, extra: Record<string, unknown> = {}): Promise<string> => {
     const res = await t.send(key, { ...defaultSendBody('telegram', t.voiceUrl), recipient: '4915112345678', ...extra });
     assert.equal(res.statusCode, 202, res.body);
@@ -243,5 +274,25 @@ describe(`notes outside their send window wait for it, in the sandbox (${STORAGE
     const delivered = await t.waitForStatus(windowed.testKey, id, ['delivered', 'failed']);
     assert.equal(delivered.status, 'delivered');
     assert.deepEqual(Object.keys(delivered).sort(), ['created_at', 'delivered_at', 'error', 'id', 'platform', 'recipient', 'status']);
+  });
+
+  it('a window past midnight: accepted in the afternoon, a note waits for 22:00 and goes in the night; after 06:00 one waits for the next night', async () => {
+    const night = await t.createAccount();
+    const mondayNight = { days: ['mon'], start: '22:00', end: '06:00', time_zone: 'Europe/Berlin' };
+    const set = await t.request({ method: 'PATCH', url: '/api/v1/rhythm/telegram', key: night.testKey, body: { send_window: mondayNight } });
+    assert.equal(set.statusCode, 200, set.body);
+    assert.deepEqual(set.json().send_window, mondayNight);
+    // Monday afternoon in Berlin (the tests above left the clock past 14:00 UTC): waits for 22:00, 20:00 UTC.
+    const evening = await send(night.testKey);
+    assertWaitsUntil(await status(evening, night.testKey), '2026-03-30T20:00:00Z');
+    // 01:30 on Tuesday in Berlin: Monday's night is still open, so both the waiting note and a new one go.
+    await passUntil('2026-03-30T23:30:00Z');
+    assert.equal((await t.waitForStatus(night.testKey, evening, ['delivered', 'failed'])).status, 'delivered');
+    const inTheNight = await send(night.testKey);
+    assert.equal((await t.waitForStatus(night.testKey, inTheNight, ['delivered', 'failed'])).status, 'delivered');
+    // 06:00 on Tuesday in Berlin: closed until next Monday 22:00.
+    await passUntil('2026-03-31T04:00:05Z');
+    const morning = await send(night.testKey);
+    assertWaitsUntil(await status(morning, night.testKey), '2026-04-06T20:00:00Z');
   });
 });

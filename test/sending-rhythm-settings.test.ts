@@ -7,7 +7,7 @@ import { closeSharedAudio, defaultSendBody, startTestApp, STORAGE_LABEL, TEST_DA
 import { runCli, type Run } from './fixtures/cli-process.js';
 import { createDashboardAccount, csrfIn, FormClient } from './fixtures/dashboard-harness.js';
 import { startTelegramApi } from './fakes/telegram-api.js';
-import { eventually } from './fakes/whatsapp-socket.js';
+import { eventually } from './fixtures/eventually.js';
 
 /*
  * The daily rhythm's settings as users change them: `voicenote rhythm show|set` (compiled dist/: build

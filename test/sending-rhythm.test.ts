@@ -15,7 +15,8 @@ import {
   type TestApp,
 } from './fixtures/app-harness.js';
 import { startTelegramApi, type TelegramCall } from './fakes/telegram-api.js';
-import { eventually, FakeWhatsapp } from './fakes/whatsapp-socket.js';
+import { eventually } from './fixtures/eventually.js';
+import { FakeWhatsapp } from './fakes/whatsapp-network.js';
 import { createDashboardAccount, FormClient } from './fixtures/dashboard-harness.js';
 
 after(async () => {

@@ -159,22 +159,30 @@ describe(`the suppression list and opt-outs (${STORAGE_LABEL})`, () => {
     assert.equal(assertErrorEnvelope(await list(a.testKey, '?starting_after=msg_1'), 422, 'invalid_parameter').details.field, 'starting_after');
   });
 
-  it('cancels the notes waiting for a recipient once listed: cancel_reason "suppressed", voice_note.canceled, quota back', async () => {
+  it('cancels the notes waiting for a recipient once listed (scheduled, or waiting for a send window): cancel_reason "suppressed", voice_note.canceled, quota back', async () => {
     const a = await t.createAccount();
     await hook(a.testKey, '/listed');
     const later = await accepted(a.testKey, telegram({ recipient: '@Waiting_One', send_at: inMs(DAY) }));
     const otherRecipient = await accepted(a.testKey, telegram({ recipient: '@someone_else', send_at: inMs(DAY) }));
+    // And one waiting for the account's send window, closed now (every day, two hours after this hour, UTC).
+    const hour = new Date(clock.now()).getUTCHours();
+    const hh = (h: number) => `${String(h % 24).padStart(2, '0')}:00`;
+    const window = { days: ['mon', 'tue', 'wed', 'thu', 'fri', 'sat', 'sun'], start: hh(hour + 2), end: hh(hour + 3), time_zone: 'UTC' };
+    assert.equal((await t.request({ method: 'PATCH', url: `${API}/rhythm/telegram`, key: a.testKey, body: { send_window: window } })).statusCode, 200);
+    const waiting = await accepted(a.testKey, telegram({ recipient: '@WAITING_one' }));
+    assert.equal((await t.request({ method: 'GET', url: `${API}/status/${waiting}`, key: a.testKey })).json().waiting_for, 'send_window');
     const sentBefore = await usageSent(a.testKey);
     assert.equal((await add(a.testKey, [{ platform: 'telegram', recipient: '@waiting_one' }])).statusCode, 201);
-    const detail = await status(a.testKey, later);
-    assert.equal(detail.status, 'canceled');
-    assert.equal(detail.cancel_reason, 'suppressed');
+    for (const id of [later, waiting]) {
+      const detail = await status(a.testKey, id);
+      assert.deepEqual([detail.status, detail.cancel_reason], ['canceled', 'suppressed'], id);
+    }
     assert.equal((await status(a.testKey, otherRecipient)).status, 'queued');
-    assert.equal(await usageSent(a.testKey), sentBefore - 1, 'given back to the quota');
-    const event = await eventually('voice_note.canceled', async () => eventsAt('/listed', 'voice_note.canceled')[0]);
-    const body = JSON.parse(event.body);
-    assert.equal(body.data.id, later);
-    assert.equal(body.data.cancel_reason, 'suppressed');
+    assert.equal(await usageSent(a.testKey), sentBefore - 2, 'given back to the quota');
+    const events = await eventually('two voice_note.canceled', async () => (eventsAt('/listed', 'voice_note.canceled').length >= 2 ? eventsAt('/listed', 'voice_note.canceled') : undefined));
+    const bodies = events.map((e) => JSON.parse(e.body).data);
+    assert.deepEqual(bodies.map((d) => d.id).sort(), [later, waiting].sort());
+    assert.ok(bodies.every((d) => d.cancel_reason === 'suppressed'));
   });
 
   it('a sandbox recipient ending in 5 answers "STOP" 4 s after delivery: listed, follow-up canceled, recipient.opted_out, later sends refused', async () => {
@@ -214,6 +222,35 @@ describe(`the suppression list and opt-outs (${STORAGE_LABEL})`, () => {
     assert.equal(await usageSent(a.testKey), sentBefore - 2, 'both given back');
     const refused = assertErrorEnvelope(await t.send(a.testKey, telegram({ recipient: '1000005' })), 422, 'recipient_suppressed');
     assert.match(refused.message, /opted out by reply/);
+  });
+
+  it('a reply in another language ("¡Baja!") takes the same path: listed, follow-up canceled, quota back, recipient.opted_out, later sends refused', async () => {
+    const a = await t.createAccount();
+    await hook(a.testKey, '/baja');
+    const note = await accepted(a.testKey, telegram({ recipient: '1000024' }));
+    const followUp = await accepted(a.testKey, telegram({ recipient: '1000024', send_at: inMs(2 * DAY) }));
+    await t.waitForStatus(a.testKey, note, ['delivered']);
+    const row = await t.app.services.db.kysely.selectFrom('messages').select(['sender_key', 'account_id', 'env']).where('id', '=', note).executeTakeFirstOrThrow();
+    const sentBefore = await usageSent(a.testKey);
+    // Heard as the sandbox's answering recipients are heard (src/inbound/sandbox-replies.ts), in Spanish.
+    await t.app.services.onHeard({
+      kind: 'reply',
+      platform: 'telegram',
+      senderKey: row.sender_key!,
+      from: '1000024',
+      accountId: row.account_id,
+      env: row.env,
+      reply: { platformId: `es-${note}`, type: 'text', text: '¡Baja!', at: clock.now() },
+    });
+    const [hooked] = await eventually('recipient.opted_out', async () => (eventsAt('/baja', 'recipient.opted_out').length > 0 ? eventsAt('/baja', 'recipient.opted_out') : undefined));
+    const event = JSON.parse(hooked!.body);
+    assert.equal(event.data.reply.text, '¡Baja!');
+    assert.deepEqual(event.data.canceled, [followUp]);
+    assert.equal(event.data.suppression.source, 'reply');
+    const detail = await status(a.testKey, followUp);
+    assert.deepEqual([detail.status, detail.cancel_reason], ['canceled', 'suppressed']);
+    assert.equal(await usageSent(a.testKey), sentBefore - 1, 'given back to the quota');
+    assertErrorEnvelope(await t.send(a.testKey, telegram({ recipient: '1000024' })), 422, 'recipient_suppressed');
   });
 
   it('the worker checks again before the platform call: a note claimed before its recipient was listed is never sent', async () => {

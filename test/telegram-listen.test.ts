@@ -12,7 +12,7 @@ import {
   type TestApp,
 } from './fixtures/app-harness.js';
 import { startTelegramApi, type TelegramFake } from './fakes/telegram-api.js';
-import { eventually } from './fakes/whatsapp-socket.js';
+import { eventually } from './fixtures/eventually.js';
 import { createDashboardAccount, csrfIn, FormClient } from './fixtures/dashboard-harness.js';
 
 /**

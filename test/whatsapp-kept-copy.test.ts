@@ -11,7 +11,7 @@ import type { Database } from '../src/store/schema.js';
 import { endLiveSession } from '../src/store/whatsapp-live.js';
 import { keepSentMessage } from '../src/store/whatsapp-sent-messages.js';
 import { closeSharedAudio, STORAGE_LABEL, startTestApp, TEST_DATABASE_URL } from './fixtures/app-harness.js';
-import { eventually } from './fakes/whatsapp-socket.js';
+import { eventually } from './fixtures/eventually.js';
 
 after(closeSharedAudio);
 

@@ -20,7 +20,10 @@ import {
 import { Writable } from 'node:stream';
 import { purgeOldWhatsappSentMessages, startRetention } from '../src/housekeeping/retention.js';
 import { createLogger } from '../src/logger.js';
-import { encodedMessage, eventually, FakeWhatsapp, type SentVoiceNote } from './fakes/whatsapp-socket.js';
+import { encodedMessage } from './fakes/whatsapp-voice-note.js';
+import { eventually } from './fixtures/eventually.js';
+import { FakeWhatsapp } from './fakes/whatsapp-network.js';
+import { type SentVoiceNote } from './fakes/whatsapp-socket.js';
 
 const API = '/api/v1';
 const SESSION_ID = /^ws_[0-9A-Za-z]{24}$/;

@@ -36,7 +36,7 @@ export async function openStorage(storage: Storage, pgUrl: string | undefined): 
 }
 
 /** The app on `storage`, worker off, silent; `appOptions`: what a bench sets that no environment variable does. */
-export async function buildApp(storage: BenchStorage, extraEnv: Record<string, string> = {}, appOptions: Pick<AppOptions, 'sqliteBusyTimeoutMs'> = {}): Promise<App> {
+export async function buildApp(storage: BenchStorage, extraEnv: Record<string, string> = {}, appOptions: Pick<AppOptions, 'sqliteBusyTimeoutMs' | 'schemaCompilers'> = {}): Promise<App> {
   const config = loadConfig({
     ...storage.env,
     LOG_LEVEL: 'silent',

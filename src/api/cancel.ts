@@ -3,6 +3,7 @@ import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import type { Services } from '../services.js';
 import { cancelMessage, type CancelOutcome } from '../store/cancel.js';
 import { ApiError, notFound } from './errors.js';
+import { checkKeySenderOfMessage } from './key-senders.js';
 import { MessageIdParams, MessageStatus, withErrors } from './schemas.js';
 import { messageStatusView } from './views.js';
 
@@ -29,7 +30,7 @@ export function registerCancelRoute(app: FastifyInstance, services: Services): v
         description:
           'Only a note no worker has taken yet (queued, scheduled with send_at, or waiting for a retry) can be canceled: it is never sent, ' +
           'its status becomes canceled and, unless an earlier attempt reached the platform (a note waiting for a retry after a timeout may have been delivered), ' +
-          'it no longer counts against the monthly quota. Otherwise 409 not_cancelable with details.status.',
+          'it no longer counts against the monthly quota. Otherwise 409 not_cancelable with details.status. A key limited to senders cancels only their notes (403 sender_not_allowed).',
         tags: ['messages'],
         params: MessageIdParams,
         response: { 200: MessageStatus, ...withErrors(404, 409) },
@@ -38,6 +39,7 @@ export function registerCancelRoute(app: FastifyInstance, services: Services): v
     async (request) => {
       const caller = request.caller!;
       const id = request.params.message_id;
+      await checkKeySenderOfMessage(services, caller, id);
       const outcome = await cancelNote(services, { accountId: caller.accountId, env: caller.env }, id);
       if (outcome.kind === 'not_found') throw notFound(`message ${id}`);
       if (outcome.kind === 'not_cancelable') {

@@ -207,6 +207,7 @@ export async function dryRun(
       send_at: sendAt === null ? null : iso(sendAt),
       cancel_on_reply: body.cancel_on_reply === true,
       recording_indicator: body.recording_indicator === true,
+      recipient_time_zone: body.recipient_time_zone ?? null,
     },
     checks: results,
   };

@@ -12,7 +12,8 @@ import { MessageIdParams, withErrors } from './schemas.js';
 
 /**
  * Listening to a note's sender, as the message log shows it, and its end at the account's request:
- * the kept credentials erased at once (a Telegram bot's token), the poller stopping within seconds.
+ * with the last account listening with that credential, the kept credentials erased at once (a
+ * Telegram bot's token, a LinkedIn cookie jar) and the listener stopping within seconds.
  */
 
 export const ListeningView = Type.Union(
@@ -20,14 +21,14 @@ export const ListeningView = Type.Union(
     Type.Object({
       status: Type.String({ enum: ['listening', 'refused'], description: 'refused: the platform will not let it be listened to (a bot with a webhook)' }),
       reason: Type.Union([Type.String(), Type.Null()], { description: 'Why it is refused; null while listening' }),
-      until: Type.String({ format: 'date-time', description: 'When listening ends and the kept credentials are erased, unless a note comes first' }),
+      until: Type.String({ format: 'date-time', description: "When this account's listening ends unless a note comes first; the kept credentials are erased then if no other account still listens with them" }),
     }),
     Type.Null(),
   ],
   { description: "Whether this note's sender is listened to for replies (a Telegram bot or a LinkedIn li_at sent with listen: true); null when not" },
 );
 
-/** Stops listening to the sender of one of the owner's notes and erases what was kept for it; false when nothing was listened to. */
+/** Ends the owner's listening to the sender of one of its notes, erasing what was kept with the last listening account; false when nothing was listened to. */
 export async function stopListening(services: Services, account: { accountId: string; env: string }, id: string): Promise<boolean | undefined> {
   const row = await findMessage(services.db.kysely, account, id);
   if (!row) return undefined;

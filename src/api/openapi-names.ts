@@ -13,6 +13,8 @@ const RESPONSE_NAMES: Record<string, string> = {
   '400': 'invalid_request: malformed JSON or query, a missing or unknown field, or a wrong type (details.field)',
   '401': 'unauthorized: no API key, or one that is wrong or revoked',
   '402': 'quota_exceeded: the monthly quota is used up (reads keep working)',
+  '403':
+    "insufficient_scope: the key's scope (read, send or full) does not allow this request (details.scope, details.required_scope); or sender_not_allowed: a key limited to named senders used as another sender (POST /send, POST /recipients/check) or canceling another sender's note (details.scope, details.senders)",
   '404': 'not_found: unknown id, or an id of another account or environment',
   '409': 'idempotency_conflict (same Idempotency-Key, different body) or not_cancelable',
   '413': 'payload_too_large: request body over 64 KiB',

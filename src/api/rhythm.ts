@@ -22,9 +22,9 @@ const Warmup = Type.Object(
 );
 const SendWindowSchema = Type.Object(
   {
-    days: Type.Array(Type.String({ enum: [...WEEKDAYS] }), { description: 'The weekdays notes may go on, in the window\'s time zone' }),
+    days: Type.Array(Type.String({ enum: [...WEEKDAYS] }), { description: 'The weekdays the window opens on, in the window\'s time zone' }),
     start: Type.String({ description: 'HH:MM, local time in time_zone'}),
-    end: Type.String({ description: 'HH:MM (up to 24:00), later than start, local time in time_zone'}),
+    end: Type.String({ description: 'HH:MM (up to 24:00), local time in time_zone; earlier than start runs past midnight (22:00-06:00 closes on the next day, the day listed being the day it opens); equal to start is refused'}),
     time_zone: Type.String({ description: 'An IANA time zone; its daylight-saving changes are followed (local hours stay local)'}),
   },
   { description: 'The days and hours notes on this platform may go; null: at any hour (the default)' },

@@ -104,6 +104,7 @@ export const DryRunResult = Type.Object(
         send_at: Type.Union([Timestamp, Type.Null()]),
         cancel_on_reply: Type.Boolean(),
         recording_indicator: Type.Boolean(),
+        recipient_time_zone: Type.Union([Type.String(), Type.Null()], { description: "The recipient's IANA zone the send window is read in; null when not given" }),
       },
       { description: 'What would be sent' },
     ),

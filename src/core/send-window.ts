@@ -8,7 +8,11 @@
 export const WEEKDAYS = ['mon', 'tue', 'wed', 'thu', 'fri', 'sat', 'sun'] as const;
 export type Weekday = (typeof WEEKDAYS)[number];
 
-/** Days, then hours from `start` to `end` ("HH:MM", `end` may be "24:00") in `time_zone`. */
+/**
+ * Days, then hours from `start` to `end` ("HH:MM", `end` may be "24:00") in `time_zone`. An `end` earlier
+ * than `start` runs past midnight ("22:00-06:00"): the window opens on each listed day and closes on the
+ * next day's wall clock, so "fri 22:00-06:00" is Friday night until Saturday 06:00.
+ */
 export interface SendWindow {
   days: Weekday[];
   start: string;
@@ -82,7 +86,10 @@ export function instantOf(local: number, zone: string): number {
 
 const minutesOf = (hhmm: string): number => Number(hhmm.slice(0, 2)) * 60 + Number(hhmm.slice(3, 5));
 
-/** The window's open spans as instants, on local days from the day of `from` (in its zone) for `days` days. */
+/**
+ * The window's open spans as instants, on local days from the day before `from` (in its zone: a span
+ * past midnight that opened yesterday may still be open) for `days` days.
+ */
 function openSpans(window: SendWindow, zone: string, from: number, days: number): Array<[number, number]> {
   const firstDay = Math.floor(wallClock(from, zone) / DAY_MS) * DAY_MS - DAY_MS;
   const start = minutesOf(window.start) * 60_000;
@@ -94,7 +101,9 @@ function openSpans(window: SendWindow, zone: string, from: number, days: number)
     const weekday = WEEKDAYS[(Math.floor(day / DAY_MS) + 3) % 7]!;
     if (!window.days.includes(weekday)) continue;
     const opens = instantOf(day + start, zone);
-    const closes = instantOf(day + end, zone);
+    // Past midnight: the closing is read on the next day's wall clock, so a daylight-saving change that
+    // night shortens or lengthens the span by an hour and both ends stay in local hours.
+    const closes = instantOf(day + (end > start ? end : DAY_MS + end), zone);
     if (closes > opens) spans.push([opens, closes]);
   }
   return spans;
@@ -142,7 +151,10 @@ export function windowProblem(value: unknown, prefix = 'send_window'): { field: 
     if (typeof w[name] !== 'string' || !HHMM.test(w[name])) return { field: `${prefix}.${name}`, message: `${prefix}.${name} must be a time of day as HH:MM (00:00 to 24:00)` };
   }
   if (w.start === '24:00') return { field: `${prefix}.start`, message: `${prefix}.start must be a time of day as HH:MM (00:00 to 23:59)` };
-  if (minutesOf(w.end as string) <= minutesOf(w.start as string)) return { field: `${prefix}.end`, message: `${prefix}.end must be later in the day than start (a window does not run past midnight)` };
+  // An earlier end runs past midnight; an equal one says neither "never" nor "all day" plainly.
+  if (minutesOf(w.end as string) === minutesOf(w.start as string)) {
+    return { field: `${prefix}.end`, message: `${prefix}.end must differ from start (an end earlier than start runs past midnight; 00:00-24:00 is the whole day)` };
+  }
   if (!isTimeZone(w.time_zone)) return { field: `${prefix}.time_zone`, message: `${prefix}.time_zone must be an IANA time zone such as Europe/Berlin or America/New_York` };
   return undefined;
 }

@@ -1,20 +1,12 @@
 import type { Kysely } from 'kysely';
-import { newSenderId } from '../core/ids.js';
 import { makeQueuedNotesDue } from './queued-notes.js';
 import type { Database } from './schema.js';
+import { newSenderRecord, type SenderRef } from './sender-record.js';
 
 /**
  * WhatsApp's new-chat message cap of a sender, as last read (README, "Senders"): kept on its record so
  * every process shows it in GET /senders.
  */
-
-/** A sender as a note names it (senders.ts SenderRef; written out here, as senders.ts shows this module's views). */
-interface SenderRef {
-  accountId: string;
-  env: string;
-  platform: string;
-  senderKey: string;
-}
 
 /** Baileys 7's NewChatMessageCappingStatusType, in the order the cap tightens. */
 export const NEW_CHAT_CAP_STATUSES = ['NONE', 'FIRST_WARNING', 'SECOND_WARNING', 'CAPPED'] as const;
@@ -33,25 +25,7 @@ export async function saveNewChatCap(db: Kysely<Database>, ref: SenderRef, kind:
   const value = JSON.stringify(cap);
   await db
     .insertInto('sender_records')
-    .values({
-      id: newSenderId(now),
-      account_id: ref.accountId,
-      env: ref.env,
-      platform: ref.platform,
-      sender_key: ref.senderKey,
-      kind,
-      label: null,
-      status: 'ok',
-      reason: null,
-      until: null,
-      failure_code: null,
-      last_sent_at: null,
-      sent_day: null,
-      sent_today: 0,
-      new_chat_cap: value,
-      created_at: now,
-      updated_at: now,
-    })
+    .values({ ...newSenderRecord(ref, kind, now), new_chat_cap: value })
     .onConflict((oc) => oc.columns(['sender_key', 'platform', 'account_id', 'env']).doUpdateSet({ new_chat_cap: value, updated_at: now }))
     .execute();
 }

@@ -1,7 +1,7 @@
 import { sql, type Kysely } from 'kysely';
-import { newSenderId } from '../core/ids.js';
 import { DAY_MS, utcDay } from '../core/rhythm.js';
 import type { Database } from './schema.js';
+import { newSenderRecord } from './sender-record.js';
 
 /**
  * Live recipient checks (POST /recipients/check) per sender and UTC day: each asks the platform as the
@@ -27,26 +27,7 @@ export async function takeRecipientCheck(db: Kysely<Database>, sender: CheckingS
   const day = utcDay(now);
   const taken = await db
     .insertInto('sender_records')
-    .values({
-      id: newSenderId(now),
-      account_id: sender.accountId,
-      env: sender.env,
-      platform: sender.platform,
-      sender_key: sender.senderKey,
-      kind: sender.kind,
-      label: null,
-      status: 'ok',
-      reason: null,
-      until: null,
-      failure_code: null,
-      last_sent_at: null,
-      sent_day: null,
-      sent_today: 0,
-      checks_day: day,
-      checks_today: 1,
-      created_at: now,
-      updated_at: now,
-    })
+    .values({ ...newSenderRecord(sender, sender.kind, now), checks_day: day, checks_today: 1 })
     .onConflict((oc) =>
       oc
         .columns(['sender_key', 'platform', 'account_id', 'env'])

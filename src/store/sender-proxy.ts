@@ -1,7 +1,7 @@
 import type { Kysely } from 'kysely';
-import { newSenderId } from '../core/ids.js';
 import type { Database, SenderRecordsTable } from './schema.js';
-import { findSenderByRef, setSenderStatus, type Owner, type SenderRef } from './senders.js';
+import { newSenderRecord, type SenderRef } from './sender-record.js';
+import { findSenderByRef, setSenderStatus, type Owner } from './senders.js';
 
 /**
  * A sender's own proxy (docs/proxies.md), kept on its record: the URL sealed by the caller (this module
@@ -20,26 +20,7 @@ export interface KeptProxy {
 export async function setSenderProxy(db: Kysely<Database>, ref: SenderRef, kind: string, proxy: KeptProxy | null, now = Date.now()): Promise<void> {
   await db
     .insertInto('sender_records')
-    .values({
-      id: newSenderId(now),
-      account_id: ref.accountId,
-      env: ref.env,
-      platform: ref.platform,
-      sender_key: ref.senderKey,
-      kind,
-      label: null,
-      status: 'ok',
-      reason: null,
-      until: null,
-      failure_code: null,
-      last_sent_at: null,
-      sent_day: null,
-      sent_today: 0,
-      proxy_sealed: proxy?.sealed ?? null,
-      proxy_shown: proxy?.shown ?? null,
-      created_at: now,
-      updated_at: now,
-    })
+    .values({ ...newSenderRecord(ref, kind, now), proxy_sealed: proxy?.sealed ?? null, proxy_shown: proxy?.shown ?? null })
     .onConflict((oc) =>
       oc.columns(['sender_key', 'platform', 'account_id', 'env']).doUpdateSet({ proxy_sealed: proxy?.sealed ?? null, proxy_shown: proxy?.shown ?? null, updated_at: now }),
     )

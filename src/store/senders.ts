@@ -3,6 +3,7 @@ import type { Kysely } from 'kysely';
 import { newSenderId } from '../core/ids.js';
 import { utcDay, type Rhythm } from '../core/rhythm.js';
 import { makeQueuedNotesDue } from './queued-notes.js';
+import { newSenderRecord, type SenderRef } from './sender-record.js';
 import { FixedStatement } from './fixed-statement.js';
 import type { Database, SenderRecordsTable } from './schema.js';
 import { senderViews, type SenderView } from './sender-view.js';
@@ -18,13 +19,7 @@ export type SenderRow = SenderRecordsTable;
 export const SENDER_STATUSES = ['ok', 'resting', 'restricted', 'expired', 'disconnected'] as const;
 export type SenderStatus = (typeof SENDER_STATUSES)[number];
 
-/** A sender as a note names it: its owner, its platform and the platform's key for it. */
-export interface SenderRef {
-  accountId: string;
-  env: string;
-  platform: string;
-  senderKey: string;
-}
+export type { SenderRef } from './sender-record.js';
 
 export interface SenderChange {
   status: SenderStatus;
@@ -129,24 +124,7 @@ export async function setSenderStatus(
     let row = await findSenderByRef(trx, ref);
     if (!row) {
       if (options.onlyIfKnown) return false;
-      const fresh: SenderRow = {
-        id: newSenderId(now),
-        account_id: ref.accountId,
-        env: ref.env,
-        platform: ref.platform,
-        sender_key: ref.senderKey,
-        kind: options.kind ?? ref.platform,
-        label: null,
-        status: 'ok',
-        reason: null,
-        until: null,
-        failure_code: null,
-        last_sent_at: null,
-        sent_day: null,
-        sent_today: 0,
-        created_at: now,
-        updated_at: now,
-      };
+      const fresh = newSenderRecord(ref, options.kind ?? ref.platform, now);
       await trx
         .insertInto('sender_records')
         .values(fresh)

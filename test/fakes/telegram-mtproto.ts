@@ -142,8 +142,8 @@ class FakeConnection implements TelegramAccountClient {
         return answered;
       } catch (error) {
         // GramJS sleeps through a FLOOD_WAIT up to floodSleepThreshold seconds inside invoke, then sends
-        // the request again (client/users.js, `if (e.seconds <= client.floodSleepThreshold)`; default 60,
-        // client/telegramBaseClient.js); only longer waits reach the caller.
+        // the request again (GramJS 2.26.22 client/users.js:68, `if (e.seconds <= client.floodSleepThreshold)`;
+        // default 60, client/telegramBaseClient.js:39); only longer waits reach the caller.
         const seconds = (error as { seconds?: unknown }).seconds;
         if (error instanceof FloodWaitError && typeof seconds === 'number' && seconds <= (this.options.floodSleepThreshold ?? 60)) {
           await new Promise((resolve) => setTimeout(resolve, seconds * 1000));
@@ -159,7 +159,7 @@ class FakeConnection implements TelegramAccountClient {
     this.down = true;
     this.up = new Promise((resolve) => (this.wakeUp = resolve));
   }
-  /** GramJS's reconnection: MTProtoSender.connect() reports UpdateConnectionState.connected (network/MTProtoSender.js). */
+  /** GramJS's reconnection: MTProtoSender reports UpdateConnectionState.connected (network/MTProtoSender.js:153). */
   reconnect(): void {
     if (!this.down) return;
     this.down = false;
@@ -188,8 +188,9 @@ class FakeConnection implements TelegramAccountClient {
   }
   /**
    * Telegram pushes an update to this connection: lost while the network is down (Telegram does not
-   * queue pushes for a connection; the client asks updates.getDifference), and split as GramJS splits
-   * containers before its handlers (client/updates.js, _handleUpdate: each of `updates`/`updatesCombined`,
+   * queue pushes for a connection; the client asks updates.getDifference, since GramJS asks nothing:
+   * its `catchUp()` is an empty TODO, client/updates.js:65-67), and split as GramJS splits containers
+   * before its handlers (client/updates.js:69-92, _handleUpdate: each of `updates`/`updatesCombined`,
    * the inner update of `updateShort`, anything else as it came).
    */
   push(update: unknown): void {
@@ -221,7 +222,7 @@ export class FakeTelegram {
   readonly refusals: string[] = [];
   /** Errors to answer the next request of a kind with (FLOOD_WAIT_3, PEER_FLOOD…), first in first out. */
   readonly failNext: Array<{ className: string; errorMessage: string }> = [];
-  /** Telegram's clock ahead of the local one by this much (GramJS learns the offset: MTProtoState.updateTimeOffset). */
+  /** Telegram's clock ahead of the local one by this much (GramJS learns the offset: network/MTProtoState.js:238, updateTimeOffset). */
   serverClockOffsetMs = 0;
   /** Updates one updates.getDifference answers at most; more come as a differenceSlice (Telegram: about 1,000). */
   differenceSliceSize = 1_000;

@@ -1,9 +1,10 @@
 import { EventEmitter } from 'node:events';
-import { createHash, randomBytes } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import {
   DISCONNECT,
   type AuthState,
   type NewChatCapInfo,
+  type MessageStatusUpdate,
   type ResendRequestKey,
   type SentWhatsappMessage,
   type SocketEvents,
@@ -11,14 +12,15 @@ import {
   type WhatsappSocket,
   type WhatsappSocketFactory,
 } from '../../src/platforms/whatsapp/socket.js';
-import { describeOggOpus } from '../fixtures/ogg-opus-reader.js';
+import type { FakeWhatsapp } from './whatsapp-network.js';
+import { BAILEYS7_KEY_IDS, encodedMessage, uploadedVoiceNote, voiceNoteProblem } from './whatsapp-voice-note.js';
 
 /**
  * WhatsApp as the service's socket seam sees it: a linked-device socket that shows pairing codes,
  * pairs when the test "scans" (creds with `me`, then the 515 restart Baileys does), opens with the
  * linked account, closes with any disconnect reason, and records what the service asked of it.
- * One `FakeWhatsapp` is "the WhatsApp network" shared by every app instance of a test; each instance
- * gets its own factory so the test can tell which process did what.
+ * The sockets come from a `FakeWhatsapp` (whatsapp-network.ts), "the WhatsApp network" shared by every app
+ * instance of a test; each instance gets its own factory so the test can tell which process did what.
  */
 
 export interface SentVoiceNote {
@@ -54,7 +56,7 @@ export interface FactoryCall {
   noiseKeyPublic: Buffer | undefined;
 }
 
-type QrMode = 'show' | 'silent' | 'fail';
+export type QrMode = 'show' | 'silent' | 'fail';
 
 /** A message someone writes to a session's number, as the fake socket's `receive` takes it. */
 export interface IncomingInput {
@@ -138,6 +140,12 @@ export class FakeSocket implements WhatsappSocket {
     const held = this.world.heldWhileOffline.get(this.sessionId) ?? [];
     this.world.heldWhileOffline.delete(this.sessionId);
     for (const message of held) this.receive({ ...message, type: 'append' });
+    // Receipts WhatsApp held meanwhile come too, marked `offline`: Baileys queues them
+    // (messages-recv.js:1603-1605, offlineNodeProcessor) for the same handleReceipt as live ones, which
+    // emits `messages.update` with the status (messages-recv.js:1199-1202).
+    const receipts = this.world.receiptsHeldWhileOffline.get(this.sessionId) ?? [];
+    this.world.receiptsHeldWhileOffline.delete(this.sessionId);
+    if (receipts.length > 0) this.emit('messages.update', receipts);
   }
 
   emit<E extends keyof SocketEvents>(event: E, update: SocketEvents[E]): void {
@@ -322,205 +330,5 @@ export class FakeSocket implements WhatsappSocket {
 
   private assertOpen(): void {
     if (!this.opened || this.ended) throw boom('Connection Closed', DISCONNECT.connectionClosed);
-  }
-}
-
-/** Key types Baileys 7 writes besides the signal ones, with the ids the fake uses. */
-const BAILEYS7_KEY_IDS: Record<string, string[]> = {
-  'lid-mapping': ['14155550123', '14155550123_reverse'],
-  'device-list': ['14155550123'],
-  tctoken: ['14155550123@s.whatsapp.net'],
-};
-
-/** What Baileys' sendMessage makes of a voice note once the audio is uploaded: an audioMessage pointing at the encrypted file. */
-function uploadedVoiceNote(content: VoiceNoteContent): Record<string, any> {
-  const path = `/v/t62.7117-24/${randomBytes(12).toString('hex')}.enc?ccb=11-4&oh=${randomBytes(16).toString('hex')}&oe=69A1B2C3&_nc_sid=5e03e0`;
-  return {
-    audioMessage: {
-      url: `https://mmg.whatsapp.net${path}&mms3=true`,
-      mimetype: content.mimetype,
-      fileSha256: createHash('sha256').update(content.audio).digest(),
-      fileLength: content.audio.length,
-      seconds: content.seconds,
-      ptt: true,
-      mediaKey: randomBytes(32),
-      fileEncSha256: randomBytes(32),
-      directPath: path,
-      mediaKeyTimestamp: Math.floor(Date.now() / 1000),
-      waveform: Buffer.from(content.waveform),
-    },
-    messageContextInfo: { messageSecret: randomBytes(32) },
-  };
-}
-
-/** A message as the protobuf bytes Baileys encrypts and relays (`proto.Message.encode`). */
-export async function encodedMessage(message: unknown): Promise<Buffer> {
-  const { proto } = await import('@whiskeysockets/baileys');
-  return Buffer.from(proto.Message.encode(proto.Message.fromObject(message as Record<string, unknown>)).finish());
-}
-
-/** What an iPhone refuses ("this audio is no longer available"): anything but the native push-to-talk profile. */
-function pushToTalkProblem(audio: Buffer, seconds: number): string | null {
-  let d;
-  try {
-    d = describeOggOpus(audio);
-  } catch (err) {
-    return `audio is not a valid Ogg Opus stream (${(err as Error).message})`;
-  }
-  if (d.channels !== 1 || d.inputRate !== 16000) return `audio is ${d.channels} channel(s) at an input rate of ${d.inputRate}, not mono 16 kHz`;
-  if (/^Lav[fc]/.test(d.vendor) || d.comments.some((c) => /^encoder=/i.test(c))) return "audio carries ffmpeg's vendor string or encoder tag";
-  const bad = d.packets.findIndex((p, i) => p.config !== 9 || p.code !== 3 || (i < d.packets.length - 1 && p.frameSizes.length !== 3));
-  if (bad !== -1) return `audio packet ${bad} is not three SILK wideband 20 ms frames in a code 3 packet`;
-  const length = Number(d.lastGranule - BigInt(d.preSkip)) / 48000;
-  if (Math.abs(length - seconds) > 1) return `seconds ${seconds} for ${length.toFixed(2)} s of audio`;
-  return null;
-}
-
-function voiceNoteProblem(content: VoiceNoteContent, options: { messageId?: string } | undefined): string | null {
-  if (content.ptt !== true) return 'ptt is not true';
-  if (content.mimetype !== 'audio/ogg; codecs=opus') return `mimetype ${content.mimetype}`;
-  if (!Buffer.isBuffer(content.audio) || content.audio.subarray(0, 4).toString('latin1') !== 'OggS') return 'audio is not an Ogg stream';
-  if (!Number.isInteger(content.seconds) || content.seconds < 1) return `seconds ${content.seconds} is not a whole number of at least 1`;
-  const profile = pushToTalkProblem(content.audio, content.seconds);
-  if (profile) return profile;
-  const waveform = content.waveform as unknown;
-  if (!(waveform instanceof Uint8Array) || waveform.length !== 64 || [...waveform].some((v) => v > 100)) return 'waveform is not 64 values 0-100';
-  if (typeof options?.messageId !== 'string' || options.messageId === '') return 'no message id chosen by the sender';
-  return null;
-}
-
-export class FakeWhatsapp {
-  /** Numbers that are not on WhatsApp. */
-  readonly absent = new Set<string>();
-  /** What a socket with unpaired creds does: show a code, stay silent, or fail to connect. */
-  qrMode: QrMode = 'show';
-  /** The next this many sends fail with a timeout. */
-  failSends = 0;
-  /** The next this many sends are delivered, but their acknowledgement is lost (the sender sees a timeout). */
-  acceptThenTimeOut = 0;
-  /** Sends a real client would not make (no ptt, no seconds, a waveform that is not 64 values, no or a changed message id). */
-  readonly violations: string[] = [];
-  /** Sends whose message id the recipient already had: shown once. */
-  readonly deduplicated: SentVoiceNote[] = [];
-  readonly seenIds = new Set<string>();
-  /** What a device stores of the Baileys 7 key types after its first connection (values of each shape Baileys uses). */
-  readonly baileys7Keys: Record<string, Record<string, unknown>> = {
-    'lid-mapping': { '14155550123': '201987654321098', '14155550123_reverse': '14155550123' },
-    'device-list': { '14155550123': ['0', '12', '31'] },
-    tctoken: { '14155550123@s.whatsapp.net': { token: randomBytes(24), timestamp: '1763856000' } },
-  };
-  readonly unacknowledged = new Map<string, { audio: Buffer; messageId: string }>();
-  /** Paired devices cannot connect (every attempt closes with 408). */
-  unreachable = false;
-  readonly sockets: FakeSocket[] = [];
-  readonly calls: FactoryCall[] = [];
-  readonly sent: SentVoiceNote[] = [];
-  readonly lookups: string[] = [];
-  /** Presence updates in chats, in order, with when and how many notes had been sent before each. */
-  readonly presences: Array<{ instance: string; sessionId: string; jid: string; type: string; at: number; sentBefore: number }> = [];
-  readonly logouts: Array<{ instance: string; sessionId: string }> = [];
-  /** Recipients WhatsApp addresses by linked identity (phone number → LID user): a send stores the mapping, as Baileys 7 does. */
-  readonly lids = new Map<string, string>();
-  /** WhatsApp's reachout lock on every number of this world, until then (sends to new chats answer 463). */
-  reachoutLock: { until: Date } | undefined;
-  /** Chats a send was refused for by the reachout lock. */
-  readonly refusedNewChats: string[] = [];
-  /**
-   * Chats WhatsApp refuses every message to, with this error code in its acknowledgement: '463' with no
-   * lock active (a chat without a privacy token, WAHA #2219), '479' (smax-invalid), …
-   */
-  readonly refusedChats = new Map<string, string>();
-  /** Every send refused in its acknowledgement (the reachout lock's and refusedChats'). */
-  readonly refusals: Array<{ sessionId: string; jid: string; messageId: string; code: string }> = [];
-  /** How long after a send its acknowledgement comes back. */
-  ackDelayMs = 20;
-  /** Times a socket read the reachout lock. */
-  lockReads = 0;
-  /** WhatsApp's new-chat message cap of every number of this world (Baileys' NewChatMessageCapInfo). */
-  newChatCap: NewChatCapInfo = { capping_status: 'NONE', used_quota: 0, total_quota: 100 };
-  /** Times a socket read the new-chat message cap. */
-  capReads = 0;
-  /** Every resend request a recipient's device made, with the sender's answer. */
-  readonly resendRequests: ResendRequest[] = [];
-  /** Messages written to a session's number while none of its sockets was open: delivered when one opens. */
-  readonly heldWhileOffline = new Map<string, IncomingInput[]>();
-
-  factory(instance: string): WhatsappSocketFactory {
-    return ({ sessionId, auth, getMessage }) => {
-      const socket = new FakeSocket(this, instance, sessionId, auth, getMessage);
-      const noise = (auth.creds.noiseKey as { public?: Uint8Array } | undefined)?.public;
-      this.sockets.push(socket);
-      this.calls.push({ instance, sessionId, socket, paired: auth.creds.me !== undefined, noiseKeyPublic: noise ? Buffer.from(noise) : undefined });
-      socket.start(this.qrMode);
-      return socket;
-    };
-  }
-
-  /**
-   * Someone writes to the session's number: heard at once (`notify`) by its open socket, else held by
-   * WhatsApp and delivered as offline messages (`append`) when a socket of the session opens.
-   */
-  write(sessionId: string, input: Omit<IncomingInput, 'type'>): void {
-    const socket = this.current(sessionId);
-    if (socket?.opened) {
-      socket.receive(input);
-      return;
-    }
-    this.heldWhileOffline.set(sessionId, [...(this.heldWhileOffline.get(sessionId) ?? []), input]);
-  }
-
-  socketsOf(sessionId: string): FakeSocket[] {
-    return this.sockets.filter((s) => s.sessionId === sessionId);
-  }
-
-  /** The session's socket that is still connected or connecting. */
-  current(sessionId: string): FakeSocket | undefined {
-    return this.socketsOf(sessionId).filter((s) => !s.ended).at(-1);
-  }
-
-  /** The user types the pairing code on the phone: linked like a scan, as that phone number. */
-  enterCode(sessionId: string, code: string, device = 14): void {
-    const socket = this.current(sessionId);
-    if (!socket?.pairingCode || socket.pairingCode !== code) throw new Error(`session ${sessionId} did not ask for the code ${code}`);
-    socket.emit('creds.update', { me: { id: `${socket.pairingPhone}:${device}@s.whatsapp.net`, name: 'Test Phone' }, registered: true });
-    socket.closeWith(DISCONNECT.restartRequired, 'Restart Required');
-  }
-
-  /**
-   * The phone scans the code: the device gets its identity (creds with `me`), then the server asks
-   * for a restart (515) and the next connection opens as `<phone>:<device>@s.whatsapp.net`.
-   */
-  /** WhatsApp tells the session's socket that its reachout lock started or was lifted (as Baileys emits it). */
-  announceReachoutLock(sessionId: string): void {
-    const lock = this.reachoutLock;
-    const state = lock && lock.until.getTime() > Date.now() ? { isActive: true, timeEnforcementEnds: lock.until } : { isActive: false };
-    this.current(sessionId)?.emit('connection.update', { reachoutTimeLock: state });
-  }
-
-  /**
-   * WhatsApp tells the session's socket its new-chat message cap changed: Baileys emits the
-   * notification's payload as it comes (rc14 lib/Socket/messages-recv.js:182-191,
-   * handleMessageCappingNotification).
-   */
-  announceNewChatCap(sessionId: string): void {
-    this.current(sessionId)?.emit('message-capping.update', { ...this.newChatCap });
-  }
-
-  scan(sessionId: string, phone: string, device = 12): void {
-    const socket = this.current(sessionId);
-    if (!socket?.qr) throw new Error(`session ${sessionId} shows no QR code to scan`);
-    socket.emit('creds.update', { me: { id: `${phone}:${device}@s.whatsapp.net`, name: 'Test Phone' }, registered: true });
-    socket.closeWith(DISCONNECT.restartRequired, 'Restart Required');
-  }
-}
-
-/** Polls until `check` returns something truthy. */
-export async function eventually<T>(check: () => T | Promise<T>, what: string, timeoutMs = 30_000): Promise<NonNullable<T>> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await check();
-    if (value) return value as NonNullable<T>;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 25));
   }
 }

@@ -139,7 +139,7 @@ export async function registerSuppressionPages(app: FastifyInstance, deps: Dashb
       for (let start = 0; start < entries.length; start += MAX_SUPPRESSIONS_PER_CALL) {
         await suppressRecipients(deps.services, owner(ctxOf(request)), entries.slice(start, start + MAX_SUPPRESSIONS_PER_CALL), 'import');
       }
-      const text = `${count(entries.length)} listed, ${count(rejected.length)} rejected, of ${count(rows.length)} rows.${rejected.length > 0 ? ` ${rejected.slice(0, 10).join('; ')}${rejected.length > 10 ? '; …' : ''}` : ''}`;
+      const text = `${count(entries.length)} listed, ${count(rejected.length)} rejected, of ${count(rows.length)} ${rows.length === 1 ? 'row' : 'rows'}.${rejected.length > 0 ? ` ${rejected.slice(0, 10).join('; ')}${rejected.length > 10 ? '; …' : ''}` : ''}`;
       return show(request, reply, { kind: rejected.length > 0 ? 'error' : 'ok', text }, rejected.length > 0 ? 422 : 200);
     });
   });

@@ -25,6 +25,8 @@ export interface LinkedinListenTuning {
   streamIdleMs?: number;
   /** How long a look waits after its proxy did not carry it. */
   proxyRetryMs?: number;
+  /** The looks' clock (tests: one they move ahead instead of sleeping). */
+  now?: () => number;
 }
 
 export const listenTuningOf = (tuning: Readonly<Record<string, unknown>> | undefined): LinkedinListenTuning =>
@@ -81,6 +83,7 @@ export function startLinkedinListening(
     ...(tuning.streamClock !== undefined ? { streamClock: tuning.streamClock } : {}),
     ...(tuning.streamIdleMs !== undefined ? { streamIdleMs: tuning.streamIdleMs } : {}),
     ...(tuning.proxyRetryMs !== undefined ? { proxyRetryMs: tuning.proxyRetryMs } : {}),
+    ...(tuning.now !== undefined ? { now: tuning.now } : {}),
     ...(services.config.outboundProxy !== undefined ? { outboundProxy: services.config.outboundProxy } : {}),
     allowPrivateProxies: services.config.audioAllowPrivateUrls,
   });

@@ -96,6 +96,8 @@ export interface LinkedinListenerOptions {
   allowPrivateProxies?: boolean;
   /** A look whose proxy did not carry it is tried again after this long (default 5 min). */
   proxyRetryMs?: number;
+  /** The looks' clock (when one is due, when the next is placed); tests move it ahead instead of sleeping. */
+  now?: () => number;
 }
 
 export interface LinkedinListener {
@@ -109,6 +111,7 @@ const leaseKey = (senderKey: string): string => `linkedin-listen:${senderKey}`;
 
 export function startLinkedinListener(options: LinkedinListenerOptions): LinkedinListener {
   const { db, logger } = options;
+  const now = options.now ?? Date.now;
   const apiRoot = options.apiRoot.replace(/\/+$/, '');
   const origin = new URL(apiRoot).origin;
   const scanMs = options.scanMs ?? 30_000;
@@ -146,12 +149,12 @@ export function startLinkedinListener(options: LinkedinListenerOptions): Linkedi
   });
 
   async function scan(): Promise<void> {
-    const ended = await endExpiredLinkedinListening(db, Date.now());
+    const ended = await endExpiredLinkedinListening(db, now());
     if (ended > 0) log.info({ senders: ended }, 'stopped listening to LinkedIn senders without a note for 14 days; their sessions are erased');
-    for (const row of await dueLinkedinListeners(db, Date.now())) {
+    for (const row of await dueLinkedinListeners(db, now())) {
       if (looks.has(row.sender_key) || stopping.signal.aborted) continue;
       if ((await options.rest.remainingMs(row.sender_key)) > 0) continue;
-      if (!(await claimAffinity(db, leaseKey(row.sender_key), holder, Date.now(), leaseMs))) continue;
+      if (!(await claimAffinity(db, leaseKey(row.sender_key), holder, now(), leaseMs))) continue;
       const running = look(row.sender_key)
         .catch((err: unknown) => log.warn({ err, sender: row.sender_key }, 'could not read the LinkedIn conversations'))
         .finally(async () => {
@@ -193,17 +196,17 @@ export function startLinkedinListener(options: LinkedinListenerOptions): Linkedi
 
   /** Before a `cancel_on_reply` note goes into a listened conversation, one look at that conversation. */
   async function lookBeforeFollowUps(): Promise<void> {
-    const now = Date.now();
+    const scanAt = now();
     // Forgotten after an hour: by then the note went (or waits for a retry, and is looked at again before it).
-    for (const [id, at] of lookedBeforeSending) if (at < now - 60 * 60_000) lookedBeforeSending.delete(id);
-    const due = await followUpsDueBefore(db, now + preSendLeadMs);
+    for (const [id, at] of lookedBeforeSending) if (at < scanAt - 60 * 60_000) lookedBeforeSending.delete(id);
+    const due = await followUpsDueBefore(db, scanAt + preSendLeadMs);
     for (const senderKey of new Set(due.map((d) => d.sender_key))) {
       const notes = due.filter((d) => d.sender_key === senderKey && !lookedBeforeSending.has(d.id));
       // A look of this sender under way reads every conversation already; the next scan comes back.
       if (notes.length === 0 || looks.has(senderKey) || stopping.signal.aborted) continue;
       if ((await options.rest.remainingMs(senderKey)) > 0) continue;
-      if (!(await claimAffinity(db, leaseKey(senderKey), holder, Date.now(), leaseMs))) continue;
-      for (const note of notes) lookedBeforeSending.set(note.id, now);
+      if (!(await claimAffinity(db, leaseKey(senderKey), holder, now(), leaseMs))) continue;
+      for (const note of notes) lookedBeforeSending.set(note.id, scanAt);
       const urns = new Set(notes.map((n) => n.conversation_urn));
       const running = lookAt(senderKey, urns)
         .catch((err: unknown) => {
@@ -222,7 +225,7 @@ export function startLinkedinListener(options: LinkedinListenerOptions): Linkedi
   /** One look at some conversations of one sender, outside its intervals (nothing is counted or placed). */
   async function lookAt(senderKey: string, conversationUrns: ReadonlySet<string>): Promise<void> {
     const row = await findLinkedinListener(db, senderKey);
-    if (!row || Number(row.listen_until) <= Date.now()) return;
+    if (!row || Number(row.listen_until) <= now()) return;
     const conversations = (await listenedConversations(db, senderKey)).filter((c) => conversationUrns.has(c.conversation_urn));
     let outcome: Outcome;
     try {
@@ -245,7 +248,7 @@ export function startLinkedinListener(options: LinkedinListenerOptions): Linkedi
   async function look(senderKey: string): Promise<void> {
     const row = await findLinkedinListener(db, senderKey);
     // Taken by another process between the scan and the lease, or ended meanwhile.
-    if (!row || Number(row.next_check_at) > Date.now() || Number(row.listen_until) <= Date.now()) return;
+    if (!row || Number(row.next_check_at) > now() || Number(row.listen_until) <= now()) return;
     // A proxy that does not carry a connection now: the look waits for it, without counting under the cap.
     const connection = await proxies.readyFor(senderKey);
     if (!connection) return proxyWait(row);
@@ -262,12 +265,12 @@ export function startLinkedinListener(options: LinkedinListenerOptions): Linkedi
     if (outcome === 'ended') return sessionEnded(senderKey);
     if (outcome === 'unreadable') return forgetUnreadable(senderKey);
     const seen = { lastNoteAt: Number(row.last_note_at), checks: Number(row.checks) };
-    await checkedLinkedin(db, senderKey, seen, checkAt(seen.lastNoteAt, seen.checks + 1, intervals, dailyMs), Date.now());
+    await checkedLinkedin(db, senderKey, seen, checkAt(seen.lastNoteAt, seen.checks + 1, intervals, dailyMs), now());
   }
 
   /** The look waits `proxyRetryMs` for the sender's proxy (its place in the intervals is kept). */
   async function proxyWait(row: LinkedinListenerRow): Promise<void> {
-    await postponeLinkedinLook(db, row.sender_key, { lastNoteAt: Number(row.last_note_at) }, Date.now() + proxyRetryMs, Date.now());
+    await postponeLinkedinLook(db, row.sender_key, { lastNoteAt: Number(row.last_note_at) }, now() + proxyRetryMs, now());
   }
 
   /**
@@ -281,7 +284,7 @@ export function startLinkedinListener(options: LinkedinListenerOptions): Linkedi
     if (rhythm.dailyCap === null) return true;
     const place = await takeSenderPlace(db, { senderKey: capKey(owner, 'linkedin', row.sender_key), rhythm });
     if (place.ok) return true;
-    await postponeLinkedinLook(db, row.sender_key, { lastNoteAt: Number(row.last_note_at) }, nextDayStart(place.now), Date.now());
+    await postponeLinkedinLook(db, row.sender_key, { lastNoteAt: Number(row.last_note_at) }, nextDayStart(place.now), now());
     log.info({ sender: row.sender_key }, "the LinkedIn sender's daily cap is reached: its next look waits for the next day");
     return false;
   }
