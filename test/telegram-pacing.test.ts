@@ -14,7 +14,7 @@ import {
   type TestApp,
 } from './fixtures/app-harness.js';
 import { startTelegramApi } from './fakes/telegram-api.js';
-import { createMemorySlotPacer, createRedisSlotPacer, type SlotPacer } from '../src/platforms/pacing.js';
+import { createMemorySlotPacer, createRedisSlotPacer, LATE_WAKE_MS, takeSlot, type SlotPacer } from '../src/platforms/pacing.js';
 import { createTelegramAdapter } from '../src/platforms/telegram/adapter.js';
 import { DeliveryError, type DeliveryJob } from '../src/platforms/platform.js';
 
@@ -105,6 +105,26 @@ describe('send slots: a line too long to wait in goes back to the queue, spread 
     assert.equal(held.length, 28);
     const backs = waits.filter((w) => w < 0).map((w) => -w);
     assert.ok(backs.length > 0 && backs.every((b, i) => b === backs[0]! + 35 * i), `refused sends come back 35 ms apart: ${backs.join(', ')}`);
+  });
+
+  it('a process that stalls past its booked slots does not send them at once when it wakes: each late send books again', async () => {
+    const pacer = createMemorySlotPacer();
+    const went: number[] = [];
+    // Ten sends of one bot booked together: slots 35 ms apart, the first at once.
+    const sends = Array.from({ length: 10 }, () =>
+      takeSlot(pacer, [bot], 10_000).then((slot) => {
+        assert.equal(slot.kind, 'go');
+        went.push(performance.now());
+      }),
+    );
+    await new Promise((resolve) => setImmediate(resolve));
+    // The process stalls for 400 ms (a long garbage collection, a busy machine): every other slot passes meanwhile.
+    for (const end = performance.now() + 400; performance.now() < end; );
+    await Promise.all(sends);
+    // Woken together, they would all leave at once (gaps of 0 ms): booked again, they leave one interval apart.
+    const gaps = went.slice(1).map((at, i) => Math.round(at - went[i]!));
+    assert.ok(gaps[0]! >= 400, `the first went before the stall: ${gaps.join(', ')}`);
+    assert.ok(gaps.slice(1).every((gap) => gap >= 20), `sends after the stall ${bot.intervalMs} ms apart, not together: ${gaps.join(', ')} ms (LATE_WAKE_MS ${LATE_WAKE_MS})`);
   });
 
   it('in Redis (shared by processes): the same spreading, on Redis\' clock', { skip: TEST_REDIS_URL === undefined ? 'TEST_REDIS_URL is not set' : false }, async () => {

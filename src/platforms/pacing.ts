@@ -104,6 +104,32 @@ export interface SlotPacer {
   reserve(rules: PaceRule[], maxWaitMs: number): Promise<number>;
 }
 
+/** How much later than its slot a wait may end before the slot is booked again (see takeSlot). */
+export const LATE_WAKE_MS = 25;
+/** How many times one send books again after waking late, at most: a process that keeps stalling still sends. */
+const MAX_REBOOKINGS = 2;
+
+export type SlotTaken = { kind: 'go' } | { kind: 'later'; retryAfterMs: number } | { kind: 'stopped' };
+
+/**
+ * Books the earliest slot `rules` allow within `maxWaitMs` and waits for it: `go` when it has come,
+ * `later` (come back in `retryAfterMs`) when it is further off, `stopped` when `signal` aborted the wait.
+ *
+ * A process that stalls (a long garbage collection, a busy machine) wakes every send whose slot fell in
+ * the stall at the same moment, and they would leave together: a burst the platform counts against its
+ * flood limit, however well the slots were spread. A wait that ends more than LATE_WAKE_MS after its
+ * slot books a new one from now (each send in turn gets its own, one interval apart), at most twice.
+ */
+export async function takeSlot(pacer: SlotPacer, rules: PaceRule[], maxWaitMs: number, signal?: AbortSignal): Promise<SlotTaken> {
+  for (let booking = 0; ; booking++) {
+    const wait = await pacer.reserve(rules, maxWaitMs);
+    if (wait < 0) return { kind: 'later', retryAfterMs: -wait };
+    const due = performance.now() + wait;
+    if (!(await waitForSlot(wait, signal))) return { kind: 'stopped' };
+    if (performance.now() - due <= LATE_WAKE_MS || booking >= MAX_REBOOKINGS) return { kind: 'go' };
+  }
+}
+
 /** The earliest moment from `from` at least one interval away from every moment booked under each rule (`lines`, each in order). */
 function earliestFree(from: number, rules: PaceRule[], lines: number[][]): number {
   let at = from;

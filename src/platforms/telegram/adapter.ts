@@ -6,7 +6,7 @@ import { networkErrorCode } from '../../core/error-code.js';
 import { Agent, request } from '../../core/http-client.js';
 import { deadline } from '../deadline.js';
 import { proxyDeliveryError, ProxyDispatchers } from '../proxy/dispatchers.js';
-import { createMemorySlotPacer, waitForSlot, type SlotPacer } from '../pacing.js';
+import { createMemorySlotPacer, takeSlot, type SlotPacer } from '../pacing.js';
 import { DeliveryError, type DeliveryJob, type PlatformAdapter } from '../platform.js';
 import { VoiceBytes } from '../voice-bytes.js';
 import { tellBotName } from './bot-name.js';
@@ -208,8 +208,7 @@ export function createTelegramAdapter(options: TelegramAdapterOptions): Platform
 
   /** One sendChatAction `record_voice` in its pacing slot; false when the slot is too far off (that repetition is skipped). */
   async function chatAction(token: string, chatId: string, proxy: string | null | undefined, signal: AbortSignal | undefined, scrub: (text: string) => string): Promise<boolean> {
-    const wait = await pacer.reserve(telegramPaceRules(token, chatId), maxPaceWaitMs);
-    if (wait < 0 || !(await waitForSlot(wait, signal))) return false;
+    if ((await takeSlot(pacer, telegramPaceRules(token, chatId), maxPaceWaitMs, signal)).kind !== 'go') return false;
     const limit = deadline(signal, timeouts.connectMs + timeouts.headersMs);
     let status: number;
     let text: string | undefined;
@@ -306,18 +305,18 @@ export function createTelegramAdapter(options: TelegramAdapterOptions): Platform
       }
 
       // Within the flood limits, so a bulk send does not run into 429s; a long line goes back to the queue.
-      const wait = await pacer.reserve(telegramPaceRules(token, job.recipient), maxPaceWaitMs);
-      if (wait < 0) {
+      const slot = await takeSlot(pacer, telegramPaceRules(token, job.recipient), maxPaceWaitMs, job.signal);
+      if (slot.kind === 'later') {
         throw new DeliveryError(
           'platform_rate_limited',
           "more voice notes are lined up for this bot or chat than Telegram's flood limits let through now; it waits its turn in the queue",
           true,
-          -wait,
+          slot.retryAfterMs,
           { notAttempted: true },
         );
       }
       // A shutdown or a lost lease stops the wait at once: nothing was sent, the message goes back untouched.
-      if (!(await waitForSlot(wait, job.signal))) {
+      if (slot.kind === 'stopped') {
         throw new DeliveryError('platform_error', 'the attempt was stopped while it waited for its pacing slot; not attempted', true, undefined, { notAttempted: true });
       }
 

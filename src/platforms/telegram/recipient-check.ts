@@ -2,7 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { Agent, request } from '../../core/http-client.js';
 import { ProxyDispatchers } from '../proxy/dispatchers.js';
 import { proxyFailureOf } from '../proxy/tunnel.js';
-import type { SlotPacer } from '../pacing.js';
+import { takeSlot, type SlotPacer } from '../pacing.js';
 import type { RecipientCheck } from '../platform.js';
 import { scrubToken } from './token-scrub.js';
 import { telegramPaceRules } from './adapter.js';
@@ -18,12 +18,9 @@ async function botTurn(pacer: SlotPacer, token: string, chatId: string): Promise
   for (;;) {
     const left = deadline - Date.now();
     if (left < 0) return false;
-    const wait = await pacer.reserve([botRule!], left);
-    if (wait >= 0) {
-      await sleep(wait);
-      return true;
-    }
-    await sleep(Math.min(-wait, left + 1));
+    const slot = await takeSlot(pacer, [botRule!], left);
+    if (slot.kind === 'go') return true;
+    if (slot.kind === 'later') await sleep(Math.min(slot.retryAfterMs, left + 1));
   }
 }
 
