@@ -107,10 +107,12 @@ describe(`listen receipts from a live WhatsApp session (${STORAGE_LABEL})`, () =
     }
   });
 
-  it('a read and a play reported while the session was offline arrive when it reconnects, as Baileys replays them, each announced once', async () => {
+  it('a read and a play reported while the session was offline arrive when it reconnects, as Baileys replays them, each announced once, at the times the device reported them', async () => {
     const world = new FakeWhatsapp();
     const receiver = await startWebhookReceiver();
-    const t = await startTestApp({ whatsappSocketFactory: world.factory('one'), whatsappLive: FAST_WHATSAPP, webhooks: { pollMs: 100 } });
+    // The service's clock: moved an hour on while the session is offline.
+    let ahead = 0;
+    const t = await startTestApp({ whatsappSocketFactory: world.factory('one'), whatsappLive: FAST_WHATSAPP, webhooks: { pollMs: 100 }, now: () => Date.now() + ahead });
     try {
       const account = await t.createAccount();
       const key = account.liveKey;
@@ -126,8 +128,10 @@ describe(`listen receipts from a live WhatsApp session (${STORAGE_LABEL})`, () =
       // The connection drops; the recipient listens meanwhile. WhatsApp holds the receipts for the next connection.
       const before = world.current(sessionId)!;
       before.closeWith(428, 'Connection Closed');
+      const reportedAt = Date.now();
       world.report(sessionId, receipt(4));
       world.report(sessionId, receipt(5));
+      ahead = 3_600_000;
       await eventually(() => {
         const socket = world.current(sessionId);
         return socket && socket !== before && socket.opened;
@@ -139,6 +143,10 @@ describe(`listen receipts from a live WhatsApp session (${STORAGE_LABEL})`, () =
         return r.read_at && r.played_at ? r : undefined;
       }, 'read and played after the reconnect');
       assert.ok(Date.parse(receipts.read_at) <= Date.parse(receipts.played_at));
+      // When the device reported them (to the end of their whole second), not an hour later when they arrived.
+      for (const at of [receipts.read_at, receipts.played_at]) {
+        assert.ok(Math.abs(Date.parse(at) - reportedAt) < 2_000, `${at}: not the time it was reported (${new Date(reportedAt).toISOString()})`);
+      }
       await receiver.waitFor(1, 'voice_note.read');
       await receiver.waitFor(1, 'voice_note.played');
       await new Promise((r) => setTimeout(r, 300));

@@ -92,8 +92,11 @@ export class FakeWhatsapp {
   /**
    * The recipient's device reports a note of the session reached it, was read or played (3, 4, 5):
    * at once to its open socket, else held by WhatsApp and delivered when a socket of the session opens.
+   * Stamped with when it was reported, in whole seconds, as Baileys passes the receipt's `t` on
+   * (rc14 lib/Socket/messages-recv.js:1199-1202), unless the test gives a time.
    */
-  report(sessionId: string, receipt: MessageStatusUpdate): void {
+  report(sessionId: string, reported: MessageStatusUpdate): void {
+    const receipt = { ...reported, update: { messageTimestamp: Math.floor(Date.now() / 1000), ...reported.update } };
     const socket = this.current(sessionId);
     if (socket?.opened) {
       socket.emit('messages.update', [receipt]);

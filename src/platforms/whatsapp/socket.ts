@@ -75,7 +75,12 @@ export interface NewChatCapInfo {
  */
 export interface MessageStatusUpdate {
   key: { id?: string | null; remoteJid?: string | null; fromMe?: boolean | null };
-  update: { status?: number | null; messageStubParameters?: Array<string | null | undefined> | null };
+  update: {
+    status?: number | null;
+    messageStubParameters?: Array<string | null | undefined> | null;
+    /** A receipt's own time, in whole seconds (Baileys 7 rc14 lib/Socket/messages-recv.js:1201, the receipt's `t`). */
+    messageTimestamp?: number | null;
+  };
 }
 
 /** One message of Baileys' `messages.upsert` (a `WAMessage`): the parts the service reads. */
