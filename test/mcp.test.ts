@@ -240,6 +240,28 @@ describe(`MCP server, both transports, against a sandbox service (${STORAGE_LABE
     }
   });
 
+  test("send_voice_note over /mcp spends the key's send rate limit as POST /send does, dry runs too: past it, rate_limited", async () => {
+    const limited = await t.createAccount({ rateLimit: 3 });
+    const client = await connected(transports.http!(limited.testKey));
+    try {
+      const outcomes: string[] = [];
+      for (let i = 0; i < 6; i++) {
+        try {
+          const answer = await call(client, 'send_voice_note', sendArgs());
+          outcomes.push(answer.isError ? String(answer.structuredContent?.error?.code) : 'checked');
+        } catch (error) {
+          outcomes.push(/429[\s\S]*rate_limited/.test(String(error)) ? 'rate_limited' : String(error));
+        }
+      }
+      // Three a minute: three dry runs, then refusals, the API's own error.
+      assert.deepEqual(outcomes, ['checked', 'checked', 'checked', 'rate_limited', 'rate_limited', 'rate_limited']);
+      // One budget with the API: the key's POST /send is refused too.
+      assertErrorEnvelope(await t.send(limited.testKey, { ...sendArgs(), dry_run: true }), 429, 'rate_limited');
+    } finally {
+      await client.close().catch(() => undefined);
+    }
+  });
+
   test('POST /mcp without a key is 401 in the error envelope; with one it carries the rate-limit headers', async () => {
     const initialize = { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'x', version: '1' } } };
     const headers = { 'content-type': 'application/json', accept: 'application/json, text/event-stream' };
