@@ -1,36 +1,29 @@
 import assert from 'node:assert/strict';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { after, before, describe } from 'node:test';
 import { test } from './fixtures/timed.js';
-import { runCli } from './fixtures/cli-process.js';
-import { closeSharedAudio, STORAGE_LABEL, startTestApp, TELEGRAM_TOKEN, type TestApp } from './fixtures/app-harness.js';
+import { startCliScene, type CliScene } from './fixtures/cli-scene.js';
+import { STORAGE_LABEL, TELEGRAM_TOKEN, type TestApp } from './fixtures/app-harness.js';
 
 /*
  * `voicenote send --dry-run` and the CSV's `dry_run` column, through the real bin (compiled dist/: build
  * first) against a sandbox service on loopback: each row's dry-run answer, nothing stored or counted.
  */
 describe(`voicenote send --dry-run (${STORAGE_LABEL})`, () => {
+  let scene: CliScene;
   let t: TestApp;
-  let origin: string;
   let key: string;
   let dir: string;
   before(async () => {
-    t = await startTestApp({ worker: false });
-    origin = await t.listen();
-    key = (await t.createAccount({ plan: 'scale' })).testKey;
-    dir = await mkdtemp(path.join(tmpdir(), 'cli-dry-run-'));
+    scene = await startCliScene('cli-dry-run-', { app: { worker: false }, plan: 'scale' });
+    ({ t, key, dir } = scene);
     const listed = await t.request({ method: 'POST', url: '/api/v1/suppressions', key, body: { recipients: [{ platform: 'telegram', recipient: '222222222' }] } });
     assert.equal(listed.statusCode, 201, listed.body);
   });
-  after(async () => {
-    await t?.close();
-    await rm(dir, { recursive: true, force: true });
-    await closeSharedAudio();
-  });
+  after(() => scene?.close());
 
-  const cli = (args: string[]) => runCli([...args, '--url', origin], { VOICENOTE_KEY: key });
+  const cli = (args: string[]) => scene.cli(args);
   const totalSent = async (): Promise<number> => (await t.request({ method: 'GET', url: '/api/v1/usage', key })).json().usage.total_sent;
   const storedMessages = async (): Promise<number> => (await t.app.services.db.kysely.selectFrom('messages').select(['id']).execute()).length;
   const csvOf = async (name: string, lines: string[]): Promise<string> => {

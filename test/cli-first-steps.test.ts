@@ -1,30 +1,25 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { after, before, describe } from 'node:test';
 import { test } from './fixtures/timed.js';
 import { runCli } from './fixtures/cli-process.js';
-import { closeSharedAudio, STORAGE_LABEL, startTestApp, TELEGRAM_TOKEN, type TestApp } from './fixtures/app-harness.js';
+import { startCliScene, type CliScene } from './fixtures/cli-scene.js';
+import { STORAGE_LABEL, TELEGRAM_TOKEN, type TestApp } from './fixtures/app-harness.js';
 
 /** The CLI in a newcomer's first minutes (issue 40): the commands the API has, and its addresses as people type them. */
 describe(`voicenote CLI: the first steps (${STORAGE_LABEL})`, () => {
+  let scene: CliScene;
   let t: TestApp;
   let origin: string;
   let key: string;
   let dir: string;
   before(async () => {
-    t = await startTestApp({ env: { SANDBOX_AUTO_SCAN_SECONDS: '1' } });
-    origin = await t.listen();
-    key = (await t.createAccount()).testKey;
-    dir = await mkdtemp(path.join(tmpdir(), 'cli-first-'));
+    scene = await startCliScene('cli-first-', { app: { env: { SANDBOX_AUTO_SCAN_SECONDS: '1' } } });
+    ({ t, origin, key, dir } = scene);
   });
-  after(async () => {
-    await t?.close();
-    await rm(dir, { recursive: true, force: true });
-    await closeSharedAudio();
-  });
+  after(() => scene?.close());
 
   const telegramFlags = (recipient: string) => ['--platform', 'telegram', '--recipient', recipient, '--bot-token', TELEGRAM_TOKEN];
 

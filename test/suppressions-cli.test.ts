@@ -1,31 +1,24 @@
 import assert from 'node:assert/strict';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { after, before, describe } from 'node:test';
 import { test } from './fixtures/timed.js';
-import { runCli } from './fixtures/cli-process.js';
-import { assertErrorEnvelope, closeSharedAudio, defaultSendBody, STORAGE_LABEL, startTestApp, type TestApp } from './fixtures/app-harness.js';
+import { startCliScene, type CliScene } from './fixtures/cli-scene.js';
+import { assertErrorEnvelope, defaultSendBody, STORAGE_LABEL, type TestApp } from './fixtures/app-harness.js';
 
 /** `voicenote suppressions` and `voicenote opt-outs`: the suppression list from the command line, through the HTTP API. */
 describe(`voicenote suppressions (${STORAGE_LABEL})`, () => {
+  let scene: CliScene;
   let t: TestApp;
-  let origin: string;
   let key: string;
   let dir: string;
   before(async () => {
-    t = await startTestApp({ worker: false });
-    origin = await t.listen();
-    key = (await t.createAccount()).testKey;
-    dir = await mkdtemp(path.join(tmpdir(), 'cli-suppressions-'));
+    scene = await startCliScene('cli-suppressions-', { app: { worker: false } });
+    ({ t, key, dir } = scene);
   });
-  after(async () => {
-    await t?.close();
-    await rm(dir, { recursive: true, force: true });
-    await closeSharedAudio();
-  });
+  after(() => scene?.close());
 
-  const cli = (args: string[]) => runCli([...args, '--url', origin], { VOICENOTE_KEY: key });
+  const cli = (args: string[]) => scene.cli(args);
 
   test('add, list and remove, with --json as the API answers', async () => {
     const added = await cli(['suppressions', 'add', '--platform', 'whatsapp', '--note', 'asked', '+1 415 555 0199', '--json']);
