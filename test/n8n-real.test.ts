@@ -45,6 +45,15 @@ describe(`n8n-nodes-voicenote in a real n8n ${N8N_VERSION} (${STORAGE_LABEL})`, 
     assert.equal(answer.status, 200, JSON.stringify(answer.body));
     return answer.body.data as Array<{ id: string; status: string; finished: boolean; data?: any }>;
   };
+  /** Creates the workflow, runs it from its Manual trigger and waits for that execution to end; returns the execution. */
+  async function runManually(definition: Record<string, unknown>): Promise<{ id: string; status: string; finished: boolean; data?: any }> {
+    const workflow = await n8n.api('POST', '/workflows', definition);
+    assert.equal(workflow.status, 200, JSON.stringify(workflow.body));
+    const workflowId = workflow.body.id as string;
+    const started = await n8n.rest('POST', `/workflows/${workflowId}/run`, { triggerToStartFrom: { name: 'Manual' } });
+    assert.equal(started.status, 200, JSON.stringify(started.body));
+    return waitFor('the manual execution to finish', async () => (await executionsOf(workflowId)).find((e) => e.status !== 'running' && e.status !== 'new'), 60_000);
+  }
   const outputOf = (execution: { data?: any }, node: string) => execution.data?.resultData?.runData?.[node]?.[0]?.data?.main?.[0]?.map((item: { json: unknown }) => item.json);
 
   before(async () => {
@@ -82,7 +91,7 @@ describe(`n8n-nodes-voicenote in a real n8n ${N8N_VERSION} (${STORAGE_LABEL})`, 
   });
 
   test('(a) Manual trigger → Send → Get executes and the note is delivered', async () => {
-    const workflow = await n8n.api('POST', '/workflows', {
+    const execution = await runManually({
       name: 'send and get',
       nodes: [
         { id: 'm', name: 'Manual', type: 'n8n-nodes-base.manualTrigger', typeVersion: 1, position: [0, 0], parameters: {} },
@@ -108,12 +117,6 @@ describe(`n8n-nodes-voicenote in a real n8n ${N8N_VERSION} (${STORAGE_LABEL})`, 
       connections: { Manual: { main: [[{ node: 'Send', type: 'main', index: 0 }]] }, Send: { main: [[{ node: 'Get', type: 'main', index: 0 }]] } },
       settings: { executionOrder: 'v1' },
     });
-    assert.equal(workflow.status, 200, JSON.stringify(workflow.body));
-    const workflowId = workflow.body.id as string;
-    const started = await n8n.rest('POST', `/workflows/${workflowId}/run`, { triggerToStartFrom: { name: 'Manual' } });
-    assert.equal(started.status, 200, JSON.stringify(started.body));
-
-    const execution = await waitFor('the manual execution to finish', async () => (await executionsOf(workflowId)).find((e) => e.status !== 'running' && e.status !== 'new'), 60_000);
     assert.equal(execution.status, 'success', JSON.stringify(execution.data?.resultData?.error ?? execution));
     const [sent] = outputOf(execution, 'Send');
     assert.match(sent.id, /^msg_/);
@@ -129,7 +132,7 @@ describe(`n8n-nodes-voicenote in a real n8n ${N8N_VERSION} (${STORAGE_LABEL})`, 
   test('a dry run per item with "Continue On Fail": a bad item gives its error, the others their checks; suppressions added, listed and deleted', async () => {
     const credentials = { voicenoteApi: { id: credentialId, name: 'voicenote sandbox' } };
     const before = (await t.request({ method: 'GET', url: '/api/v1/messages?limit=100', key: account.testKey })).json().data.length as number;
-    const workflow = await n8n.api('POST', '/workflows', {
+    const execution = await runManually({
       name: 'dry runs and suppressions',
       nodes: [
         { id: 'm', name: 'Manual', type: 'n8n-nodes-base.manualTrigger', typeVersion: 1, position: [0, 0], parameters: {} },
@@ -158,11 +161,6 @@ describe(`n8n-nodes-voicenote in a real n8n ${N8N_VERSION} (${STORAGE_LABEL})`, 
       },
       settings: { executionOrder: 'v1' },
     });
-    assert.equal(workflow.status, 200, JSON.stringify(workflow.body));
-    const workflowId = workflow.body.id as string;
-    const started = await n8n.rest('POST', `/workflows/${workflowId}/run`, { triggerToStartFrom: { name: 'Manual' } });
-    assert.equal(started.status, 200, JSON.stringify(started.body));
-    const execution = await waitFor('the manual execution to finish', async () => (await executionsOf(workflowId)).find((e) => e.status !== 'running' && e.status !== 'new'), 60_000);
     assert.equal(execution.status, 'success', JSON.stringify(execution.data?.resultData?.error ?? execution));
 
     const [checked, refused] = outputOf(execution, 'Dry Run');

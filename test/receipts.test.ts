@@ -5,7 +5,7 @@ import { Webhook } from 'standardwebhooks';
 import { closeSharedAudio, FAST_WHATSAPP, startTestApp, STORAGE_LABEL, type TestApp } from './fixtures/app-harness.js';
 import { eventually } from './fixtures/eventually.js';
 import { FakeWhatsapp } from './fakes/whatsapp-network.js';
-import { startWebhookReceiver } from './fakes/webhook-receiver.js';
+import { startWebhookReceiver, type WebhookReceiver } from './fakes/webhook-receiver.js';
 
 /**
  * Listen receipts from a live WhatsApp session: the recipient's device reports the voice note as
@@ -29,6 +29,19 @@ async function linkedSession(t: TestApp, world: FakeWhatsapp, key: string): Prom
   return id;
 }
 
+/** A note of a linked session, delivered, in a new account whose endpoint (and its signing secret) posts voice_note.read and .played to `receiver`. */
+async function deliveredNote(t: TestApp, world: FakeWhatsapp, receiver: WebhookReceiver): Promise<{ key: string; secret: string; sessionId: string; messageId: string; status: any }> {
+  const key = (await t.createAccount()).liveKey;
+  const hook = await t.request({ method: 'POST', url: `${API}/webhook_endpoints`, key, body: { url: receiver.url(), events: ['voice_note.read', 'voice_note.played'] } });
+  assert.equal(hook.statusCode, 201, hook.body);
+  const sessionId = await linkedSession(t, world, key);
+  const sent = await t.send(key, { platform: 'whatsapp', recipient: RECIPIENT, audio_url: t.voiceUrl, session: { session_id: sessionId } });
+  assert.equal(sent.statusCode, 202, sent.body);
+  const messageId = sent.json().id as string;
+  const status = await t.waitForStatus(key, messageId, ['delivered']);
+  return { key, secret: hook.json().secret as string, sessionId, messageId, status };
+}
+
 const detail = async (t: TestApp, key: string, id: string) => (await t.request({ method: 'GET', url: `${API}/messages/${id}`, key })).json();
 
 describe(`listen receipts from a live WhatsApp session (${STORAGE_LABEL})`, () => {
@@ -37,15 +50,7 @@ describe(`listen receipts from a live WhatsApp session (${STORAGE_LABEL})`, () =
     const receiver = await startWebhookReceiver();
     const t = await startTestApp({ whatsappSocketFactory: world.factory('one'), whatsappLive: FAST_WHATSAPP, webhooks: { pollMs: 100 } });
     try {
-      const account = await t.createAccount();
-      const key = account.liveKey;
-      const hook = await t.request({ method: 'POST', url: `${API}/webhook_endpoints`, key, body: { url: receiver.url(), events: ['voice_note.read', 'voice_note.played'] } });
-      assert.equal(hook.statusCode, 201, hook.body);
-      const sessionId = await linkedSession(t, world, key);
-      const sent = await t.send(key, { platform: 'whatsapp', recipient: RECIPIENT, audio_url: t.voiceUrl, session: { session_id: sessionId } });
-      assert.equal(sent.statusCode, 202, sent.body);
-      const messageId = sent.json().id as string;
-      const status = await t.waitForStatus(key, messageId, ['delivered']);
+      const { key, secret, sessionId, messageId, status } = await deliveredNote(t, world, receiver);
 
       const before = await detail(t, key, messageId);
       assert.deepEqual(before.receipts, { supported: true, reason: null, delivered_to_device_at: null, read_at: null, played_at: null });
@@ -70,7 +75,6 @@ describe(`listen receipts from a live WhatsApp session (${STORAGE_LABEL})`, () =
 
       const [readHook] = await receiver.waitFor(1, 'voice_note.read');
       const [playedHook] = await receiver.waitFor(1, 'voice_note.played');
-      const secret = hook.json().secret as string;
       const readEvent = new Webhook(secret).verify(readHook!.body, readHook!.headers as Record<string, string>) as any;
       const playedEvent = new Webhook(secret).verify(playedHook!.body, playedHook!.headers as Record<string, string>) as any;
       assert.deepEqual(readEvent.data, status);
@@ -114,14 +118,7 @@ describe(`listen receipts from a live WhatsApp session (${STORAGE_LABEL})`, () =
     let ahead = 0;
     const t = await startTestApp({ whatsappSocketFactory: world.factory('one'), whatsappLive: FAST_WHATSAPP, webhooks: { pollMs: 100 }, now: () => Date.now() + ahead });
     try {
-      const account = await t.createAccount();
-      const key = account.liveKey;
-      const hook = await t.request({ method: 'POST', url: `${API}/webhook_endpoints`, key, body: { url: receiver.url(), events: ['voice_note.read', 'voice_note.played'] } });
-      assert.equal(hook.statusCode, 201, hook.body);
-      const sessionId = await linkedSession(t, world, key);
-      const sent = await t.send(key, { platform: 'whatsapp', recipient: RECIPIENT, audio_url: t.voiceUrl, session: { session_id: sessionId } });
-      const messageId = sent.json().id as string;
-      await t.waitForStatus(key, messageId, ['delivered']);
+      const { key, sessionId, messageId } = await deliveredNote(t, world, receiver);
       const note = world.sent.at(-1)!;
       const receipt = (status: number) => ({ key: { id: note.messageId, remoteJid: note.jid, fromMe: true }, update: { status } });
 
