@@ -3,6 +3,7 @@ import { after, describe } from 'node:test';
 import { it } from './fixtures/timed.js';
 import { Webhook } from 'standardwebhooks';
 import { closeSharedAudio, FAST_WHATSAPP, startTestApp, STORAGE_LABEL, type TestApp } from './fixtures/app-harness.js';
+import { linkedSession } from './fixtures/whatsapp-session.js';
 import { eventually } from './fixtures/eventually.js';
 import { FakeWhatsapp } from './fakes/whatsapp-network.js';
 import { startWebhookReceiver, type WebhookReceiver } from './fakes/webhook-receiver.js';
@@ -19,15 +20,6 @@ const RECIPIENT = '14155550100';
 after(async () => {
   await closeSharedAudio();
 });
-
-async function linkedSession(t: TestApp, world: FakeWhatsapp, key: string): Promise<string> {
-  const created = await t.request({ method: 'POST', url: `${API}/whatsapp/sessions`, key });
-  assert.equal(created.statusCode, 201, created.body);
-  const id = created.json().session_id as string;
-  world.scan(id, '14155550123');
-  await eventually(async () => (await t.request({ method: 'GET', url: `${API}/whatsapp/sessions/${id}`, key })).json().status === 'connected', 'session connected');
-  return id;
-}
 
 /** A note of a linked session, delivered, in a new account whose endpoint (and its signing secret) posts voice_note.read and .played to `receiver`. */
 async function deliveredNote(t: TestApp, world: FakeWhatsapp, receiver: WebhookReceiver): Promise<{ key: string; secret: string; sessionId: string; messageId: string; status: any }> {

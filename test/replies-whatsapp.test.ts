@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { after, describe } from 'node:test';
 import { it } from './fixtures/timed.js';
 import { closeSharedAudio, FAST_WHATSAPP, startTestApp, STORAGE_LABEL, type TestApp } from './fixtures/app-harness.js';
+import { linkedSession } from './fixtures/whatsapp-session.js';
 import { eventually } from './fixtures/eventually.js';
 import { FakeWhatsapp } from './fakes/whatsapp-network.js';
 import { startWebhookReceiver } from './fakes/webhook-receiver.js';
@@ -21,15 +22,6 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 after(async () => {
   await closeSharedAudio();
 });
-
-async function linkedSession(t: TestApp, world: FakeWhatsapp, key: string): Promise<string> {
-  const created = await t.request({ method: 'POST', url: `${API}/whatsapp/sessions`, key });
-  assert.equal(created.statusCode, 201, created.body);
-  const id = created.json().session_id as string;
-  world.scan(id, '14155550123');
-  await eventually(async () => (await t.request({ method: 'GET', url: `${API}/whatsapp/sessions/${id}`, key })).json().status === 'connected', 'session connected');
-  return id;
-}
 
 const repliesOf = async (t: TestApp, key: string, id: string): Promise<any[]> => (await t.request({ method: 'GET', url: `${API}/messages/${id}`, key })).json().replies;
 

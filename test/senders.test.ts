@@ -26,6 +26,7 @@ import {
   withRestartableStorage,
   type TestApp,
 } from './fixtures/app-harness.js';
+import { linkedSession } from './fixtures/whatsapp-session.js';
 
 after(closeSharedAudio);
 
@@ -43,15 +44,6 @@ async function senders(t: TestApp, key: string, query = ''): Promise<any> {
   const res = await t.request({ method: 'GET', url: `${API}/senders${query}`, key });
   assert.equal(res.statusCode, 200, res.body);
   return res.json();
-}
-
-async function linkedSession(t: TestApp, world: FakeWhatsapp, key: string): Promise<string> {
-  const res = await t.request({ method: 'POST', url: `${API}/whatsapp/sessions`, key });
-  assert.equal(res.statusCode, 201, res.body);
-  const id: string = res.json().session_id;
-  world.scan(id, '14155550123');
-  await eventually(async () => (await t.request({ method: 'GET', url: `${API}/whatsapp/sessions/${id}`, key })).json().status === 'connected', 'a connected session');
-  return id;
 }
 
 const telegramNote = (t: TestApp, recipient: string, token = TELEGRAM_TOKEN) => ({ ...defaultSendBody('telegram', t.voiceUrl), recipient, session: { bot_token: token } });

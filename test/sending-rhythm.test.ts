@@ -14,6 +14,7 @@ import {
   withRestartableStorage,
   type TestApp,
 } from './fixtures/app-harness.js';
+import { linkedSession } from './fixtures/whatsapp-session.js';
 import { startTelegramApi, type TelegramCall } from './fakes/telegram-api.js';
 import { eventually } from './fixtures/eventually.js';
 import { FakeWhatsapp } from './fakes/whatsapp-network.js';
@@ -240,16 +241,6 @@ describe(`recording_indicator on POST /send (${STORAGE_LABEL})`, () => {
     }
   });
 });
-
-/** Creates a live WhatsApp session and pairs it as a phone would. */
-async function linkedSession(t: TestApp, world: FakeWhatsapp, key: string): Promise<string> {
-  const res = await t.request({ method: 'POST', url: `${API}/whatsapp/sessions`, key });
-  assert.equal(res.statusCode, 201, res.body);
-  const id: string = res.json().session_id;
-  world.scan(id, '14155550123');
-  await eventually(async () => (await t.request({ method: 'GET', url: `${API}/whatsapp/sessions/${id}`, key })).json().status === 'connected', 'a connected session');
-  return id;
-}
 
 describe(`each sender's daily rhythm (${STORAGE_LABEL})`, () => {
   it('a cap of N: N notes delivered, the next waits for the next UTC day (not failed), shown as a cap\'s wait', async () => {

@@ -9,20 +9,12 @@ import { it } from './fixtures/timed.js';
 import { eventually } from './fixtures/eventually.js';
 import { FakeWhatsapp } from './fakes/whatsapp-network.js';
 import { closeSharedAudio, defaultSendBody, FAST_WHATSAPP, startTestApp, STORAGE_LABEL, type TestApp } from './fixtures/app-harness.js';
+import { linkedSession } from './fixtures/whatsapp-session.js';
 
 after(closeSharedAudio);
 
 const API = '/api/v1';
 const GAP_MS = 1_000;
-
-async function linkedSession(t: TestApp, world: FakeWhatsapp, key: string): Promise<string> {
-  const res = await t.request({ method: 'POST', url: `${API}/whatsapp/sessions`, key });
-  assert.equal(res.statusCode, 201, res.body);
-  const id: string = res.json().session_id;
-  world.scan(id, '14155550123');
-  await eventually(async () => (await t.request({ method: 'GET', url: `${API}/whatsapp/sessions/${id}`, key })).json().status === 'connected', 'a connected session');
-  return id;
-}
 
 async function sendTo(t: TestApp, key: string, sessionId: string, recipient: string): Promise<string> {
   const res = await t.send(key, { ...defaultSendBody('whatsapp', t.voiceUrl, sessionId), recipient });

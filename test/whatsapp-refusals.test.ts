@@ -12,20 +12,12 @@ import { startWebhookReceiver } from './fakes/webhook-receiver.js';
 import { eventually } from './fixtures/eventually.js';
 import { FakeWhatsapp } from './fakes/whatsapp-network.js';
 import { closeSharedAudio, defaultSendBody, FAST_WHATSAPP, startTestApp, STORAGE_LABEL, type TestApp } from './fixtures/app-harness.js';
+import { linkedSession } from './fixtures/whatsapp-session.js';
 
 after(closeSharedAudio);
 
 const API = '/api/v1';
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
-async function linkedSession(t: TestApp, world: FakeWhatsapp, key: string): Promise<string> {
-  const res = await t.request({ method: 'POST', url: `${API}/whatsapp/sessions`, key });
-  assert.equal(res.statusCode, 201, res.body);
-  const id: string = res.json().session_id;
-  world.scan(id, '14155550123');
-  await eventually(async () => (await t.request({ method: 'GET', url: `${API}/whatsapp/sessions/${id}`, key })).json().status === 'connected', 'a connected session');
-  return id;
-}
 
 async function sendTo(t: TestApp, key: string, sessionId: string, recipient: string): Promise<string> {
   const res = await t.send(key, { ...defaultSendBody('whatsapp', t.voiceUrl, sessionId), recipient });
