@@ -1,14 +1,9 @@
 import type { INodeProperties, INodePropertyOptions } from 'n8n-workflow';
+import { PLATFORMS } from './platforms';
 import { suppressionProperties } from './suppression';
 
 /** Where the sender comes from when it is not one of the account's listed senders. */
 export const ENTER_SESSION = '__enter';
-
-const PLATFORMS: INodePropertyOptions[] = [
-  { name: 'LinkedIn', value: 'linkedin' },
-  { name: 'Telegram', value: 'telegram' },
-  { name: 'WhatsApp', value: 'whatsapp' },
-];
 
 const show = (resource: string, operation: string[]) => ({ show: { resource: [resource], operation } });
 

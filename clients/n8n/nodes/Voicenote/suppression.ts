@@ -1,4 +1,5 @@
 import type { INodeProperties } from 'n8n-workflow';
+import { PLATFORMS } from './platforms';
 
 /**
  * Suppression → Add, Get Many, Delete: the account's suppression list (POST, GET and DELETE
@@ -7,12 +8,7 @@ import type { INodeProperties } from 'n8n-workflow';
  */
 const show = (operation: string[]) => ({ show: { resource: ['suppression'], operation } });
 
-const PLATFORM_OR_ALL = [
-  { name: 'All Platforms', value: '*' },
-  { name: 'LinkedIn', value: 'linkedin' },
-  { name: 'Telegram', value: 'telegram' },
-  { name: 'WhatsApp', value: 'whatsapp' },
-];
+const PLATFORM_OR_ALL = [{ name: 'All Platforms', value: '*' }, ...PLATFORMS];
 
 export const suppressionProperties: INodeProperties[] = [
   {
