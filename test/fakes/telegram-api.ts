@@ -84,8 +84,11 @@ export interface TelegramFake {
   /**
    * From now on, answer as Telegram's flood control does: 429 with retry_after to a send that comes less
    * than `perChatMs` after the last accepted one for the same chat, or beyond `perBotPerSecond` calls of
-   * one bot within a second. Chat actions count toward their bot's calls, as Telegram counts them; not
-   * toward the chat's (an action is not a message).
+   * one bot within a second (core.telegram.org/bots/faq, "My bot is hitting limits": about one message a
+   * second per chat, about 30 a second in bulk; the 429's `parameters.retry_after`,
+   * core.telegram.org/bots/api#responseparameters). Telegram publishes no exact window, so this is a
+   * strict sliding second. Chat actions count toward their bot's calls; not toward the chat's (an action
+   * is not a message): Telegram documents neither, this is the cautious reading.
    */
   enforceFloodLimits(limits?: { perChatMs?: number; perBotPerSecond?: number }): void;
   /** 429 answers flood control gave so far. */
